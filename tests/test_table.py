@@ -1,0 +1,58 @@
+"""Second-chance leasing on one routing table (spec §2.1, claim 1)."""
+
+from weeble.broker.core.filters import Filter
+from weeble.broker.core.table import Entry, RoutingTable
+
+A = Filter.equals("class", 1)
+B = Filter.equals("class", 2)
+
+
+def test_refresh_replaces_every_entry_with_the_same_id() -> None:
+    t = RoutingTable()
+    t.add(Entry("s1", B, "x", 0))
+    t.add(Entry("s1", A, "y", 1))  # corrupted duplicate id
+    removed = t.refresh("s1", A, "z")
+    assert len(removed) == 2
+    assert [(e.sub_id, e.filter, e.dest, e.flag) for e in t] == [("s1", A, "z", 1)]
+
+
+def test_unrefreshed_entry_survives_one_overrun_and_dies_at_the_second() -> None:
+    t = RoutingTable()
+    t.refresh("s1", A, "x")
+    assert t.overrun() == [] and len(t) == 1 and next(iter(t)).flag == 0
+    assert [e.sub_id for e in t.overrun()] == ["s1"] and len(t) == 0
+
+
+def test_entry_refreshed_between_every_two_overruns_never_expires() -> None:
+    t = RoutingTable()
+    for _ in range(10):
+        t.refresh("s1", A, "x")
+        assert t.overrun() == []
+    assert len(t) == 1
+
+
+def test_flag0_entry_is_gone_at_the_next_overrun() -> None:
+    t = RoutingTable()
+    t.add(Entry("bogus", A, "x", 0))
+    assert [e.sub_id for e in t.overrun()] == ["bogus"]
+
+
+def test_match_uses_index_and_residual_and_deduplicates_destinations() -> None:
+    t = RoutingTable()
+    t.refresh("s1", A, "x")
+    t.refresh("s2", A, "x")
+    t.refresh("s3", Filter.parse("class > 0"), "y")  # no equality: residual
+    t.refresh("s4", B, "z")
+    dests: dict[str, None] = {}
+    t.match({"class": 1}, dests)
+    assert list(dests) == ["x", "y"]
+
+
+def test_remove_id_and_pairs() -> None:
+    t = RoutingTable()
+    t.refresh("s1", A, "x")
+    t.refresh("s2", B, "x")
+    assert t.pairs() == {(A, "x"), (B, "x")}
+    t.remove_id("s1")
+    assert t.pairs() == {(B, "x")}
+    assert list(t.identical(A)) == []

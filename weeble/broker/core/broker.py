@@ -1,0 +1,351 @@
+"""The broker: a pure state machine, `Broker.step(now, event) -> list[effect]`.
+
+It runs every routing algorithm of thesis Ch. 3 in its self-stabilizing form:
+- leasing with second-chance expiry (SC-1…SC-4, §3.3.1) for flooding, simple, identity,
+  covering (variants 1 and 2) and merging (variants 1 and 2), peer-to-peer or hierarchical;
+- or the periodic-rebuild wrapper (Algorithm A, §3.4.1) around the same algorithms, with two
+  tables T^0/T^1, the rebuild bit a_B and switch messages from the root.
+
+No I/O, no clock reads, no threads: `now` comes in with each event, timers go out as SetTimer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from weeble.broker.core import corruption, merging
+from weeble.broker.core.events import (
+    ClientPublish,
+    ClientSubscribe,
+    ClientUnsubscribe,
+    Corrupt,
+    Deliver,
+    Effect,
+    Event,
+    Receive,
+    Send,
+    SetTimer,
+    Start,
+    TimerFired,
+    Trace,
+)
+from weeble.broker.core.filters import Filter
+from weeble.broker.core.merging import Merger
+from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
+from weeble.broker.core.rom import Algorithm, Rom
+from weeble.broker.core.table import RoutingTable
+
+OVERRUN = "overrun"  # SC-2 clock overrun, every π at every broker (leased algorithms)
+SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
+
+
+class Ram:
+    """Everything a fault may corrupt. Any type-correct value is a possible state."""
+
+    __slots__ = ("mergers", "next_timer", "rebuild_bit", "seen", "tables")
+
+    def __init__(self, n_tables: int) -> None:
+        self.tables: list[RoutingTable] = [RoutingTable() for _ in range(n_tables)]
+        # The broker clock, as the time of its next overrun: clock(now) = π − (next_timer − now).
+        # Under the wrapper it is the root's modulo clock that paces the switches.
+        self.next_timer: float = 0.0
+        self.rebuild_bit: int = 0  # a_B: the table being rebuilt (wrapper only)
+        # A7 idempotence wrapper: (sub_id, source) pairs seen per tag since that table's reset
+        self.seen: list[set[tuple[str, str]]] = [set() for _ in range(n_tables)]
+        self.mergers: dict[str, Merger] = {}  # merging-based routing only
+
+
+class Broker:
+    def __init__(self, rom: Rom) -> None:
+        self.rom = rom
+        self.ram = Ram(2 if rom.wrapper else 1)
+        self._neighbors = tuple(sorted(rom.neighbors))
+        alg = rom.algorithm
+        self._counts_identical = alg is not Algorithm.SIMPLE and alg is not Algorithm.FLOODING
+        # Under the wrapper R keeps no flags: every entry counts (flags never drop to 0).
+        self._flag1 = rom.options.flag_rule and not rom.wrapper
+        self._unsub_flag1 = not rom.options.unsub_counts_all and not rom.wrapper
+        self._handlers: dict[type, Callable[[float, Any], list[Effect]]] = {
+            Receive: self._on_receive,
+            ClientPublish: self._on_client_publish,
+            ClientSubscribe: self._on_client_subscribe,
+            ClientUnsubscribe: self._on_client_unsubscribe,
+            TimerFired: self._on_timer,
+            Start: self._on_start,
+            Corrupt: self._on_corrupt,
+        }
+
+    # ---- the one entry point ----------------------------------------------------------------
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        return self._handlers[type(event)](now, event)
+
+    def clock(self, now: float) -> float:
+        """The broker's modulo-π clock at `now` (thesis §3.3.1)."""
+        pi = self.rom.params.pi
+        return min(max(pi - (self.ram.next_timer - now), 0.0), pi)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able view of ROM and RAM, for admin snapshots and legitimacy checks."""
+        rom, ram = self.rom, self.ram
+        return {
+            "broker": rom.broker_id,
+            "algorithm": rom.algorithm.value,
+            "hierarchical": rom.hierarchical,
+            "wrapper": rom.wrapper,
+            "root": rom.root,
+            "parent": rom.parent,
+            "neighbors": list(self._neighbors),
+            "next_timer": ram.next_timer,
+            "rebuild_bit": ram.rebuild_bit,
+            "tables": [[e.as_dict() for e in t] for t in ram.tables],
+            "mergers": [m.as_dict() for m in ram.mergers.values()],
+        }
+
+    # ---- timers -----------------------------------------------------------------------------
+
+    def _on_start(self, now: float, event: Start) -> list[Effect]:
+        if self.rom.wrapper and not self.rom.is_root:
+            return []  # only the root paces rebuilds
+        timer = SWITCH if self.rom.wrapper else OVERRUN
+        self.ram.next_timer = now + self.rom.params.pi
+        return [SetTimer(timer, self.ram.next_timer)]
+
+    def _on_timer(self, now: float, event: TimerFired) -> list[Effect]:
+        if now < self.ram.next_timer - 1e-9:
+            return []  # superseded (the clock was changed since this timer was set)
+        self.ram.next_timer = now + self.rom.params.pi
+        if event.timer == OVERRUN and not self.rom.wrapper:
+            effects = self._overrun()
+        elif event.timer == SWITCH and self.rom.wrapper and self.rom.is_root:
+            effects = self._rebuild(1 - self.ram.rebuild_bit, exclude=None)  # A5
+        else:
+            return []
+        effects.append(SetTimer(event.timer, self.ram.next_timer))
+        return effects
+
+    def _overrun(self) -> list[Effect]:
+        """SC-2 on the table, and second chance for merger records too (§3.3.1, §2.6 of spec)."""
+        expired = self.ram.tables[0].overrun()
+        merging.overrun(self.ram.mergers)
+        if not expired:
+            return []
+        return [Trace("expire", {"count": len(expired), "entries": [e.as_dict() for e in expired]})]
+
+    def _rebuild(self, bit: int, exclude: str | None) -> list[Effect]:
+        """A5/A6: start rebuilding table `bit` from the initial (empty) configuration."""
+        ram = self.ram
+        ram.rebuild_bit = bit
+        ram.tables[bit].clear()
+        ram.seen[bit].clear()
+        effects: list[Effect] = [Send(n, Switch(bit)) for n in self._neighbors if n != exclude]
+        effects.append(Trace("switch", {"tag": bit}))
+        return effects
+
+    # ---- notifications ----------------------------------------------------------------------
+
+    def _on_client_publish(self, now: float, event: ClientPublish) -> list[Effect]:
+        return self._route(event.notification, event.client)
+
+    def _route(self, n: Notification, source: str) -> list[Effect]:
+        rom = self.rom
+        attrs = n.attributes
+        dests: dict[str, None] = {}
+        for table in self.ram.tables:  # A1: the union of both tables under the wrapper
+            table.match(attrs, dests)
+        neighbors = rom.neighbors
+        message = Notify(n)
+        if rom.algorithm is Algorithm.FLOODING:
+            effects: list[Effect] = [Send(b, message) for b in self._neighbors if b != source]
+            # only local entries are legitimate; one that names a neighbour would duplicate
+            effects.extend(Deliver(c, n) for c in dests if c not in neighbors and c != source)
+            return effects
+        if rom.hierarchical and rom.parent is not None and source != rom.parent:
+            dests[rom.parent] = None  # every notification climbs to the root
+        effects = []
+        for d in dests:
+            if d == source:
+                continue
+            effects.append(Send(d, message) if d in neighbors else Deliver(d, n))
+        return effects
+
+    # ---- messages from neighbours -----------------------------------------------------------
+
+    def _on_receive(self, now: float, event: Receive) -> list[Effect]:
+        source, msg = event.neighbor, event.message
+        if source not in self.rom.neighbors:
+            return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+        kind = type(msg)
+        if kind is Notify:
+            return self._route(msg.notification, source)
+        if kind is Sub:
+            return self._subscribe(self._tag(msg.tag), source, msg.sub_id, msg.filter)
+        if kind is Unsub:
+            return self._unsubscribe(self._tag(msg.tag), source, msg.sub_id, msg.filter)
+        if kind is Switch and self.rom.wrapper:
+            if msg.tag not in (0, 1):
+                return [Trace("garbage", {"from": source, "why": f"switch tag {msg.tag}"})]
+            return self._rebuild(msg.tag, exclude=source)  # A6
+        return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
+
+    def _tag(self, tag: int) -> int:
+        """A3: the table a tagged control message belongs to (always T^0 without the wrapper)."""
+        return tag & 1 if self.rom.wrapper else 0
+
+    # ---- client requests --------------------------------------------------------------------
+
+    def _on_client_subscribe(self, now: float, event: ClientSubscribe) -> list[Effect]:
+        if event.client in self.rom.neighbors:
+            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
+        # A2: run R on the table being rebuilt
+        return self._subscribe(self.ram.rebuild_bit, event.client, event.sub_id, event.filter)
+
+    def _on_client_unsubscribe(self, now: float, event: ClientUnsubscribe) -> list[Effect]:
+        if event.client in self.rom.neighbors:
+            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
+        return self._unsubscribe(self.ram.rebuild_bit, event.client, event.sub_id, event.filter)
+
+    # ---- routing: subscriptions -------------------------------------------------------------
+
+    def _subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
+        rom, ram = self.rom, self.ram
+        remote = source in rom.neighbors
+        if remote and (rom.algorithm is Algorithm.FLOODING or source == rom.parent):
+            # flooding keeps local entries only; hierarchical subscriptions never come down
+            return [Trace("garbage", {"from": source, "why": "subscription not expected"})]
+        if tag >= len(ram.tables):
+            tag = 0
+        if rom.wrapper:  # A7: a repeated subscription within the period is dropped
+            key = (sub_id, source)
+            if key in ram.seen[tag]:
+                return []
+            ram.seen[tag].add(key)
+        table = ram.tables[tag]
+        table.refresh(sub_id, f, source)  # SC-1
+        if rom.algorithm is Algorithm.FLOODING:
+            return []
+        if rom.algorithm.merging:
+            return merging.on_subscribe(self, table, tag, source, sub_id, f)
+        return [Send(n, Sub(sub_id, f, tag)) for n in self.sub_targets(table, f, source)]
+
+    def sub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
+        """Where a (re)subscription for f from `source` goes (§2.3–2.5 of the spec)."""
+        if not self._counts_identical:  # simple routing floods every subscription
+            return self._spread(source)
+        holders = self.holders(table, f, source, flag1=self._flag1)
+        return self._algorithm1(holders, source)
+
+    def holders(self, table: RoutingTable, f: Filter, source: str, flag1: bool) -> dict[str, None]:
+        """Destinations D' ≠ source with an entry identical to f (identity) or covering it.
+
+        Flag-1 counting is the self-stabilizing rule (§3.3.1). Covering variant 2 counts a strictly
+        covering entry whatever its flag; identical entries always obey `flag1`.
+        """
+        found: dict[str, None] = {}
+        for e in table.identical(f):
+            if e.dest != source and (e.flag or not flag1):
+                found[e.dest] = None
+        if self.rom.algorithm.covering:
+            any_flag = self.rom.algorithm is Algorithm.COVERING2 or not flag1
+            for g in table.filters():
+                if g != f and g.covers(f):
+                    for e in table.identical(g):
+                        if e.dest != source and (e.flag or any_flag):
+                            found[e.dest] = None
+        return found
+
+    def _algorithm1(self, holders: dict[str, None], source: str) -> list[str]:
+        """Algorithm 1 (l.1275–1299); hierarchical form: forward up iff nobody else holds f."""
+        rom = self.rom
+        if rom.hierarchical:
+            if holders or rom.parent is None or source == rom.parent:
+                return []
+            return [rom.parent]
+        if not holders:
+            return [n for n in self._neighbors if n != source]
+        if len(holders) == 1:
+            (only,) = holders
+            return [only] if only in rom.neighbors else []
+        return []
+
+    def _spread(self, source: str) -> list[str]:
+        rom = self.rom
+        if rom.hierarchical:
+            return [rom.parent] if rom.parent is not None and source != rom.parent else []
+        return [n for n in self._neighbors if n != source]
+
+    # ---- routing: unsubscriptions -----------------------------------------------------------
+
+    def _unsubscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
+        rom, ram = self.rom, self.ram
+        remote = source in rom.neighbors
+        if remote and (rom.algorithm is Algorithm.FLOODING or source == rom.parent):
+            return [Trace("garbage", {"from": source, "why": "unsubscription not expected"})]
+        # A4: under the wrapper apply it to both tables, tag what it generates with a_B
+        tables = ram.tables if rom.wrapper else ram.tables[:1]
+        out_tag = ram.rebuild_bit if rom.wrapper else tag
+        effects: list[Effect] = []
+        for table in tables:
+            for effect in self._unsubscribe_in(table, out_tag, source, sub_id, f, remote):
+                if effect not in effects:  # both tables may ask for the same message
+                    effects.append(effect)
+        return effects
+
+    def _unsubscribe_in(
+        self, table: RoutingTable, tag: int, source: str, sub_id: str, f: Filter, remote: bool
+    ) -> list[Effect]:
+        alg = self.rom.algorithm
+        table.remove_id(sub_id)  # SC-3
+        if alg is Algorithm.FLOODING:
+            return []
+        if alg is Algorithm.SIMPLE:
+            return [Send(n, Unsub(sub_id, f, tag)) for n in self._spread(source)]
+        if remote:
+            # The neighbour forwards an unsubscription only when it has no identical or covering
+            # interest left, so every identical entry for it is obsolete, whatever its id.
+            for e in [e for e in table.identical(f) if e.dest == source]:
+                table.discard(e)
+        effects: list[Effect] = []
+        if alg.merging:
+            effects.extend(merging.on_unsubscribe(self, table, tag, source, f))
+        elif alg.covering:
+            effects.extend(self._uncovered(table, tag, f))
+        effects.extend(Send(n, Unsub(sub_id, f, tag)) for n in self.unsub_targets(table, f, source))
+        return effects
+
+    def unsub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
+        """Where an unsubscription goes: the same i-based rule as subscriptions (l.1266)."""
+        return self._algorithm1(self.holders(table, f, source, flag1=self._unsub_flag1), source)
+
+    def _uncovered(self, table: RoutingTable, tag: int, f: Filter) -> list[Effect]:
+        """Covering: forward the subscriptions f was covering before f's unsubscription leaves."""
+        effects: list[Effect] = []
+        done: set[tuple[Filter, str]] = set()
+        for g in [g for g in table.filters() if g != f and f.covers(g)]:
+            for e in list(table.identical(g)):
+                if (g, e.dest) in done:
+                    continue
+                done.add((g, e.dest))
+                targets = self.sub_targets(table, g, e.dest)
+                effects.extend(Send(n, Sub(e.sub_id, g, tag)) for n in targets)
+        return effects
+
+    # ---- faults -----------------------------------------------------------------------------
+
+    def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
+        return corruption.apply(self, now, event)
+
+    # ---- introspection helpers used by legitimacy checks and tests --------------------------
+
+    def pairs(self) -> set[tuple[Filter, str]]:
+        """Union over tables of the (filter, destination) pairs."""
+        out: set[tuple[Filter, str]] = set()
+        for table in self.ram.tables:
+            out |= table.pairs()
+        return out
+
+    def entries(self) -> Iterable[tuple[int, Any]]:
+        for tag, table in enumerate(self.ram.tables):
+            for e in table:
+                yield tag, e

@@ -1,0 +1,114 @@
+"""ROM: what no fault can touch (DESIGN.md "ROM and RAM").
+
+Code, the broker's id, its neighbour set (thesis §3.2.3 keeps it in ROM), which neighbour is the
+parent, the root's identity, the routing algorithm and the constants π, ρ, δ_min, δ_max, d.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Algorithm(StrEnum):
+    FLOODING = "flooding"
+    SIMPLE = "simple"
+    IDENTITY = "identity"
+    COVERING1 = "covering1"  # all counts use flag-1 entries only (3.6)
+    COVERING2 = "covering2"  # the covering count ignores flags (3.7)
+    MERGING1 = "merging1"  # (3.8)
+    MERGING2 = "merging2"  # (3.9)
+
+    @property
+    def covering(self) -> bool:
+        return self in (Algorithm.COVERING1, Algorithm.COVERING2, *MERGING)
+
+    @property
+    def merging(self) -> bool:
+        return self in MERGING
+
+
+MERGING = (Algorithm.MERGING1, Algorithm.MERGING2)
+
+
+class ConfigError(ValueError):
+    """An inconsistent configuration; the message names the field and the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    """Timing constants in seconds. d is the network diameter in hops."""
+
+    pi: float  # leasing period = clock modulus; under the wrapper, the rebuild period at the root
+    rho: float  # client refresh period
+    delta_min: float
+    delta_max: float
+    d: int
+
+    def validate(self, algorithm: Algorithm, wrapper: bool) -> None:
+        """Reject parameters for which the algorithm's stabilization proof does not hold."""
+        if self.rho <= 0:
+            raise ConfigError(f"rho: must be > 0, got {self.rho}")
+        if self.pi <= 0:
+            raise ConfigError(f"pi: must be > 0, got {self.pi}")
+        if not 0 <= self.delta_min <= self.delta_max:
+            raise ConfigError(
+                f"delta_min/delta_max: need 0 <= delta_min <= delta_max, "
+                f"got {self.delta_min} and {self.delta_max}"
+            )
+        if self.d < 0:
+            raise ConfigError(f"d: must be >= 0, got {self.d}")
+        need, why = self.required_pi(algorithm, wrapper)
+        if algorithm is Algorithm.FLOODING and not wrapper:
+            if self.pi < need:
+                raise ConfigError(f"pi: flooding needs pi >= rho ({why}), got pi={self.pi}")
+        elif self.pi <= need:
+            raise ConfigError(f"pi: {algorithm.value} needs pi > {why} = {need:g}, got {self.pi:g}")
+
+    def required_pi(self, algorithm: Algorithm, wrapper: bool) -> tuple[float, str]:
+        if wrapper:  # Theorem 1 (3.10)
+            return self.rho + 2 * self.d * self.delta_max, "rho + 2*d*delta_max"
+        if algorithm is Algorithm.FLOODING:  # client<->broker is free: rho = pi suffices
+            return self.rho, "rho"
+        return self.rho + self.d * (self.delta_max - self.delta_min), (
+            "rho + d*(delta_max - delta_min)"  # (3.3)
+        )
+
+    def bound(self, algorithm: Algorithm, wrapper: bool) -> float:
+        """The algorithm's worst-case stabilization time Δ (spec table "Key bounds")."""
+        pi, rho, dd = self.pi, self.rho, self.d * self.delta_max
+        if wrapper:
+            return 2 * pi + dd  # (3.10)
+        if algorithm is Algorithm.FLOODING:
+            return max(2 * pi, dd)  # (3.2)
+        if algorithm in (Algorithm.COVERING2, Algorithm.MERGING2):
+            return 2 * pi + rho + dd  # (3.7), (3.9)
+        return 2 * pi + dd  # (3.4), (3.5), (3.6), (3.8)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Knobs the spec leaves open ([?] items), and switches for the negative tests."""
+
+    # Identity/covering/merging: count only flag-1 entries when deciding to forward a
+    # (re)subscription. False reproduces the non-self-stabilizing original (claim 4 negative test).
+    flag_rule: bool = True
+    # Unsubscriptions: count all entries (True, avoids transient loss) or flag-1 entries only.
+    unsub_counts_all: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Rom:
+    broker_id: str
+    neighbors: frozenset[str]
+    root: str  # identity of the root broker (hierarchical routing, wrapper switches)
+    parent: str | None  # the neighbour towards the root; None at the root
+    algorithm: Algorithm
+    params: Params
+    hierarchical: bool = False
+    wrapper: bool = False  # periodic-rebuild wrapper (thesis §3.4.1) instead of second chance
+    options: Options = Options()
+
+    @property
+    def is_root(self) -> bool:
+        return self.broker_id == self.root

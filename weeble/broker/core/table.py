@@ -1,0 +1,153 @@
+"""A leased routing table: entries ⟨sub_id, filter, destination, flag⟩ (thesis §3.3.1).
+
+One `RoutingTable` is one table. The broker keeps a list of them: one for the leased algorithms,
+T^0 and T^1 for the periodic-rebuild wrapper, and (later) one per color of the 3-color scheme.
+
+Three indexes keep the hot paths off full scans:
+- by sub_id, for SC-1/SC-3 ("remove every entry with that ID");
+- by filter, for identity-based counting ("destinations with an identical entry");
+- by (attribute, value) of an equality constraint, for matching a notification.
+Entries without an equality constraint sit in a small residual set that matching scans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from weeble.broker.core.filters import Filter, Value, notification_index_keys
+
+
+class Entry:
+    """One routing entry. Mutable only through RoutingTable (the indexes must follow)."""
+
+    __slots__ = ("dest", "filter", "flag", "key", "sub_id")
+
+    def __init__(self, sub_id: str, filter: Filter, dest: str, flag: int = 1) -> None:
+        self.sub_id = sub_id
+        self.filter = filter
+        self.dest = dest
+        self.flag = flag
+        self.key = filter.index_key()
+
+    def as_dict(self) -> dict[str, object]:
+        return {"sub_id": self.sub_id, "filter": str(self.filter), "dest": self.dest,
+                "flag": self.flag}
+
+    def __repr__(self) -> str:
+        return f"Entry({self.sub_id!r}, {str(self.filter)!r}, {self.dest!r}, {self.flag})"
+
+
+class RoutingTable:
+    __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual")
+
+    def __init__(self) -> None:
+        # dicts keyed by entry object, used as ordered sets (deterministic iteration)
+        self._by_id: dict[str, dict[Entry, None]] = {}
+        self._by_filter: dict[Filter, dict[Entry, None]] = {}
+        self._by_key: dict[tuple[str, Value], dict[Entry, None]] = {}
+        self._residual: dict[Entry, None] = {}
+
+    # ---- raw insert/remove (keep the indexes consistent) ------------------------------------
+
+    def add(self, entry: Entry) -> None:
+        self._by_id.setdefault(entry.sub_id, {})[entry] = None
+        self._by_filter.setdefault(entry.filter, {})[entry] = None
+        if entry.key is None:
+            self._residual[entry] = None
+        else:
+            self._by_key.setdefault(entry.key, {})[entry] = None
+
+    def discard(self, entry: Entry) -> None:
+        _pop(self._by_id, entry.sub_id, entry)
+        _pop(self._by_filter, entry.filter, entry)
+        if entry.key is None:
+            self._residual.pop(entry, None)
+        else:
+            _pop(self._by_key, entry.key, entry)
+
+    # ---- second-chance operations -----------------------------------------------------------
+
+    def refresh(self, sub_id: str, filter: Filter, dest: str) -> list[Entry]:
+        """SC-1: remove every entry with this id (whatever its contents), insert it with flag 1.
+
+        Returns the entries removed, so callers can tell a refresh from a new subscription.
+        """
+        removed = self.remove_id(sub_id)
+        self.add(Entry(sub_id, filter, dest, 1))
+        return removed
+
+    def remove_id(self, sub_id: str) -> list[Entry]:
+        """SC-3: remove every entry with this id."""
+        bucket = self._by_id.get(sub_id)
+        if not bucket:
+            return []
+        removed = list(bucket)
+        for entry in removed:
+            self.discard(entry)
+        return removed
+
+    def overrun(self) -> list[Entry]:
+        """SC-2: delete every flag-0 entry, then set every remaining flag to 0."""
+        expired = [e for bucket in self._by_id.values() for e in bucket if e.flag == 0]
+        for entry in expired:
+            self.discard(entry)
+        for bucket in self._by_id.values():
+            for entry in bucket:
+                entry.flag = 0
+        return expired
+
+    def clear(self) -> None:
+        self._by_id.clear()
+        self._by_filter.clear()
+        self._by_key.clear()
+        self._residual.clear()
+
+    # ---- queries ----------------------------------------------------------------------------
+
+    def match(self, attributes: Mapping[str, Value], dests: dict[str, None]) -> dict[str, None]:
+        """Add to `dests` every destination with an entry matching the notification.
+
+        A dict used as an ordered set: iteration order must not depend on string hashing, or the
+        simulator would not be deterministic across processes.
+        """
+        by_key = self._by_key
+        for key in notification_index_keys(attributes):
+            bucket = by_key.get(key)
+            if bucket:
+                for entry in bucket:
+                    if entry.dest not in dests and entry.filter.matches(attributes):
+                        dests[entry.dest] = None
+        for entry in self._residual:
+            if entry.dest not in dests and entry.filter.matches(attributes):
+                dests[entry.dest] = None
+        return dests
+
+    def identical(self, filter: Filter) -> Iterable[Entry]:
+        """Entries whose filter is identical to `filter`."""
+        return self._by_filter.get(filter, {}).keys()
+
+    def filters(self) -> Iterable[Filter]:
+        """The distinct filters in the table."""
+        return self._by_filter.keys()
+
+    def with_id(self, sub_id: str) -> list[Entry]:
+        return list(self._by_id.get(sub_id, ()))
+
+    def __iter__(self) -> Iterator[Entry]:
+        for bucket in self._by_id.values():
+            yield from bucket
+
+    def __len__(self) -> int:
+        return sum(len(bucket) for bucket in self._by_id.values())
+
+    def pairs(self) -> set[tuple[Filter, str]]:
+        """The (filter, destination) pairs in the table: the routing configuration, ids aside."""
+        return {(e.filter, e.dest) for e in self}
+
+
+def _pop(index: dict, key: object, entry: Entry) -> None:
+    bucket = index.get(key)
+    if bucket is not None:
+        bucket.pop(entry, None)
+        if not bucket:
+            del index[key]
