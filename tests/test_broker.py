@@ -26,9 +26,9 @@ F = Filter.equals("class", 1)
 
 
 def make(alg: Algorithm, *, neighbors=("p", "x", "y"), parent="p", hierarchical=False,
-         wrapper=False, root="p", me="b", options=Options()) -> Broker:
+         wrapper=False, root="p", me="b", options=None) -> Broker:
     rom = Rom(me, frozenset(neighbors), root, parent if me != root else None, alg, P,
-              hierarchical, wrapper, options)
+              hierarchical, wrapper, options or Options())
     b = Broker(rom)
     b.step(0.0, Start())
     return b

@@ -66,6 +66,10 @@ class Broker:
         # Under the wrapper R keeps no flags: every entry counts (flags never drop to 0).
         self._flag1 = rom.options.flag_rule and not rom.wrapper
         self._unsub_flag1 = not rom.options.unsub_counts_all and not rom.wrapper
+        self._renew_forwarded = rom.options.renew_forwarded
+        # where subscriptions may go: the parent only, under hierarchical routing
+        self._upstream = (() if rom.parent is None else (rom.parent,)) if rom.hierarchical \
+            else self._neighbors
         self._handlers: dict[type, Callable[[float, Any], list[Effect]]] = {
             Receive: self._on_receive,
             ClientPublish: self._on_client_publish,
@@ -189,6 +193,11 @@ class Broker:
             return self._rebuild(msg.tag, exclude=source)  # A6
         return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
 
+    def _unexpected_control(self, neighbor: str) -> bool:
+        """Flooding keeps local entries only; hierarchical subscriptions never come down."""
+        rom = self.rom
+        return rom.algorithm is Algorithm.FLOODING or (rom.hierarchical and neighbor == rom.parent)
+
     def _tag(self, tag: int) -> int:
         """A3: the table a tagged control message belongs to (always T^0 without the wrapper)."""
         return tag & 1 if self.rom.wrapper else 0
@@ -211,8 +220,7 @@ class Broker:
     def _subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
         rom, ram = self.rom, self.ram
         remote = source in rom.neighbors
-        if remote and (rom.algorithm is Algorithm.FLOODING or source == rom.parent):
-            # flooding keeps local entries only; hierarchical subscriptions never come down
+        if remote and self._unexpected_control(source):
             return [Trace("garbage", {"from": source, "why": "subscription not expected"})]
         if tag >= len(ram.tables):
             tag = 0
@@ -227,14 +235,28 @@ class Broker:
             return []
         if rom.algorithm.merging:
             return merging.on_subscribe(self, table, tag, source, sub_id, f)
-        return [Send(n, Sub(sub_id, f, tag)) for n in self.sub_targets(table, f, source)]
+        targets = self.sub_targets(table, f, source, sub_id)
+        return [Send(n, Sub(sub_id, f, tag)) for n in targets]
 
-    def sub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
-        """Where a (re)subscription for f from `source` goes (§2.3–2.5 of the spec)."""
+    def sub_targets(self, table: RoutingTable, f: Filter, source: str, sub_id: str) -> list[str]:
+        """Where a (re)subscription for f from `source` goes (§2.3–2.5 of the spec).
+
+        Identity, covering, merging: Algorithm 1 with flag-1 counting decides; and a refresh of
+        the subscription last forwarded for f to a neighbour goes there again, so that
+        neighbour's entry is renewed every ρ like a client's (Options.renew_forwarded).
+        """
         if not self._counts_identical:  # simple routing floods every subscription
             return self._spread(source)
         holders = self.holders(table, f, source, flag1=self._flag1)
-        return self._algorithm1(holders, source)
+        targets = self._algorithm1(holders, source)
+        if self._renew_forwarded:
+            forwarded = table.forwarded
+            for n in self._upstream:
+                if n != source and n not in targets and forwarded.get((f, n)) == sub_id:
+                    targets.append(n)
+            for n in targets:
+                forwarded[f, n] = sub_id
+        return targets
 
     def holders(self, table: RoutingTable, f: Filter, source: str, flag1: bool) -> dict[str, None]:
         """Destinations D' ≠ source with an entry identical to f (identity) or covering it.
@@ -280,7 +302,7 @@ class Broker:
     def _unsubscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
         rom, ram = self.rom, self.ram
         remote = source in rom.neighbors
-        if remote and (rom.algorithm is Algorithm.FLOODING or source == rom.parent):
+        if remote and self._unexpected_control(source):
             return [Trace("garbage", {"from": source, "why": "unsubscription not expected"})]
         # A4: under the wrapper apply it to both tables, tag what it generates with a_B
         tables = ram.tables if rom.wrapper else ram.tables[:1]
@@ -311,7 +333,27 @@ class Broker:
             effects.extend(merging.on_unsubscribe(self, table, tag, source, f))
         elif alg.covering:
             effects.extend(self._uncovered(table, tag, f))
-        effects.extend(Send(n, Unsub(sub_id, f, tag)) for n in self.unsub_targets(table, f, source))
+        unsub_targets = self.unsub_targets(table, f, source)
+        effects.extend(self._hand_over(table, tag, f, sub_id, unsub_targets))
+        effects.extend(Send(n, Unsub(sub_id, f, tag)) for n in unsub_targets)
+        return effects
+
+    def _hand_over(
+        self, table: RoutingTable, tag: int, f: Filter, gone: str, withdrawn: list[str]
+    ) -> list[Effect]:
+        """The subscription forwarded for f leaves but identical ones stay: the next one takes
+        over renewing the neighbour's entry now, not after the next overrun."""
+        effects: list[Effect] = []
+        for n in self._upstream:
+            if table.forwarded.get((f, n)) != gone:
+                continue
+            del table.forwarded[f, n]
+            if n in withdrawn:
+                continue
+            heir = next((e for e in table.identical(f) if e.dest != n), None)
+            if heir is not None:
+                table.forwarded[f, n] = heir.sub_id
+                effects.append(Send(n, Sub(heir.sub_id, f, tag)))
         return effects
 
     def unsub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
@@ -327,7 +369,7 @@ class Broker:
                 if (g, e.dest) in done:
                     continue
                 done.add((g, e.dest))
-                targets = self.sub_targets(table, g, e.dest)
+                targets = self.sub_targets(table, g, e.dest, e.sub_id)
                 effects.extend(Send(n, Sub(e.sub_id, g, tag)) for n in targets)
         return effects
 

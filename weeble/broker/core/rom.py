@@ -81,9 +81,14 @@ class Params:
             return 2 * pi + dd  # (3.10)
         if algorithm is Algorithm.FLOODING:
             return max(2 * pi, dd)  # (3.2)
-        if algorithm in (Algorithm.COVERING2, Algorithm.MERGING2):
-            return 2 * pi + rho + dd  # (3.7), (3.9)
-        return 2 * pi + dd  # (3.4), (3.5), (3.6), (3.8)
+        if algorithm.merging:
+            # Not the printed (3.8)/(3.9): a bogus *constituent* entry at B lives up to 2π, and
+            # while it does B forwards (renews) a merger that includes it; the merger's upstream
+            # entries then live up to 2π after their last renewal (see core/merging.py).
+            return 4 * pi + dd
+        if algorithm is Algorithm.COVERING2:
+            return 2 * pi + rho + dd  # (3.7)
+        return 2 * pi + dd  # (3.4), (3.5), (3.6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,11 @@ class Options:
     # Identity/covering/merging: count only flag-1 entries when deciding to forward a
     # (re)subscription. False reproduces the non-self-stabilizing original (claim 4 negative test).
     flag_rule: bool = True
+    # Keep forwarding the refreshes of the subscription that was forwarded for a filter, so the
+    # upstream entry is renewed every ρ. Without it (the thesis as printed), only the first
+    # refresh per overrun period goes up: renewals can then be π + ρ apart, longer than an
+    # upstream lease is sure to live (π), and valid entries expire in a fault-free run.
+    renew_forwarded: bool = True
     # Unsubscriptions: count all entries (True, avoids transient loss) or flag-1 entries only.
     unsub_counts_all: bool = True
 

@@ -38,9 +38,13 @@ class Entry:
 
 
 class RoutingTable:
-    __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual")
+    __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual", "forwarded")
 
     def __init__(self) -> None:
+        # The sub_id last forwarded for (filter, neighbour): that subscription's refreshes keep
+        # renewing the neighbour's entry (see Broker.sub_targets). Routing state, so it lives and
+        # dies with the table.
+        self.forwarded: dict[tuple[Filter, str], str] = {}
         # dicts keyed by entry object, used as ordered sets (deterministic iteration)
         self._by_id: dict[str, dict[Entry, None]] = {}
         self._by_filter: dict[Filter, dict[Entry, None]] = {}
@@ -91,12 +95,16 @@ class RoutingTable:
         expired = [e for bucket in self._by_id.values() for e in bucket if e.flag == 0]
         for entry in expired:
             self.discard(entry)
+        if expired:
+            ids = self._by_id
+            self.forwarded = {k: v for k, v in self.forwarded.items() if v in ids}
         for bucket in self._by_id.values():
             for entry in bucket:
                 entry.flag = 0
         return expired
 
     def clear(self) -> None:
+        self.forwarded.clear()
         self._by_id.clear()
         self._by_filter.clear()
         self._by_key.clear()
