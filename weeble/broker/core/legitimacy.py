@@ -21,16 +21,59 @@ Under the periodic-rebuild wrapper the union of T^0 and T^1 is checked (A1 route
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.merging import closure
 from weeble.broker.core.rom import Algorithm
 
-if TYPE_CHECKING:
-    from weeble.broker.core.broker import Broker
+
+class Broker(Protocol):
+    """What a check needs of a broker: a live `core.Broker`, or a `SnapshotView` of one."""
+
+    rom: Any
+
+    def entries(self) -> Iterable[tuple[int, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _SnapshotRom:
+    broker_id: str
+    neighbors: frozenset[str]
+    root: str
+    parent: str | None
+    algorithm: Algorithm
+    hierarchical: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _SnapshotEntry:
+    sub_id: str
+    filter: Filter
+    dest: str
+    flag: int
+
+
+class SnapshotView:
+    """A broker as seen through its `Broker.snapshot()` (e.g. from a live admin API)."""
+
+    def __init__(self, snapshot: Mapping[str, Any]) -> None:
+        self.rom = _SnapshotRom(
+            snapshot["broker"], frozenset(snapshot["neighbors"]), snapshot["root"],
+            snapshot["parent"], Algorithm(snapshot["algorithm"]), bool(snapshot["hierarchical"]),
+        )
+        self._tables = [
+            [_SnapshotEntry(e["sub_id"], Filter.parse(e["filter"]), e["dest"], int(e["flag"]))
+             for e in table]
+            for table in snapshot["tables"]
+        ]
+
+    def entries(self) -> Iterator[tuple[int, _SnapshotEntry]]:
+        for tag, table in enumerate(self._tables):
+            for e in table:
+                yield tag, e
 
 
 @dataclass(frozen=True, slots=True)
