@@ -32,7 +32,7 @@ from weeble.broker.core.events import (
 )
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.merging import Merger
-from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
+from weeble.broker.core.messages import Notify, Sub, Switch, Unsub
 from weeble.broker.core.rom import Algorithm, Rom
 from weeble.broker.core.table import RoutingTable
 
@@ -150,16 +150,17 @@ class Broker:
     # ---- notifications ----------------------------------------------------------------------
 
     def _on_client_publish(self, now: float, event: ClientPublish) -> list[Effect]:
-        return self._route(event.notification, event.client)
+        return self._route(Notify(event.notification), event.client)
 
-    def _route(self, n: Notification, source: str) -> list[Effect]:
+    def _route(self, message: Notify, source: str) -> list[Effect]:
+        """Forward a notification; the incoming message object is passed on (hot path)."""
         rom = self.rom
+        n = message.notification
         attrs = n.attributes
         dests: dict[str, None] = {}
         for table in self.ram.tables:  # A1: the union of both tables under the wrapper
             table.match(attrs, dests)
         neighbors = rom.neighbors
-        message = Notify(n)
         if rom.algorithm is Algorithm.FLOODING:
             effects: list[Effect] = [Send(b, message) for b in self._neighbors if b != source]
             # only local entries are legitimate; one that names a neighbour would duplicate
@@ -182,7 +183,7 @@ class Broker:
             return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
         kind = type(msg)
         if kind is Notify:
-            return self._route(msg.notification, source)
+            return self._route(msg, source)
         if kind is Sub:
             return self._subscribe(self._tag(msg.tag), source, msg.sub_id, msg.filter)
         if kind is Unsub:

@@ -80,7 +80,7 @@ def _entry_field(field: str) -> Callable[[Broker, float, Corrupt], list[Effect]]
         replacement = Entry(entry.sub_id, entry.filter, entry.dest, entry.flag)
         setattr(replacement, field, value)
         if field == "filter":
-            replacement.key = value.index_key()
+            replacement = Entry(entry.sub_id, value, entry.dest, entry.flag)
         table.add(replacement)
         return []
 

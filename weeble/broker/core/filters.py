@@ -407,12 +407,12 @@ class _Str:
         elif hi is None:
 
             def check(v: Value) -> bool:
-                return (type(v) is str or isinstance(v, str)) and lo <= v  # type: ignore[operator]
+                return (type(v) is str or isinstance(v, str)) and lo <= v
 
         else:
 
             def check(v: Value) -> bool:
-                return (type(v) is str or isinstance(v, str)) and lo <= v < hi  # type: ignore[operator]
+                return (type(v) is str or isinstance(v, str)) and lo <= v < hi
 
         if not excluded:
             return check
@@ -748,7 +748,9 @@ def merge(a: Filter, b: Filter) -> Filter | None:
         return b
     # Both satisfiable from here on (an unsatisfiable filter is covered by anything).
     if a.attributes != b.attributes:
-        return None  # an attribute constrained on one side only differs, plus another one does
+        # An attribute constrained on one side only is one difference; since neither side
+        # covers the other, some other attribute differs too: two differences, no box.
+        return None
     theirs = b._by_name
     differing = [name for name, c in a.constraints if theirs[name] != c]
     if len(differing) != 1:
@@ -941,19 +943,21 @@ class _Parser:
             raise self._error(
                 f"'range' needs numbers or strings, not booleans, at position {pos}", pos
             )
-        if isinstance(lo, str) != isinstance(hi, str):
+        if isinstance(lo, str) and isinstance(hi, str):
+            c: Constraint | None = _make_str(lo, hi + "\0")
+        elif not isinstance(lo, str) and not isinstance(hi, str):
+            c = _make_num(lo, True, hi, True)
+        else:
             raise self._error(
                 f"'range' bounds must both be numbers or both strings at position {lo_pos}",
                 lo_pos,
             )
-        if lo > hi:  # type: ignore[operator]
+        if c is None:  # the only way a closed range can be empty
             raise self._error(
                 f"empty range at position {lo_pos}: lower bound {_format_value(lo)} "
                 f"exceeds upper bound {_format_value(hi)}",
                 lo_pos,
             )
-        c = _make_str(lo, hi + "\0") if isinstance(lo, str) else _make_num(lo, True, hi, True)
-        assert c is not None  # lo <= hi
         return c
 
     def _typed(self, op: str, value: Value, pos: int) -> Constraint | None:

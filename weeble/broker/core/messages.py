@@ -3,6 +3,8 @@
 One link carries one FIFO stream of these messages. `tag` is the table/color a control message
 belongs to: always 0 for the leased algorithms, the rebuild bit a_B under the periodic-rebuild
 wrapper (thesis §3.4.1), later the color c_new of the 3-color scheme.
+
+Link messages are plain slotted dataclasses for speed (see events.py); treat them as immutable.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from weeble.broker.core.filters import Filter, Value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Notification:
     """A published notification; (publisher, seq) identifies it across the whole system.
 
@@ -30,7 +32,7 @@ class Notification:
         return f"{self.publisher}#{self.seq}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sub:
     """A subscription or a refresh of it (SC-1): a refresh carries the same sub_id."""
 
@@ -39,7 +41,7 @@ class Sub:
     tag: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unsub:
     """An unsubscription (SC-3); the filter travels along so brokers can count identical entries."""
 
@@ -48,12 +50,12 @@ class Unsub:
     tag: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Notify:
     notification: Notification
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Switch:
     """Periodic-rebuild wrapper (A5/A6): from now on, rebuild table `tag`."""
 

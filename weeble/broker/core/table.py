@@ -20,7 +20,7 @@ from weeble.broker.core.filters import Filter, Value, notification_index_keys
 class Entry:
     """One routing entry. Mutable only through RoutingTable (the indexes must follow)."""
 
-    __slots__ = ("dest", "filter", "flag", "key", "sub_id")
+    __slots__ = ("dest", "exact", "filter", "flag", "key", "sub_id")
 
     def __init__(self, sub_id: str, filter: Filter, dest: str, flag: int = 1) -> None:
         self.sub_id = sub_id
@@ -28,6 +28,8 @@ class Entry:
         self.dest = dest
         self.flag = flag
         self.key = filter.index_key()
+        # the index key alone decides the match (the common `class == k`): skip matches()
+        self.exact = self.key is not None and len(filter.constraints) == 1
 
     def as_dict(self) -> dict[str, object]:
         return {"sub_id": self.sub_id, "filter": str(self.filter), "dest": self.dest,
@@ -76,6 +78,13 @@ class RoutingTable:
 
         Returns the entries removed, so callers can tell a refresh from a new subscription.
         """
+        bucket = self._by_id.get(sub_id)
+        if bucket is not None and len(bucket) == 1:
+            # The common refresh: the one entry already says this. Same outcome, no re-indexing.
+            entry = next(iter(bucket))
+            if entry.dest == dest and (entry.filter is filter or entry.filter == filter):
+                entry.flag = 1
+                return [entry]
         removed = self.remove_id(sub_id)
         self.add(Entry(sub_id, filter, dest, 1))
         return removed
@@ -123,7 +132,9 @@ class RoutingTable:
             bucket = by_key.get(key)
             if bucket:
                 for entry in bucket:
-                    if entry.dest not in dests and entry.filter.matches(attributes):
+                    if entry.dest not in dests and (
+                        entry.exact or entry.filter.matches(attributes)
+                    ):
                         dests[entry.dest] = None
         for entry in self._residual:
             if entry.dest not in dests and entry.filter.matches(attributes):
