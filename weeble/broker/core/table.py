@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from weeble.broker.core.filters import Filter, Value, notification_index_keys
+from weeble.broker.core.filters import Filter, IndexKey, Value, notification_index_keys
 
 
 class Entry:
@@ -50,7 +50,7 @@ class RoutingTable:
         # dicts keyed by entry object, used as ordered sets (deterministic iteration)
         self._by_id: dict[str, dict[Entry, None]] = {}
         self._by_filter: dict[Filter, dict[Entry, None]] = {}
-        self._by_key: dict[tuple[str, Value], dict[Entry, None]] = {}
+        self._by_key: dict[IndexKey, dict[Entry, None]] = {}
         self._residual: dict[Entry, None] = {}
 
     # ---- raw insert/remove (keep the indexes consistent) ------------------------------------
