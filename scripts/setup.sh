@@ -12,3 +12,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q -e '.[test]'
     touch "$stamp"
 fi
+# System packages the live tests use: a real Prometheus server scrapes the brokers
+# (tests/live/test_prometheus.py). Only root with apt can install it; anyone else gets a hint,
+# and that test fails (it is never skipped) until `prometheus` is on PATH.
+if ! command -v prometheus >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    else
+        echo "setup: 'prometheus' is not on PATH; install it (Debian: apt-get install prometheus)" >&2
+    fi
+fi

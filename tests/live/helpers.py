@@ -1,0 +1,77 @@
+"""Helpers of the live tests: loopback addresses, free ports, broker configs, bounded runs."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import socket
+from pathlib import Path
+from typing import Any
+
+from weeble.broker.runtime.config import BrokerConfig
+
+# Each test session draws its loopback addresses from 127.0.0.10 upwards, so brokers of one test
+# get distinct addresses (as on the local backend) without colliding with 127.0.0.1 services.
+_hosts = itertools.count(10)
+
+
+def next_host() -> str:
+    return f"127.0.0.{next(_hosts) % 240 + 10}"
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def address(host: str) -> str:
+    return f"{host}:{free_port(host)}"
+
+
+ADMIN_TOKEN = "test-admin-token-" + secrets.token_hex(8)
+LINK_TOKEN = "test-link-token-" + secrets.token_hex(8)
+
+
+def make_config(
+    broker_id: str,
+    tmp: Path,
+    *,
+    neighbors: dict[str, str] | None = None,
+    host: str | None = None,
+    listen: str | None = None,
+    algorithm: str = "flooding",
+    root: str | None = None,
+    parent: str | None = None,
+    trace: bool = True,
+    **extra: Any,
+) -> BrokerConfig:
+    if host is None:  # admin next to the listen address, as the local backend does
+        host = listen.rsplit(":", 1)[0] if listen else next_host()
+    data: dict[str, Any] = {
+        "broker_id": broker_id,
+        "algorithm": algorithm,
+        "params": {"pi": 2.0, "rho": 1.0, "delta_min": 0.0, "delta_max": 0.05, "d": 2},
+        "root": root or broker_id,
+        "parent": parent,
+        "neighbors": neighbors or {},
+        "listen_address": listen or address(host),
+        "admin_address": address(host),
+        "admin_token": ADMIN_TOKEN,
+        "link_token": LINK_TOKEN,
+        "trace_path": str(tmp / f"{broker_id}.jsonl") if trace else None,
+        "tuning": {"reconnect_min_s": 0.05, "reconnect_max_s": 0.5, "seed": 7},
+    }
+    data.update(extra)
+    return BrokerConfig.model_validate(data)
+
+
+def run(coro: Any, timeout: float = 60) -> Any:
+    """Run one test scenario on a fresh event loop, bounded in time."""
+
+    async def bounded() -> Any:
+        async with asyncio.timeout(timeout):
+            return await coro
+
+    return asyncio.run(bounded())

@@ -1,0 +1,201 @@
+"""BrokerConfig: everything one live broker process needs, as one JSON document.
+
+The orchestrator builds a BrokerConfig in Python, writes it with `dump()`, and starts
+`python -m weeble.broker.runtime --config FILE`. Validation errors name the field.
+
+    {
+      "broker_id": "b1",
+      "algorithm": "identity",
+      "params": {"pi": 4.0, "rho": 2.0, "delta_min": 0.0, "delta_max": 0.1, "d": 2},
+      "root": "b0", "parent": "b0",
+      "neighbors": {"b0": "127.0.0.2:7000", "b2": "127.0.0.4:7000"},
+      "listen_address": "127.0.0.3:7000",       # links + clients
+      "admin_address": "127.0.0.3:7001",        # management: admin, health (no clients)
+      "admin_token": "…", "link_token": "…",
+      "tls": {"cert": "b1.crt", "key": "b1.key", "ca": "ca.crt"},   # optional, admin only
+      "trace_path": "runs/r1/b1.jsonl",                              # optional
+      "metrics_address": "127.0.0.3:9100",                           # optional
+      "links": {"b0": {"delay_ms": 5, "jitter_ms": 1}},              # initial egress shaping
+      "tuning": {"link_queue_limit": 10000, "link_batch_max": 64}
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params, Rom
+from weeble.broker.runtime.linkshaper import LinkShape
+
+_ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """'host:port' -> (host, port); IPv6 hosts in brackets. Raises ValueError naming it."""
+    m = _ADDRESS.match(address)
+    if m is None or not 0 <= int(m["port"]) <= 65535:
+        raise ValueError(f"address {address!r}: expected host:port")
+    return m["host"].strip("[]"), int(m["port"])
+
+
+def _check_address(value: str) -> str:
+    split_address(value)
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ParamsConfig(_Strict):
+    pi: float
+    rho: float
+    delta_min: float = 0.0
+    delta_max: float = 0.0
+    d: int = 0
+
+
+class OptionsConfig(_Strict):
+    flag_rule: bool = True
+    unsub_counts_all: bool = True
+
+
+class TlsConfig(_Strict):
+    """PEM files for the admin server. With `ca`, clients must present a certificate it signed."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+
+class Tuning(_Strict):
+    """Runtime knobs with working defaults; none of them changes what the algorithm does."""
+
+    link_queue_limit: int = Field(default=10_000, ge=1)  # messages kept per link while it is down
+    # Messages already due leave together as one Batch envelope, up to this many; nothing is
+    # held back to fill a batch, so this costs no latency. 1 = one gRPC message per message.
+    link_batch_max: int = Field(default=64, ge=1)
+    client_queue_limit: int = Field(default=10_000, ge=1)  # per subscribe stream
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # gRPC send/receive limit
+    reconnect_min_s: float = Field(default=0.05, gt=0)
+    reconnect_max_s: float = Field(default=2.0, gt=0)
+    hello_timeout_s: float = Field(default=5.0, gt=0)
+    drain_timeout_s: float = Field(default=2.0, ge=0)
+    trace_flush_interval_s: float = Field(default=0.2, gt=0)
+    metrics_interval_s: float = Field(default=1.0, gt=0)  # how often table sizes are sampled
+    seed: int | None = None  # link shaper randomness; None = fresh per process
+
+
+class BrokerConfig(_Strict):
+    broker_id: str = Field(min_length=1)
+    algorithm: Algorithm
+    params: ParamsConfig
+    root: str = Field(min_length=1)
+    parent: str | None = None
+    hierarchical: bool = False
+    wrapper: bool = False
+    options: OptionsConfig = OptionsConfig()
+    neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
+    listen_address: str
+    admin_address: str
+    admin_token: str = Field(min_length=16)
+    link_token: str = Field(min_length=1)
+    tls: TlsConfig | None = None
+    trace_path: Path | None = None
+    metrics_address: str | None = None
+    links: dict[str, LinkShape] = Field(default_factory=dict)
+    tuning: Tuning = Tuning()
+
+    _addresses = field_validator("listen_address", "admin_address")(_check_address)
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _metrics(cls, value: str | None) -> str | None:
+        return None if value is None else _check_address(value)
+
+    @field_validator("neighbors")
+    @classmethod
+    def _neighbor_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, address in value.items():
+            try:
+                split_address(address)
+            except ValueError as e:
+                raise ValueError(f"neighbour {name!r}: {e}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BrokerConfig:
+        if self.broker_id in self.neighbors:
+            raise ValueError(f"neighbors: contains the broker itself ({self.broker_id!r})")
+        if self.parent is not None and self.parent not in self.neighbors:
+            raise ValueError(f"parent: {self.parent!r} is not a neighbour")
+        unknown = sorted(set(self.links) - set(self.neighbors))
+        if unknown:
+            raise ValueError(f"links: unknown neighbour(s) {unknown}")
+        if self.listen_address == self.admin_address:
+            raise ValueError("admin_address: must differ from listen_address")
+        try:
+            self.params_obj().validate(self.algorithm, self.wrapper)
+        except ConfigError as e:
+            raise ValueError(f"params.{e}") from None
+        return self
+
+    # ---- derived ----------------------------------------------------------------------------
+
+    def params_obj(self) -> Params:
+        p = self.params
+        return Params(p.pi, p.rho, p.delta_min, p.delta_max, p.d)
+
+    def to_rom(self) -> Rom:
+        return Rom(
+            broker_id=self.broker_id,
+            neighbors=frozenset(self.neighbors),
+            root=self.root,
+            parent=self.parent,
+            algorithm=self.algorithm,
+            params=self.params_obj(),
+            hierarchical=self.hierarchical,
+            wrapper=self.wrapper,
+            options=Options(self.options.flag_rule, self.options.unsub_counts_all),
+        )
+
+    def dials(self, neighbor: str) -> bool:
+        """The broker with the lexicographically smaller id dials; the other accepts."""
+        return self.broker_id < neighbor
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    def dump(self, path: Path | str) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json() + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: Path | str) -> BrokerConfig:
+        """Read a config file; raises ConfigError naming the file and the bad fields."""
+        path = Path(path)
+        try:
+            data: Any = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ConfigError(f"{path}: {e}") from None
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise ConfigError(f"{path}: {format_errors(e)}") from None
+
+
+def format_errors(error: ValidationError) -> str:
+    """One line per problem: 'field.path: message'."""
+    lines = []
+    for err in error.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(config)"
+        lines.append(f"{where}: {err['msg']}")
+    return "; ".join(lines)

@@ -1,0 +1,458 @@
+"""FIFO links to neighbour brokers: one bidirectional gRPC stream per pair of neighbours.
+
+The broker with the lexicographically smaller id dials (`Link.dial_forever`), the other accepts
+(`LinkService`); the dialer's first envelope is a Hello carrying its id and the per-run link
+token, which the acceptor checks and answers with its own Hello. Each direction of the stream
+is one FIFO channel. A broken stream is redialled with exponential backoff (tenacity); a newer
+stream from the same neighbour replaces an older one.
+
+Outgoing messages pass the link shaper (delay, jitter, loss, duplication, rate) into a bounded
+queue that also holds them while the link is down; a message that finds the queue full is
+dropped and counted (`overflow`), as is one lost by the shaper, one sent over a cut link, or one
+in flight when a stream breaks. Incoming bytes are decoded here: a garbage envelope, an unknown
+kind or a field the core cannot represent is counted, logged and dropped, and the link stays up.
+
+Streams carry raw bytes (no gRPC deserializer) precisely so that undecodable input reaches this
+code instead of failing the RPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import random
+from collections import Counter as Tally
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+from tenacity import AsyncRetrying, RetryCallState, wait_exponential, wait_random
+
+from weeble.broker.core.messages import Message
+from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.linkshaper import Fate, LinkShape, ShapedQueue
+from weeble.broker.runtime.metrics import Metrics
+from weeble.broker.runtime.trace import TraceWriter
+from weeble.broker.runtime.wire import (
+    WireError,
+    batch_bytes,
+    envelope_to_message,
+    hello,
+    kind_of,
+    message_ids,
+    message_to_envelope,
+)
+from weeble.proto.v1 import link_pb2
+
+LINK_SERVICE = "weeble.v1.Link"
+CONNECT_METHOD = f"/{LINK_SERVICE}/Connect"
+_ENVELOPE_SLACK = 64  # room for a batch header around a message at the size limit
+
+log = logging.getLogger(__name__)
+
+
+class LinkState(StrEnum):
+    DOWN = "down"
+    CONNECTING = "connecting"
+    UP = "up"
+    CUT = "cut"  # connected or not, everything is dropped at this broker
+
+
+class LinkError(Exception):
+    """The peer broke the link protocol (no hello, wrong peer, wrong token)."""
+
+
+@dataclass
+class Session:
+    """One connected stream, seen the same way from the dialing and the accepting side."""
+
+    read: Callable[[], Awaitable[Any]]  # -> bytes, or grpc.aio.EOF at the end
+    write: Callable[[bytes], Awaitable[None]]
+    close: Callable[[], Any]
+    replaced: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def channel_options(config: BrokerConfig) -> list[tuple[str, Any]]:
+    t = config.tuning
+    return [
+        ("grpc.max_send_message_length", t.max_message_bytes),
+        ("grpc.max_receive_message_length", t.max_message_bytes),
+        # We redial ourselves; keep gRPC's own subchannel backoff from stretching our schedule.
+        ("grpc.initial_reconnect_backoff_ms", int(t.reconnect_min_s * 1000)),
+        ("grpc.min_reconnect_backoff_ms", int(t.reconnect_min_s * 1000)),
+        ("grpc.max_reconnect_backoff_ms", int(t.reconnect_max_s * 1000)),
+        # Notice a dead peer on an idle link.
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+class Link:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        neighbor: str,
+        *,
+        receive: Callable[[str, Message], None],
+        trace: TraceWriter,
+        metrics: Metrics,
+        rng: random.Random,
+    ) -> None:
+        self.config = config
+        self.neighbor = neighbor
+        self.address = config.neighbors[neighbor]
+        self.dialer = config.dials(neighbor)
+        self._receive = receive
+        self._trace = trace
+        self._metrics = metrics
+        shape = config.links.get(neighbor, LinkShape())
+        self.queue: ShapedQueue[bytes] = ShapedQueue(shape, config.tuning.link_queue_limit, rng)
+        self.cut = False
+        self._state = LinkState.DOWN
+        self._session: Session | None = None
+        self._seq = 0
+        self._last_in_seq = 0
+        self.counters: Tally[str] = Tally()
+        self._channel: grpc.aio.Channel | None = None
+        self._dial_task: asyncio.Task[None] | None = None
+        self._limit = config.tuning.max_message_bytes - _ENVELOPE_SLACK
+        metrics.link_state(neighbor, LinkState.DOWN)
+
+    # ---- state ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> LinkState:
+        return LinkState.CUT if self.cut else self._state
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None
+
+    def _set_state(self, state: LinkState) -> None:
+        if state is not self._state:
+            self._state = state
+            self._metrics.link_state(self.neighbor, self.state)
+
+    @property
+    def shape(self) -> LinkShape:
+        return self.queue.shape
+
+    def set_shape(self, shape: LinkShape) -> None:
+        self.queue.shape = shape
+        self._trace.record("link_shape", link=self.neighbor, **shape.as_dict())
+
+    def set_cut(self, cut: bool) -> None:
+        """Cut: drop everything both ways at this broker, including what is queued; heal: stop."""
+        if cut == self.cut:
+            return
+        self.cut = cut
+        if cut:
+            flushed = self.queue.clear()
+            if flushed:
+                self._drop("cut", flushed)
+        self._metrics.link_state(self.neighbor, self.state)
+        self._trace.record("link_cut" if cut else "link_heal", link=self.neighbor)
+
+    def _drop(self, reason: str, n: int = 1) -> None:
+        self.counters[f"dropped_{reason}"] += n
+        self._metrics.dropped(self.neighbor, reason, n)
+
+    # ---- outgoing ---------------------------------------------------------------------------
+
+    def send(self, message: Message) -> None:
+        """Carry out a Send effect: shape and queue the message (never blocks, never raises)."""
+        tracing = self._trace.enabled
+        if self.cut:
+            self._drop("cut")
+            if tracing:
+                self._trace.record("drop", message_ids(message), link=self.neighbor, reason="cut")
+            return
+        try:
+            data = message_to_envelope(message, self._seq + 1).SerializeToString()
+        except WireError as e:
+            self._drop("unencodable")
+            log.warning("link %s: cannot encode %s: %s", self.neighbor, type(message).__name__, e)
+            return
+        if len(data) > self._limit:
+            # gRPC would fail the whole stream on it; refuse this one message instead
+            self._drop("oversize")
+            log.warning("link %s: dropped a %d-byte message (limit %d bytes)",
+                        self.neighbor, len(data), self._limit)
+            return
+        self._seq += 1
+        fate = self.queue.put(data, len(data))
+        if fate is Fate.SENT or fate is Fate.DUPLICATED:
+            copies = 2 if fate is Fate.DUPLICATED else 1
+            self.counters["sent"] += copies
+            self._metrics.message("out", kind_of(message), self.neighbor, copies)
+        else:
+            self._drop(fate.value)
+        if tracing:
+            self._trace.record("send", message_ids(message), link=self.neighbor, lseq=self._seq,
+                               fate=fate.value)
+
+    async def _write_loop(self, session: Session) -> None:
+        batch_max = self.config.tuning.link_batch_max
+        while True:
+            items = await self.queue.get_batch(batch_max)
+            data = items[0] if len(items) == 1 else batch_bytes(items)
+            if len(data) > self._limit + _ENVELOPE_SLACK:  # a batch grew past the limit
+                for item in items:
+                    await self._write(session, item, 1)
+            else:
+                await self._write(session, data, len(items))
+
+    async def _write(self, session: Session, data: bytes, n: int) -> None:
+        try:
+            await session.write(data)
+        except BaseException:
+            self._drop("in_flight", n)
+            raise
+
+    # ---- incoming ---------------------------------------------------------------------------
+
+    async def _read_loop(self, session: Session) -> None:
+        while True:
+            data = await session.read()
+            if data is grpc.aio.EOF:
+                return
+            self.receive_bytes(data)
+
+    def receive_bytes(self, data: bytes) -> None:
+        if self.cut:
+            self._drop("cut")
+            return
+        try:
+            env = link_pb2.Envelope.FromString(data)
+        except DecodeError as e:
+            self._drop("malformed")
+            log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor, len(data), e)
+            self._trace.record("garbage", link=self.neighbor, why="undecodable", size=len(data))
+            return
+        self._receive_envelope(env, nested=False)
+
+    def _receive_envelope(self, env: link_pb2.Envelope, nested: bool) -> None:
+        kind = env.WhichOneof("kind")
+        if kind == "batch" and not nested:
+            for inner in env.batch.envelopes:
+                self._receive_envelope(inner, nested=True)
+            return
+        if kind is None or kind in ("hello", "batch"):
+            # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
+            reason = "unknown_kind" if kind is None else f"unexpected_{kind}"
+            self._drop(reason)
+            log.warning("link %s: dropped envelope seq=%d: %s", self.neighbor, env.seq, reason)
+            return
+        try:
+            message = envelope_to_message(env)
+        except WireError as e:
+            self._drop("malformed")
+            log.warning("link %s: dropped %s envelope: %s", self.neighbor, kind, e)
+            self._trace.record("garbage", link=self.neighbor, why=str(e))
+            return
+        if env.seq <= self._last_in_seq:
+            self.counters["seq_repeat_or_reorder"] += 1  # duplicates or a peer restart
+        elif env.seq > self._last_in_seq + 1 and self._last_in_seq:
+            self.counters["seq_gap"] += env.seq - self._last_in_seq - 1  # loss upstream
+        self._last_in_seq = env.seq
+        self.counters["received"] += 1
+        self._metrics.message("in", kind, self.neighbor)
+        if self._trace.enabled:
+            self._trace.record("receive", message_ids(message), link=self.neighbor, lseq=env.seq)
+        self._receive(self.neighbor, message)
+
+    # ---- sessions ---------------------------------------------------------------------------
+
+    async def run_session(self, session: Session) -> None:
+        """Pump one connected stream both ways until it breaks or a newer one replaces it."""
+        if self._session is not None:
+            self._session.replaced.set()
+        self._session = session
+        self._last_in_seq = 0
+        self._set_state(LinkState.UP)
+        self.counters["sessions"] += 1
+        self._trace.record("link_up", link=self.neighbor, dialer=self.dialer)
+        log.info("link %s up", self.neighbor)
+        tasks = [
+            asyncio.create_task(self._read_loop(session), name=f"read-{self.neighbor}"),
+            asyncio.create_task(self._write_loop(session), name=f"write-{self.neighbor}"),
+            asyncio.create_task(session.replaced.wait(), name=f"replaced-{self.neighbor}"),
+        ]
+        why = "closed"
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is tasks[2]:
+                    why = "replaced"
+                elif not task.cancelled() and task.exception() is not None:
+                    why = f"{type(task.exception()).__name__}: {task.exception()}"
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                session.close()
+            if self._session is session:
+                self._session = None
+                self._set_state(LinkState.DOWN)
+            self._trace.record("link_down", link=self.neighbor, why=why)
+            log.info("link %s down: %s", self.neighbor, why)
+
+    # ---- dialing ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.dialer and self._dial_task is None:
+            self._dial_task = asyncio.create_task(self.dial_forever(), name=f"dial-{self.neighbor}")
+
+    async def dial_forever(self) -> None:
+        while True:
+            session = await self._dial_with_backoff()
+            await self.run_session(session)
+
+    async def _dial_with_backoff(self) -> Session:
+        t = self.config.tuning
+        retrying = AsyncRetrying(
+            wait=wait_exponential(multiplier=t.reconnect_min_s, min=t.reconnect_min_s,
+                                  max=t.reconnect_max_s) + wait_random(0, t.reconnect_min_s),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                self._set_state(LinkState.CONNECTING)
+                return await self._dial_once()
+        raise AssertionError("unreachable: tenacity retries forever")
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        self._set_state(LinkState.DOWN)
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, grpc.aio.AioRpcError):
+            why = f"{exc.code().name}: {exc.details()}"
+        else:
+            why = f"{type(exc).__name__}: {exc}"
+        # the first failure says what is wrong; the retries after it would only repeat it
+        level = logging.INFO if state.attempt_number == 1 else logging.DEBUG
+        log.log(level, "link %s: dial %s failed (attempt %d), retrying: %s", self.neighbor,
+                self.address, state.attempt_number, why)
+
+    async def _dial_once(self) -> Session:
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(
+                self.address, options=channel_options(self.config)
+            )
+        call = self._channel.stream_stream(CONNECT_METHOD)()  # raw bytes both ways
+        try:
+            await call.write(hello(self.config.broker_id, self.config.link_token)
+                             .SerializeToString())
+            async with asyncio.timeout(self.config.tuning.hello_timeout_s):
+                reply = await call.read()
+            if reply is grpc.aio.EOF:
+                raise LinkError("stream closed before the hello reply")
+            env = link_pb2.Envelope.FromString(reply)
+            if env.WhichOneof("kind") != "hello" or env.hello.broker_id != self.neighbor:
+                raise LinkError(f"expected a hello from {self.neighbor!r}, got {env!r:.200}")
+            if not hmac.compare_digest(env.hello.link_token, self.config.link_token):
+                raise LinkError(f"{self.neighbor!r} answered with a different link token")
+        except BaseException:
+            call.cancel()
+            raise
+        return Session(read=call.read, write=call.write, close=call.cancel)
+
+    # ---- shutdown ---------------------------------------------------------------------------
+
+    async def drain(self, deadline: float) -> None:
+        """Wait (until loop time `deadline`) for the queue to empty while the link is up."""
+        loop = asyncio.get_running_loop()
+        while len(self.queue) and self.connected and not self.cut and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        if self._dial_task is not None:
+            self._dial_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dial_task
+            self._dial_task = None
+        if self._session is not None:
+            self._session.replaced.set()
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "neighbor": self.neighbor,
+            "address": self.address,
+            "state": self.state.value,
+            "dialer": self.dialer,
+            "shape": self.shape.as_dict(),
+            "queued": len(self.queue),
+            "counters": dict(self.counters),
+        }
+
+
+class LinkService:
+    """The accepting side: validates the dialer's hello and hands the stream to its Link."""
+
+    def __init__(self, config: BrokerConfig, links: dict[str, Link], metrics: Metrics) -> None:
+        self.config = config
+        self.links = links
+        self.metrics = metrics
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        # No (de)serializers: undecodable bytes must reach Link.receive_bytes, not fail the RPC.
+        method = grpc.stream_stream_rpc_method_handler(self.connect)
+        return grpc.method_handlers_generic_handler(LINK_SERVICE, {"Connect": method})
+
+    async def connect(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        peer = await self._await_hello(context)
+        if peer is None:
+            return
+        link = self.links[peer]
+        await context.write(hello(self.config.broker_id, self.config.link_token)
+                            .SerializeToString())
+        await link.run_session(Session(read=context.read, write=context.write, close=_noop))
+
+    async def _await_hello(self, context: grpc.aio.ServicerContext) -> str | None:
+        me = self.config.broker_id
+        try:
+            async with asyncio.timeout(self.config.tuning.hello_timeout_s):
+                while True:
+                    data = await context.read()
+                    if data is grpc.aio.EOF:
+                        return None
+                    try:
+                        env = link_pb2.Envelope.FromString(data)
+                    except DecodeError:
+                        env = None
+                    if env is not None and env.WhichOneof("kind") == "hello":
+                        break
+                    # garbage before the hello: nobody to blame yet, count and keep waiting
+                    self.metrics.dropped("(unknown)", "before_hello")
+                    log.warning("link stream from %s: dropped %d bytes before hello",
+                                context.peer(), len(data))
+        except TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"{me}: no hello within {self.config.tuning.hello_timeout_s}s")
+            return None
+        h = env.hello
+        if not hmac.compare_digest(h.link_token, self.config.link_token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                f"{me}: wrong link token from {h.broker_id!r}")
+        if h.broker_id not in self.links:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"{me}: unknown broker {h.broker_id!r} is not a neighbour")
+        if self.config.dials(h.broker_id):
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"{me}: link to {h.broker_id!r} is dialled by {me}, not accepted")
+        return h.broker_id
+
+
+def _noop() -> None:
+    """The accepting side closes its stream by returning from the handler."""

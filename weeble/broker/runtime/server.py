@@ -1,0 +1,360 @@
+"""BrokerServer: one live broker. Drives exactly one core `Broker` from one asyncio loop.
+
+The core is not thread-safe, so every event — a link message, a client request, a timer, an
+admin fault — is stepped on the loop thread, and every effect is carried out without awaiting:
+Send goes into the neighbour's outgoing (shaped, bounded) queue, Deliver into the client's
+subscribe stream, SetTimer becomes a loop.call_at that replaces the pending timer of the same
+name, Trace goes to the trace file. The core's `now` is loop time since the server started.
+
+A core exception while handling one event is caught, logged, traced (kind "error") and
+counted; the event is lost, the loop goes on. Two gRPC servers: the listen address carries
+links, clients, health and reflection; the management address carries admin (token, optional
+TLS), health and reflection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+
+from weeble.broker.core.broker import Broker
+from weeble.broker.core.events import (
+    Deliver,
+    Effect,
+    Event,
+    Receive,
+    Send,
+    SetTimer,
+    Start,
+    TimerFired,
+    Trace,
+)
+from weeble.broker.core.messages import Message
+from weeble.broker.runtime.admin import ADMIN_SERVICE, AdminService, BearerTokenInterceptor
+from weeble.broker.runtime.admin import server_credentials as admin_credentials
+from weeble.broker.runtime.client_service import ClientService
+from weeble.broker.runtime.config import BrokerConfig, split_address
+from weeble.broker.runtime.links import LINK_SERVICE, Link, LinkService, LinkState
+from weeble.broker.runtime.metrics import Metrics
+from weeble.broker.runtime.trace import TraceWriter
+from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, link_pb2
+
+CLIENT_SERVICE = "weeble.v1.Client"
+# Health service name that is SERVING only while every neighbour link is up.
+LINKS_HEALTH = LINK_SERVICE
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(RuntimeError):
+    """The broker could not start (typically: an address is in use or not local)."""
+
+
+def server_options(config: BrokerConfig) -> list[tuple[str, Any]]:
+    size = config.tuning.max_message_bytes
+    return [
+        ("grpc.max_send_message_length", size),
+        ("grpc.max_receive_message_length", size),
+        # An address in use must fail loudly, not be silently shared with another broker.
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+        ("grpc.http2.max_ping_strikes", 0),
+    ]
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig, broker: Broker | None = None) -> None:
+        self.config = config
+        self.broker = broker if broker is not None else Broker(config.to_rom())
+        t = config.tuning
+        self.trace = TraceWriter(config.trace_path, config.broker_id,
+                                 flush_interval=t.trace_flush_interval_s)
+        self.metrics = Metrics(config.broker_id)
+        seeds = random.Random(t.seed)
+        self.links: dict[str, Link] = {
+            n: Link(config, n, receive=self._on_link_message, trace=self.trace,
+                    metrics=self.metrics, rng=random.Random(seeds.getrandbits(64)))
+            for n in sorted(config.neighbors)
+        }
+        self.clients = ClientService(
+            config.broker_id, frozenset(config.neighbors), self.step, self.trace, self.metrics,
+            t.client_queue_limit,
+        )
+        self.health = health_aio.HealthServicer()
+        self.admin_health = health_aio.HealthServicer()
+        self.listen_port = 0
+        self.admin_port = 0
+        self._t0 = 0.0
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._server: grpc.aio.Server | None = None
+        self._admin: grpc.aio.Server | None = None
+        self._started = False
+        self._stop_task: asyncio.Task[None] | None = None
+        self._stopped: asyncio.Event | None = None
+        self._links_serving: bool | None = None
+
+    # ---- time -------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        """The core's clock: seconds of loop (monotonic) time since start."""
+        return asyncio.get_running_loop().time() - self._t0
+
+    # ---- the one place where the core is driven ---------------------------------------------
+
+    def step(self, event: Event) -> bool:
+        """Step the core with one event and carry out its effects; False if the core failed."""
+        try:
+            effects = self.broker.step(self.now, event)
+        except Exception as e:
+            self._core_error(event, e)
+            return False
+        self._apply(effects)
+        return True
+
+    def step_checked(self, event: Event) -> list[Effect]:
+        """Like step, but the core's exception propagates (admin reports it to the caller)."""
+        effects = self.broker.step(self.now, event)
+        self._apply(effects)
+        return effects
+
+    def _core_error(self, event: Event, error: Exception) -> None:
+        name = type(event).__name__
+        log.error("core failed on %s: %s: %s", name, type(error).__name__, error, exc_info=error)
+        self.metrics.core_error(name)
+        self.trace.record("error", event=name, error=f"{type(error).__name__}: {error}",
+                          detail=repr(event)[:500])
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            try:
+                if isinstance(effect, Send):
+                    self._send(effect)
+                elif isinstance(effect, Deliver):
+                    self.clients.deliver(effect.client, effect.notification)
+                elif isinstance(effect, SetTimer):
+                    self._set_timer(effect.timer, effect.at)
+                elif isinstance(effect, Trace):
+                    self._core_trace(effect)
+                else:
+                    raise TypeError(f"unknown effect {effect!r}")
+            except Exception as e:  # one bad effect must not cost the others
+                log.exception("effect %r failed", effect)
+                self.metrics.core_error("effect")
+                self.trace.record("error", effect=type(effect).__name__, error=str(e))
+
+    def _send(self, effect: Send) -> None:
+        link = self.links.get(effect.neighbor)
+        if link is None:
+            raise KeyError(f"Send to {effect.neighbor!r}, which is not a neighbour")
+        link.send(effect.message)
+
+    def _core_trace(self, effect: Trace) -> None:
+        self.trace.record(effect.kind, effect.fields)
+        if effect.kind == "expire":
+            count = effect.fields.get("count", 1)
+            self.metrics.expiries(count if isinstance(count, int) else 1)
+
+    def _set_timer(self, name: str, at: float) -> None:
+        old = self._timers.pop(name, None)
+        if old is not None:
+            old.cancel()
+        if not math.isfinite(at):
+            raise ValueError(f"timer {name!r}: time {at!r} is not finite")
+        loop = asyncio.get_running_loop()
+        self._timers[name] = loop.call_at(self._t0 + at, self._fire_timer, name)
+
+    def _fire_timer(self, name: str) -> None:
+        self._timers.pop(name, None)
+        self.step(TimerFired(name))
+
+    def _on_link_message(self, neighbor: str, message: Message) -> None:
+        self.step(Receive(neighbor, message))
+
+    # ---- views used by admin ----------------------------------------------------------------
+
+    def core_snapshot(self) -> dict[str, Any]:
+        return self.broker.snapshot()
+
+    def client_streams(self) -> list[str]:
+        return self.clients.open_streams()
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("BrokerServer.start() called twice")
+        self._started = True
+        loop = asyncio.get_running_loop()
+        self._t0 = loop.time()
+        self._stopped = asyncio.Event()
+        cfg = self.config
+        self.trace.start()
+        self.trace.record("start", algorithm=cfg.algorithm.value, listen=cfg.listen_address,
+                          admin=cfg.admin_address, neighbors=cfg.neighbors)
+        try:
+            await self._start_servers()
+            if cfg.metrics_address is not None:
+                self.metrics.serve(cfg.metrics_address)
+        except Exception:
+            await self._stop_servers(grace=0)
+            await self.trace.aclose()
+            raise
+        self.step(Start())
+        for link in self.links.values():
+            link.start()
+        self._tasks.append(loop.create_task(self._sample_forever(), name="sampler"))
+        await self._update_link_health()
+        log.info("broker %s serving on %s (admin %s), neighbours %s", cfg.broker_id,
+                 cfg.listen_address, cfg.admin_address, sorted(cfg.neighbors) or "none")
+
+    async def _start_servers(self) -> None:
+        cfg = self.config
+        options = server_options(cfg)
+        server = grpc.aio.server(options=options)
+        server.add_generic_rpc_handlers(
+            (LinkService(cfg, self.links, self.metrics).handler(),)
+        )
+        client_pb2_grpc.add_ClientServicer_to_server(self.clients, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (
+                client_pb2.DESCRIPTOR.services_by_name["Client"].full_name,
+                link_pb2.DESCRIPTOR.services_by_name["Link"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
+        self.listen_port = _bind(server, cfg.listen_address, None, "listen_address")
+        self._server = server
+
+        admin = grpc.aio.server(options=options,
+                                interceptors=(BearerTokenInterceptor(cfg.admin_token),))
+        admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self), admin)
+        health_pb2_grpc.add_HealthServicer_to_server(self.admin_health, admin)
+        reflection.enable_server_reflection(
+            (
+                admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            admin,
+        )
+        self.admin_port = _bind(admin, cfg.admin_address, admin_credentials(cfg), "admin_address")
+        self._admin = admin
+        await server.start()
+        await admin.start()
+        for name in ("", CLIENT_SERVICE):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        for name in ("", ADMIN_SERVICE):
+            await self.admin_health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def _sample_forever(self) -> None:
+        """Keep the links' health status current (fast) and sample the gauges (slower)."""
+        loop = asyncio.get_running_loop()
+        interval = self.config.tuning.metrics_interval_s
+        next_sample = loop.time()
+        while True:
+            await self._update_link_health()
+            if loop.time() >= next_sample:
+                next_sample = loop.time() + interval
+                self._sample_gauges()
+            await asyncio.sleep(min(interval, 0.1))
+
+    def _sample_gauges(self) -> None:
+        try:
+            tables = self.broker.snapshot().get("tables", [])
+            self.metrics.table_sizes([len(t) for t in tables])
+        except Exception as e:  # a corrupted state must not stop the sampling
+            log.debug("table size sampling failed: %s", e)
+        for link in self.links.values():
+            self.metrics.link_queued(link.neighbor, len(link.queue))
+
+    async def _update_link_health(self) -> None:
+        serving = all(link.connected for link in self.links.values())
+        if serving != self._links_serving:
+            self._links_serving = serving
+            status = (health_pb2.HealthCheckResponse.SERVING if serving
+                      else health_pb2.HealthCheckResponse.NOT_SERVING)
+            await self.health.set(LINKS_HEALTH, status)
+            await self.admin_health.set(LINKS_HEALTH, status)
+
+    def link_states(self) -> dict[str, LinkState]:
+        return {n: link.state for n, link in self.links.items()}
+
+    def request_stop(self, drain_s: float | None = None) -> None:
+        """Begin a graceful stop (SIGTERM, admin Shutdown); idempotent."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(self.stop(drain_s))
+
+    async def wait_stopped(self) -> None:
+        assert self._stopped is not None, "not started"
+        await self._stopped.wait()
+
+    async def stop(self, drain_s: float | None = None) -> None:
+        """Drain outgoing link queues (bounded by drain_s), flush the trace, stop everything."""
+        if self._stopped is None or self._stopped.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        drain = self.config.tuning.drain_timeout_s if drain_s is None else drain_s
+        log.info("broker %s stopping (drain %.2fs)", self.config.broker_id, drain)
+        self.clients.close_all()
+        await self.health.enter_graceful_shutdown()
+        await self.admin_health.enter_graceful_shutdown()
+        deadline = loop.time() + drain
+        await asyncio.gather(*(link.drain(deadline) for link in self.links.values()))
+        queued = sum(len(link.queue) for link in self.links.values())
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0.02)  # let gRPC put the last written messages on the wire
+        for link in self.links.values():
+            await link.close()
+        await self._stop_servers(grace=0.2)
+        self.metrics.close()
+        self.trace.record("stop", undrained=queued, counters=dict(self.metrics.counters))
+        await self.trace.aclose()
+        self._stopped.set()
+        log.info("broker %s stopped", self.config.broker_id)
+
+    async def _stop_servers(self, grace: float) -> None:
+        for server in (self._server, self._admin):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.stop(grace)
+
+    async def __aenter__(self) -> BrokerServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop(drain_s=0)
+
+
+def _bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None,
+          field: str) -> int:
+    host, _ = split_address(address)
+    try:
+        port = (server.add_secure_port(address, creds) if creds is not None
+                else server.add_insecure_port(address))
+    except RuntimeError as e:
+        raise StartupError(f"{field}: cannot bind {address}: {e}") from None
+    if port == 0:
+        raise StartupError(f"{field}: cannot bind {address} (in use, or not a local address?)")
+    log.debug("bound %s (%s) port %d", address, host, port)
+    return port

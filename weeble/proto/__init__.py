@@ -1,0 +1,1 @@
+"""Wire contract: generated code for the versioned protobuf packages (weeble.v1)."""
