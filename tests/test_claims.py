@@ -396,3 +396,33 @@ def test_a_bogus_constituent_outlives_the_printed_merging_bound() -> None:
         worst = max(worst, last_bad - t)
         assert last_bad - t <= net.bound
     assert worst > 2 * PI + net.params.d * DMAX
+
+
+# ---- closure under churn: no fault, subscriptions come and go, the state stays legitimate ---
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=_ids)
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), n=st.integers(3, 10))
+def test_fault_free_churn_keeps_the_configuration_legitimate(combo, seed: int, n: int) -> None:
+    alg, hierarchical, wrapper = combo
+    topo = random_tree(n, seed)
+    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    net = SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
+                     wrapper=wrapper, delay="uniform", seed=seed)
+    rng = random.Random(seed)
+    for i in range(25):
+        start = rng.uniform(0, 6 * PI)
+        sub = net.subscribe(start, f"c{i}", rng.choice(topo.brokers), rng.choice(POOL))
+        if rng.random() < 0.5:
+            net.unsubscribe(start + rng.uniform(1, 3 * PI), sub)
+    _publish_regularly(net, rng, 0.0, 8 * PI)
+    path = params.d * DMAX
+    t = PI  # every broker has booted
+    while t < 8 * PI:
+        net.run(t)
+        problems = net.legitimacy(settle=path + 0.05, linger=2 * PI + path)
+        assert problems == [], f"at {t:.2f}: {problems[:4]}"
+        t += 0.5
+    assert net.delivery_errors(published_from=PI, settle=path + 0.05) == []

@@ -236,15 +236,17 @@ class Broker:
             return []
         if rom.algorithm.merging:
             return merging.on_subscribe(self, table, tag, source, sub_id, f)
-        targets = self.sub_targets(table, f, source, sub_id)
+        targets = self.sub_targets(table, f, source)
         return [Send(n, Sub(sub_id, f, tag)) for n in targets]
 
-    def sub_targets(self, table: RoutingTable, f: Filter, source: str, sub_id: str) -> list[str]:
+    def sub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
         """Where a (re)subscription for f from `source` goes (§2.3–2.5 of the spec).
 
-        Identity, covering, merging: Algorithm 1 with flag-1 counting decides; and a refresh of
-        the subscription last forwarded for f to a neighbour goes there again, so that
-        neighbour's entry is renewed every ρ like a client's (Options.renew_forwarded).
+        Identity, covering, merging: Algorithm 1 with flag-1 counting decides; and a refresh
+        from the destination whose subscription was last forwarded for f to a neighbour goes
+        there again, so that neighbour's entry is renewed every ρ like a client's
+        (Options.renew_forwarded). Keyed by destination, not sub_id: a downstream broker may
+        hand its interest over to another subscription id at any time.
         """
         if not self._counts_identical:  # simple routing floods every subscription
             return self._spread(source)
@@ -253,10 +255,10 @@ class Broker:
         if self._renew_forwarded:
             forwarded = table.forwarded
             for n in self._upstream:
-                if n != source and n not in targets and forwarded.get((f, n)) == sub_id:
+                if n != source and n not in targets and forwarded.get((f, n)) == source:
                     targets.append(n)
             for n in targets:
-                forwarded[f, n] = sub_id
+                forwarded[f, n] = source
         return targets
 
     def holders(self, table: RoutingTable, f: Filter, source: str, flag1: bool) -> dict[str, None]:
@@ -308,42 +310,43 @@ class Broker:
         # A4: under the wrapper apply it to both tables, tag what it generates with a_B
         tables = ram.tables if rom.wrapper else ram.tables[:1]
         out_tag = ram.rebuild_bit if rom.wrapper else tag
-        effects: list[Effect] = []
+        alg = rom.algorithm
         for table in tables:
-            for effect in self._unsubscribe_in(table, out_tag, source, sub_id, f, remote):
-                if effect not in effects:  # both tables may ask for the same message
-                    effects.append(effect)
-        return effects
-
-    def _unsubscribe_in(
-        self, table: RoutingTable, tag: int, source: str, sub_id: str, f: Filter, remote: bool
-    ) -> list[Effect]:
-        alg = self.rom.algorithm
-        table.remove_id(sub_id)  # SC-3
+            table.remove_id(sub_id)  # SC-3
         if alg is Algorithm.FLOODING:
             return []
         if alg is Algorithm.SIMPLE:
-            return [Send(n, Unsub(sub_id, f, tag)) for n in self._spread(source)]
-        if remote:
-            # The neighbour forwards an unsubscription only when it has no identical or covering
-            # interest left, so every identical entry for it is obsolete, whatever its id.
-            for e in [e for e in table.identical(f) if e.dest == source]:
-                table.discard(e)
+            return [Send(n, Unsub(sub_id, f, out_tag)) for n in self._spread(source)]
         effects: list[Effect] = []
-        if alg.merging:
-            effects.extend(merging.on_unsubscribe(self, table, tag, source, f))
-        elif alg.covering:
-            effects.extend(self._uncovered(table, tag, f))
-        unsub_targets = self.unsub_targets(table, f, source)
-        effects.extend(self._hand_over(table, tag, f, sub_id, unsub_targets))
-        effects.extend(Send(n, Unsub(sub_id, f, tag)) for n in unsub_targets)
-        return effects
+        for table in tables:
+            if remote:
+                # The neighbour forwards an unsubscription only when it has no identical or
+                # covering interest left, so every identical entry for it is obsolete.
+                for e in [e for e in table.identical(f) if e.dest == source]:
+                    table.discard(e)
+            if alg.merging:
+                effects.extend(merging.on_unsubscribe(self, table, out_tag, source, f))
+            if alg.covering:  # merging too: it is covering with mergers on top
+                effects.extend(self._uncovered(table, out_tag, f))
+        # One decision over both tables: R run on the table being rebuilt alone would find no
+        # other holder there and withdraw an interest the complete table still has.
+        withdrawn = self.unsub_targets(f, source)
+        for table in tables:
+            effects.extend(self._hand_over(table, out_tag, f, source, withdrawn))
+        effects.extend(Send(n, Unsub(sub_id, f, out_tag)) for n in withdrawn)
+        unique: list[Effect] = []
+        for effect in effects:
+            if effect not in unique:  # both tables may ask for the same message
+                unique.append(effect)
+        return unique
 
     def _hand_over(
         self, table: RoutingTable, tag: int, f: Filter, gone: str, withdrawn: list[str]
     ) -> list[Effect]:
-        """The subscription forwarded for f leaves but identical ones stay: the next one takes
-        over renewing the neighbour's entry now, not after the next overrun."""
+        """The destination that renewed a neighbour's entry for f has no f left, but others
+        do: the next one takes over now, not after the next overrun."""
+        if any(e.dest == gone for e in table.identical(f)):
+            return []  # `gone` still holds f under another subscription id
         effects: list[Effect] = []
         for n in self._upstream:
             if table.forwarded.get((f, n)) != gone:
@@ -353,16 +356,26 @@ class Broker:
                 continue
             heir = next((e for e in table.identical(f) if e.dest != n), None)
             if heir is not None:
-                table.forwarded[f, n] = heir.sub_id
+                table.forwarded[f, n] = heir.dest
                 effects.append(Send(n, Sub(heir.sub_id, f, tag)))
         return effects
 
-    def unsub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
-        """Where an unsubscription goes: the same i-based rule as subscriptions (l.1266)."""
-        return self._algorithm1(self.holders(table, f, source, flag1=self._unsub_flag1), source)
+    def unsub_targets(self, f: Filter, source: str) -> list[str]:
+        """Where an unsubscription goes: the same i-based rule as subscriptions (l.1266),
+        counting holders in every table (both, under the wrapper)."""
+        holders: dict[str, None] = {}
+        for table in self.ram.tables:
+            holders |= self.holders(table, f, source, flag1=self._unsub_flag1)
+        return self._algorithm1(holders, source)
 
     def _uncovered(self, table: RoutingTable, tag: int, f: Filter) -> list[Effect]:
-        """Covering: forward the subscriptions f was covering before f's unsubscription leaves."""
+        """Covering: f leaves; the subscriptions it covered must now reach every neighbour.
+
+        Algorithm 1 alone is not enough here: a covered subscription that arrived while f was
+        held was never forwarded, and identical ones that came after it counted it as a holder
+        (i ≥ 2) and were not forwarded either. So each neighbour that has no renewer for the
+        uncovered filter gets one now, and keeps it through sub_targets' renewal rule.
+        """
         effects: list[Effect] = []
         done: set[tuple[Filter, str]] = set()
         for g in [g for g in table.filters() if g != f and f.covers(g)]:
@@ -370,9 +383,18 @@ class Broker:
                 if (g, e.dest) in done:
                     continue
                 done.add((g, e.dest))
-                targets = self.sub_targets(table, g, e.dest, e.sub_id)
+                targets = self.sub_targets(table, g, e.dest)
+                for n in self._upstream:
+                    if n != e.dest and n not in targets and not self._renewed(table, g, n):
+                        table.forwarded[g, n] = e.dest
+                        targets.append(n)
                 effects.extend(Send(n, Sub(e.sub_id, g, tag)) for n in targets)
         return effects
+
+    def _renewed(self, table: RoutingTable, g: Filter, n: str) -> bool:
+        """Does some destination other than n still renew neighbour n's entry for g?"""
+        d = table.forwarded.get((g, n))
+        return d is not None and d != n and any(e.dest == d for e in table.identical(g))
 
     # ---- faults -----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ Under the periodic-rebuild wrapper the union of T^0 and T^1 is checked (A1 route
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,108 +90,123 @@ def check(
     """Problems that keep `brokers` from the legitimate configuration; [] means legitimate."""
     required, allowed = set(required), set(allowed)
     allowed |= required
-    sides_req = _sides(brokers, required)
-    sides_all = _sides(brokers, allowed)
+    if not brokers:
+        return []
+    rom0 = next(iter(brokers.values())).rom
+    alg, hierarchical = rom0.algorithm, rom0.hierarchical
+    # Remote entries are judged by filter (by id for simple routing): project once, per broker.
+    key = (lambda s: (s.sub_id, s.filter)) if alg is Algorithm.SIMPLE else (lambda s: s.filter)
+    remote = alg is not Algorithm.FLOODING
+    sides_req = _sides(brokers, required, key, up=not hierarchical) if remote else {}
+    sides_all = _sides(brokers, allowed, key, up=not hierarchical) if remote else {}
+    local_req = _by_client(required)
+    local_all = _by_client(allowed)
     problems: list[str] = []
     for v in sorted(brokers):
-        broker = brokers[v]
-        rom = broker.rom
+        rom = brokers[v].rom
         by_dest: dict[str, list[tuple[str, Filter]]] = {}
-        for _, e in broker.entries():
+        for _, e in brokers[v].entries():
             by_dest.setdefault(e.dest, []).append((e.sub_id, e.filter))
-        local_req = {s for s in required if s.broker == v}
-        local_all = {s for s in allowed if s.broker == v}
-        dests = set(by_dest) | set(rom.neighbors) | {s.client for s in local_req}
-        for d in sorted(dests):
+        clients = {c for (b, c) in local_req if b == v}
+        for d in sorted(set(by_dest) | set(rom.neighbors) | clients):
             held = by_dest.get(d, [])
-            if d in rom.neighbors:
-                problems += _check_remote(rom.algorithm, rom.hierarchical, rom.parent, v, d, held,
-                                          sides_req[v, d], sides_all[v, d])
+            where = f"{v}→{d}"
+            if d not in rom.neighbors:
+                problems += _check_ids(f"{where} (local)", held, local_req.get((v, d), set()),
+                                       local_all.get((v, d), set()))
+            elif not remote or (hierarchical and d == rom.parent):
+                if held:
+                    problems.append(f"{where}: expected no entries, found {_show(held)}")
             else:
-                req = {s for s in local_req if s.client == d}
-                alw = {s for s in local_all if s.client == d}
-                problems += _check_ids(f"{v}→{d} (local)", held, req, alw)
+                problems += _check_remote(alg, where, held, sides_req.get((v, d), set()),
+                                          sides_all.get((v, d), set()))
     return problems
 
 
-def _check_remote(
-    alg: Algorithm, hierarchical: bool, parent: str | None, v: str, d: str,
-    held: list[tuple[str, Filter]], req: set[LiveSub], alw: set[LiveSub],
-) -> list[str]:
-    where = f"{v}→{d}"
-    if alg is Algorithm.FLOODING or (hierarchical and d == parent):
-        if held:
-            return [f"{where}: expected no entries, found {_show(held)}"]
-        return []
+def _by_client(subs: set[LiveSub]) -> dict[tuple[str, str], set[tuple[str, Filter]]]:
+    out: dict[tuple[str, str], set[tuple[str, Filter]]] = {}
+    for s in subs:
+        out.setdefault((s.broker, s.client), set()).add((s.sub_id, s.filter))
+    return out
+
+
+def _check_remote(alg: Algorithm, where: str, held: list[tuple[str, Filter]],
+                  req: set[Any], alw: set[Any]) -> list[str]:
     if alg is Algorithm.SIMPLE:
         return _check_ids(where, held, req, alw)
     filters = {f for _, f in held}
-    need = {s.filter for s in req}
-    may = {s.filter for s in alw}
     if alg is Algorithm.IDENTITY:
-        problems = [f"{where}: missing entry for {f}" for f in sorted(need - filters, key=str)]
-        problems += [f"{where}: spurious entry {f}" for f in sorted(filters - may, key=str)]
+        problems = [f"{where}: missing entry for {f}" for f in sorted(req - filters, key=str)]
+        problems += [f"{where}: spurious entry {f}" for f in sorted(filters - alw, key=str)]
         return problems
-    problems = [f"{where}: nothing covers {f}" for f in sorted(need, key=str)
-                if not any(g.covers(f) for g in filters)]
-    unions = [m for m, _ in closure([(f, frozenset((f,))) for f in sorted(may, key=str)])]
-    problems += [f"{where}: spurious entry {f}" for f in sorted(filters, key=str)
-                 if f not in may and not any(u.covers(f) for u in unions)]
+    problems = [f"{where}: nothing covers {f}" for f in sorted(req, key=str)
+                if f not in filters and not any(g.covers(f) for g in filters)]
+    spurious = sorted(filters - alw, key=str)
+    if spurious:  # only then is the merge closure of the allowed filters worth building
+        unions = [m for m, _ in closure([(f, frozenset((f,))) for f in sorted(alw, key=str)])]
+        problems += [f"{where}: spurious entry {f}" for f in spurious
+                     if not any(u.covers(f) for u in unions)]
     return problems
 
 
-def _check_ids(
-    where: str, held: list[tuple[str, Filter]], req: set[LiveSub], alw: set[LiveSub]
-) -> list[str]:
-    may = {s.sub_id: s.filter for s in alw}
+def _check_ids(where: str, held: list[tuple[str, Filter]], req: set[tuple[str, Filter]],
+               alw: set[tuple[str, Filter]]) -> list[str]:
+    may = dict(alw)
     ids = {sub_id for sub_id, _ in held}
-    problems = [f"{where}: missing entry for {s.sub_id} ({s.filter})"
-                for s in sorted(req, key=lambda s: s.sub_id) if s.sub_id not in ids]
-    for sub_id, f in sorted(held, key=lambda h: h[0]):
-        if may.get(sub_id) != f:
-            problems.append(f"{where}: spurious entry {sub_id} ({f})")
+    problems = [f"{where}: missing entry for {i} ({f})" for i, f in sorted(req, key=_first)
+                if i not in ids]
+    problems += [f"{where}: spurious entry {i} ({f})" for i, f in sorted(held, key=_first)
+                 if may.get(i) != f]
     return problems
+
+
+def _first(pair: tuple[str, Filter]) -> str:
+    return pair[0]
 
 
 def _show(held: list[tuple[str, Filter]]) -> str:
     return ", ".join(f"{i} ({f})" for i, f in held[:5]) + (" …" if len(held) > 5 else "")
 
 
-Sides = dict[tuple[str, str], set[LiveSub]]
+def _sides(brokers: Mapping[str, Broker], subs: set[LiveSub], key: Callable[[LiveSub], Any],
+           up: bool) -> dict[tuple[str, str], set[Any]]:
+    """For every directed edge (v, d): the keys of the subscriptions on d's side of v.
 
-
-def _sides(brokers: Mapping[str, Broker], subs: set[LiveSub]) -> Sides:
-    """For every directed edge (v, d): the subscriptions located on d's side of v."""
-    if not brokers:
-        return {}
+    Towards children always; towards the parent only if `up` (peer-to-peer routing).
+    """
     root = next(iter(brokers.values())).rom.root
     if root not in brokers:
         root = min(brokers)
-    local: dict[str, set[LiveSub]] = {b: set() for b in brokers}
+    local: dict[str, set[Any]] = {b: set() for b in brokers}
     for s in subs:
         if s.broker in local:
-            local[s.broker].add(s)
+            local[s.broker].add(key(s))
     order, parent = [root], {root: None}
     for v in order:  # BFS over the ROM neighbour sets
         for n in sorted(brokers[v].rom.neighbors):
             if n in brokers and n not in parent:
                 parent[n] = v
                 order.append(n)
-    down: dict[str, set[LiveSub]] = {}
-    for v in reversed(order):  # the subscriptions in v's subtree
+    children = {v: [n for n in sorted(brokers[v].rom.neighbors) if parent.get(n) == v]
+                for v in order}
+    down: dict[str, set[Any]] = {}
+    for v in reversed(order):  # keys in v's subtree
         acc = set(local[v])
-        for n in brokers[v].rom.neighbors:
-            if parent.get(n) == v:
-                acc |= down[n]
+        for c in children[v]:
+            acc |= down[c]
         down[v] = acc
-    everything = down[root]
-    sides: dict[tuple[str, str], set[LiveSub]] = {}
+    sides: dict[tuple[str, str], set[Any]] = {}
+    outside: dict[str, set[Any]] = {root: set()}  # keys outside v's subtree
     for v in order:
-        for n in brokers[v].rom.neighbors:
-            if n not in parent:
-                sides[v, n] = set()
-            elif parent.get(n) == v:
-                sides[v, n] = down[n]
-            else:
-                sides[v, n] = everything - down[v]
+        for c in children[v]:
+            sides[v, c] = down[c]
+        if up:
+            if parent[v] is not None:
+                sides[v, parent[v]] = outside[v]
+            for c in children[v]:
+                rest = outside[v] | local[v]
+                for other in children[v]:
+                    if other != c:
+                        rest |= down[other]
+                outside[c] = rest
     return sides

@@ -129,16 +129,16 @@ def on_subscribe(
     if m is None:
         m = _form(broker, table, source, f)
         if m is None:  # nothing to merge with: plain covering-based forwarding
-            targets = broker.sub_targets(table, f, source, sub_id)
+            targets = broker.sub_targets(table, f, source)
             return effects + [Send(n, Sub(sub_id, f, tag)) for n in targets]
     else:
         was_flag = m.flag
     if was_flag == 0 and broker.rom.algorithm is Algorithm.MERGING1:
-        targets = broker.sub_targets(table, f, source, sub_id)
+        targets = broker.sub_targets(table, f, source)
         effects.extend(Send(n, Sub(sub_id, f, tag)) for n in targets)
     if all(any(e.dest == source and e.flag for e in table.identical(c)) for c in m.constituents):
         m.flag = 1  # renewed: every constituent was refreshed since the last overrun
-    targets = broker.sub_targets(table, m.filter, source, m.merger_id)
+    targets = broker.sub_targets(table, m.filter, source)
     effects.extend(Send(n, Sub(m.merger_id, m.filter, tag)) for n in targets)
     return effects
 
@@ -158,6 +158,6 @@ def on_unsubscribe(
                 for effect in on_subscribe(broker, table, tag, source, held[0].sub_id, c):
                     if effect not in effects:
                         effects.append(effect)
-        for n in broker.unsub_targets(table, m.filter, source):
+        for n in broker.unsub_targets(m.filter, source):
             effects.append(Send(n, Unsub(m.merger_id, m.filter, tag)))
     return effects

@@ -43,9 +43,8 @@ class RoutingTable:
     __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual", "forwarded")
 
     def __init__(self) -> None:
-        # The sub_id last forwarded for (filter, neighbour): that subscription's refreshes keep
-        # renewing the neighbour's entry (see Broker.sub_targets). Routing state, so it lives and
-        # dies with the table.
+        # (filter, neighbour) -> the destination whose refreshes keep renewing that neighbour's
+        # entry (see Broker.sub_targets). Routing state, so it lives and dies with the table.
         self.forwarded: dict[tuple[Filter, str], str] = {}
         # dicts keyed by entry object, used as ordered sets (deterministic iteration)
         self._by_id: dict[str, dict[Entry, None]] = {}
@@ -104,9 +103,11 @@ class RoutingTable:
         expired = [e for bucket in self._by_id.values() for e in bucket if e.flag == 0]
         for entry in expired:
             self.discard(entry)
-        if expired:
-            ids = self._by_id
-            self.forwarded = {k: v for k, v in self.forwarded.items() if v in ids}
+        if expired:  # forget renewers that hold the filter no more
+            self.forwarded = {
+                (f, n): d for (f, n), d in self.forwarded.items()
+                if any(e.dest == d for e in self.identical(f))
+            }
         for bucket in self._by_id.values():
             for entry in bucket:
                 entry.flag = 0
