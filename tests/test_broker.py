@@ -148,7 +148,7 @@ def test_merging_forwards_a_perfect_merger_instead_of_constituents() -> None:
     merged = ("Unsub", str(Filter.parse("price range [0, 20]")))
     assert ("Sub", str(lo)) in msgs and merged in msgs
     assert msgs.index(("Sub", str(lo))) < msgs.index(merged)
-    assert b.ram.mergers == {}
+    assert b.ram.tables[0].mergers == {}
 
 
 def test_false_merger_is_dropped_at_first_use() -> None:
@@ -158,7 +158,7 @@ def test_false_merger_is_dropped_at_first_use() -> None:
     effects = b.step(0, Receive("x", Sub("s1", F)))
     assert any(isinstance(e, Trace) and e.kind == "merger_invalid" for e in effects)
     assert sends(effects) == [("p", "Sub", "s1")]
-    assert b.ram.mergers == {}
+    assert b.ram.tables[0].mergers == {}
 
 
 def test_flooding_sends_everywhere_but_the_sender_and_delivers_locally() -> None:

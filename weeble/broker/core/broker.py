@@ -31,7 +31,6 @@ from weeble.broker.core.events import (
     Trace,
 )
 from weeble.broker.core.filters import Filter
-from weeble.broker.core.merging import Merger
 from weeble.broker.core.messages import Notify, Sub, Switch, Unsub
 from weeble.broker.core.rom import Algorithm, Rom
 from weeble.broker.core.table import RoutingTable
@@ -43,7 +42,7 @@ SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
 class Ram:
     """Everything a fault may corrupt. Any type-correct value is a possible state."""
 
-    __slots__ = ("mergers", "next_timer", "rebuild_bit", "seen", "tables")
+    __slots__ = ("next_timer", "rebuild_bit", "seen", "tables")
 
     def __init__(self, n_tables: int) -> None:
         self.tables: list[RoutingTable] = [RoutingTable() for _ in range(n_tables)]
@@ -53,7 +52,6 @@ class Ram:
         self.rebuild_bit: int = 0  # a_B: the table being rebuilt (wrapper only)
         # A7 idempotence wrapper: (sub_id, source) pairs seen per tag since that table's reset
         self.seen: list[set[tuple[str, str]]] = [set() for _ in range(n_tables)]
-        self.mergers: dict[str, Merger] = {}  # merging-based routing only
 
 
 class Broker:
@@ -104,7 +102,7 @@ class Broker:
             "next_timer": ram.next_timer,
             "rebuild_bit": ram.rebuild_bit,
             "tables": [[e.as_dict() for e in t] for t in ram.tables],
-            "mergers": [m.as_dict() for m in ram.mergers.values()],
+            "mergers": [[m.as_dict() for m in t.mergers.values()] for t in ram.tables],
         }
 
     # ---- timers -----------------------------------------------------------------------------
@@ -132,7 +130,7 @@ class Broker:
     def _overrun(self) -> list[Effect]:
         """SC-2 on the table, and second chance for merger records too (§3.3.1, §2.6 of spec)."""
         expired = self.ram.tables[0].overrun()
-        merging.overrun(self.ram.mergers)
+        merging.overrun(self.ram.tables[0].mergers)
         if not expired:
             return []
         return [Trace("expire", {"count": len(expired), "entries": [e.as_dict() for e in expired]})]
@@ -313,6 +311,8 @@ class Broker:
         alg = rom.algorithm
         for table in tables:
             table.remove_id(sub_id)  # SC-3
+        for seen in ram.seen:  # A7: a later subscription with this id is new again
+            seen.discard((sub_id, source))
         if alg is Algorithm.FLOODING:
             return []
         if alg is Algorithm.SIMPLE:
@@ -327,7 +327,7 @@ class Broker:
             if alg.merging:
                 effects.extend(merging.on_unsubscribe(self, table, out_tag, source, f))
             if alg.covering:  # merging too: it is covering with mergers on top
-                effects.extend(self._uncovered(table, out_tag, f))
+                effects.extend(self.uncovered(table, out_tag, f))
         # One decision over both tables: R run on the table being rebuilt alone would find no
         # other holder there and withdraw an interest the complete table still has.
         withdrawn = self.unsub_targets(f, source)
@@ -368,7 +368,7 @@ class Broker:
             holders |= self.holders(table, f, source, flag1=self._unsub_flag1)
         return self._algorithm1(holders, source)
 
-    def _uncovered(self, table: RoutingTable, tag: int, f: Filter) -> list[Effect]:
+    def uncovered(self, table: RoutingTable, tag: int, f: Filter) -> list[Effect]:
         """Covering: f leaves; the subscriptions it covered must now reach every neighbour.
 
         Algorithm 1 alone is not enough here: a covered subscription that arrived while f was

@@ -119,7 +119,6 @@ def _clear(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
     for table in tables:
         table.clear()
     if which is None:
-        broker.ram.mergers.clear()
         for seen in broker.ram.seen:
             seen.clear()
     return []
@@ -139,13 +138,15 @@ def _merger_insert(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
     constituents = frozenset(_filter(c, "merger.insert.constituents") for c in spec["constituents"])
     f = _filter(spec.get("filter", "true"), "merger.insert.filter")
     mid = str(spec.get("merger_id", f"injected-merger:{f}"))
-    broker.ram.mergers[mid] = Merger(mid, f, str(spec.get("dest", "ghost")), constituents,
-                                     int(spec.get("flag", 1)))
+    dest = str(spec.get("dest", "ghost"))
+    flag = int(spec.get("flag", 1))
+    _table(broker, fault).mergers[mid] = Merger(mid, f, dest, constituents, flag)
     return []
 
 
 def _merger_clear(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
-    broker.ram.mergers.clear()
+    for table in broker.ram.tables:
+        table.mergers.clear()
     return []
 
 
@@ -215,7 +216,7 @@ def _view(broker: Broker, fault: Corrupt) -> Any:
     if fault.target == "rebuild_bit":
         return {"rebuild_bit": broker.ram.rebuild_bit}
     if fault.target.startswith("merger."):
-        return sorted((m.as_dict() for m in broker.ram.mergers.values()),
+        return sorted((m.as_dict() for t in broker.ram.tables for m in t.mergers.values()),
                       key=lambda m: str(m["merger_id"]))
     return {"entries": sum(len(t) for t in broker.ram.tables),
             "sample": [e.as_dict() for t in broker.ram.tables for e in list(t)[:20]]}

@@ -88,8 +88,8 @@ def _valid(table: RoutingTable, m: Merger) -> bool:
     return len(groups) == 1 and groups[0][0] == m.filter
 
 
-def _containing(broker: Broker, dest: str, f: Filter) -> Merger | None:
-    for m in broker.ram.mergers.values():
+def _containing(table: RoutingTable, dest: str, f: Filter) -> Merger | None:
+    for m in table.mergers.values():
         if m.dest == dest and f in m.constituents:
             return m
     return None
@@ -97,7 +97,7 @@ def _containing(broker: Broker, dest: str, f: Filter) -> Merger | None:
 
 def _form(broker: Broker, table: RoutingTable, dest: str, f: Filter) -> Merger | None:
     """Merge f with what is already held for `dest`; store and return the merger, if any."""
-    mergers = broker.ram.mergers
+    mergers = table.mergers
     own = [m for m in mergers.values() if m.dest == dest]
     in_mergers = {c for m in own for c in m.constituents}
     lone = sorted({e.filter for e in table if e.dest == dest} - in_mergers - {f}, key=str)
@@ -120,9 +120,9 @@ def on_subscribe(
 ) -> list[Effect]:
     """Forwarding for a (re)subscription already inserted into `table` (SC-1 done)."""
     effects: list[Effect] = []
-    m = _containing(broker, source, f)
+    m = _containing(table, source, f)
     if m is not None and not _valid(table, m):
-        del broker.ram.mergers[m.merger_id]
+        del table.mergers[m.merger_id]
         effects.append(Trace("merger_invalid", m.as_dict()))
         m = None
     was_flag = 1
@@ -150,14 +150,16 @@ def on_unsubscribe(
     if any(e.dest == source for e in table.identical(f)):
         return []  # the destination still holds f under another id
     effects: list[Effect] = []
-    for m in [m for m in broker.ram.mergers.values() if m.dest == source and f in m.constituents]:
-        del broker.ram.mergers[m.merger_id]
+    for m in [m for m in table.mergers.values() if m.dest == source and f in m.constituents]:
+        del table.mergers[m.merger_id]
         for c in sorted(m.constituents - {f}, key=str):
             held = [e for e in table.identical(c) if e.dest == source]
             if held:
                 for effect in on_subscribe(broker, table, tag, source, held[0].sub_id, c):
                     if effect not in effects:
                         effects.append(effect)
+        # whatever the merger covered for other destinations was suppressed on its account
+        effects.extend(e for e in broker.uncovered(table, tag, m.filter) if e not in effects)
         for n in broker.unsub_targets(m.filter, source):
             effects.append(Send(n, Unsub(m.merger_id, m.filter, tag)))
     return effects

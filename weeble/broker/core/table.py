@@ -13,8 +13,12 @@ Entries without an equality constraint sit in a small residual set that matching
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from weeble.broker.core.filters import Filter, IndexKey, Value, notification_index_keys
+
+if TYPE_CHECKING:
+    from weeble.broker.core.merging import Merger
 
 
 class Entry:
@@ -40,12 +44,13 @@ class Entry:
 
 
 class RoutingTable:
-    __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual", "forwarded")
+    __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual", "forwarded", "mergers")
 
     def __init__(self) -> None:
         # (filter, neighbour) -> the destination whose refreshes keep renewing that neighbour's
         # entry (see Broker.sub_targets). Routing state, so it lives and dies with the table.
         self.forwarded: dict[tuple[Filter, str], str] = {}
+        self.mergers: dict[str, Merger] = {}  # merging-based routing: merger records by id
         # dicts keyed by entry object, used as ordered sets (deterministic iteration)
         self._by_id: dict[str, dict[Entry, None]] = {}
         self._by_filter: dict[Filter, dict[Entry, None]] = {}
@@ -115,6 +120,7 @@ class RoutingTable:
 
     def clear(self) -> None:
         self.forwarded.clear()
+        self.mergers.clear()
         self._by_id.clear()
         self._by_filter.clear()
         self._by_key.clear()
