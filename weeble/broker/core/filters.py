@@ -596,6 +596,7 @@ class Filter:
     _by_name: dict[str, Constraint] = field(init=False)
     _attributes: frozenset[str] = field(init=False)
     _hash: int = field(init=False)
+    _index_key: IndexKey | None = field(init=False)  # routing tables ask on every insert
 
     def __post_init__(self) -> None:
         if self.satisfiable:
@@ -607,6 +608,7 @@ class Filter:
         set_(self, "_by_name", dict(self.constraints))
         set_(self, "_attributes", frozenset(self._by_name))
         set_(self, "_hash", hash((self.satisfiable, self.constraints)))
+        set_(self, "_index_key", self._find_index_key())
 
     @classmethod
     def _build(cls, constraints: Mapping[str, Constraint] | None) -> Filter:
@@ -684,6 +686,9 @@ class Filter:
     def index_key(self) -> IndexKey | None:
         """(attribute, index_value) of the point constraint on the first attribute (by name)
         that has one, or None. See the module docstring for the key format."""
+        return self._index_key
+
+    def _find_index_key(self) -> IndexKey | None:
         for name, c in self.constraints:
             if isinstance(c, _Num) and c.lo == c.hi:
                 return (name, c.lo)
