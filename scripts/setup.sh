@@ -3,6 +3,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# The analytics run on PySpark, which needs Java 17 or newer.
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless
+    else
+        echo "setup: Java 17+ not found; install it (e.g. apt-get install openjdk-17-jre-headless)" >&2
+    fi
+fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi

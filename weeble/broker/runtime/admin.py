@@ -1,4 +1,5 @@
-"""The Admin gRPC service: snapshots, link shaping and cuts, state faults, shutdown.
+"""The Admin gRPC service: snapshots, link shaping and cuts, state faults, injected link
+messages, shutdown.
 
 Admin can corrupt a broker's state, so (1) it is served only on the management address, by its
 own gRPC server, never next to the link and client services; (2) every call must carry
@@ -22,17 +23,18 @@ from typing import Any, Protocol
 import grpc
 
 from weeble.broker.core.corruption import CorruptionError
-from weeble.broker.core.events import Corrupt, Effect, Event
+from weeble.broker.core.events import Corrupt, Effect, Event, Receive
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.links import Link
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.trace import TraceWriter
+from weeble.broker.runtime.wire import WireError, envelope_to_message, message_ids
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
 
 ADMIN_SERVICE = "weeble.v1.Admin"
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
-SHAPE_FIELDS = ("delay_ms", "jitter_ms", "loss", "duplicate", "rate_bps")
+SHAPE_FIELDS = ("delay_ms", "jitter_ms", "loss", "duplicate", "rate_bps", "corrupt")
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +178,10 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
         fault_id = request.fault_id or uuid.uuid4().hex[:12]
         before = json.dumps(t.core_snapshot(), default=str)
-        t.trace.record("fault_begin", fault_id=fault_id, target=request.target, value=value,
-                       args=args, source="admin")
+        # the trace schema's names: `field` is the RAM field, `target` the broker it hits
+        me = t.config.broker_id
+        t.trace.record("fault_begin", fault_id=fault_id, type="corrupt", field=request.target,
+                       target=me, value=value, args=args, source="admin")
         code, error = grpc.StatusCode.OK, ""
         try:
             t.step_checked(Corrupt(request.target, value, args))
@@ -186,8 +190,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         except Exception as e:  # the core failed otherwise; the broker itself goes on
             log.exception("admin Corrupt %s failed", request.target)
             code, error = grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}"
-        t.trace.record("fault_end", fault_id=fault_id, target=request.target,
-                       ok=code is grpc.StatusCode.OK, error=error or None)
+        t.trace.record("fault_end", fault_id=fault_id, type="corrupt", field=request.target,
+                       target=me, ok=code is grpc.StatusCode.OK, error=error or None)
         if code is not grpc.StatusCode.OK:
             await context.abort(code, error)
         t.metrics.fault(request.target)
@@ -195,6 +199,52 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             fault_id=fault_id,
             before_json=before,
             after_json=json.dumps(t.core_snapshot(), default=str),
+        )
+
+    async def Inject(
+        self, request: admin_pb2.InjectRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.InjectReply:
+        """A message that nobody sent, handed to the core as a Receive from `neighbor`. It
+        does not pass the link (no shaping, no cut): it appears inside the broker's end."""
+        t = self.t
+        link = await self._link(request.neighbor, context)
+        kind = request.envelope.WhichOneof("kind")
+        error = ""
+        message = None
+        if kind in (None, "hello", "batch"):
+            error = f"envelope: must hold one message (sub, unsub, notify, switch), got {kind}"
+        else:
+            try:
+                message = envelope_to_message(request.envelope)
+            except WireError as e:
+                error = f"envelope: {e}"
+        if message is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+            raise AssertionError("unreachable")
+        fault_id = request.fault_id or uuid.uuid4().hex[:12]
+        before = json.dumps(t.core_snapshot(), default=str)
+        ids = message_ids(message)
+        me = t.config.broker_id
+        t.trace.record("fault_begin", ids, fault_id=fault_id, type="inject", target=me,
+                       link=link.neighbor, source="admin")
+        try:
+            effects = t.step_checked(Receive(link.neighbor, message))
+        except Exception as e:  # the core failed on it; the broker itself goes on
+            log.exception("admin Inject from %s failed", link.neighbor)
+            t.trace.record("fault_end", fault_id=fault_id, type="inject", target=me, ok=False,
+                           error=f"{type(e).__name__}: {e}")
+            await context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            raise AssertionError("unreachable") from None
+        t.trace.record("fault_end", fault_id=fault_id, type="inject", target=me,
+                       link=link.neighbor, ok=True)
+        t.metrics.fault("inject")
+        tally: dict[str, int] = {}
+        for effect in effects:
+            name = _EFFECT_NAMES.get(type(effect).__name__, type(effect).__name__.lower())
+            tally[name] = tally.get(name, 0) + 1
+        return admin_pb2.InjectReply(
+            fault_id=fault_id, before_json=before,
+            after_json=json.dumps(t.core_snapshot(), default=str), effects=tally,
         )
 
     async def Shutdown(
@@ -215,6 +265,9 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             )
             raise AssertionError("unreachable")
         return link
+
+
+_EFFECT_NAMES = {"Send": "send", "Deliver": "deliver", "SetTimer": "timer", "Trace": "trace"}
 
 
 def _decode_fault(request: admin_pb2.CorruptRequest) -> tuple[Any, dict[str, Any], str]:

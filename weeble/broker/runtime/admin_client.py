@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
+from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, link_pb2
 
 
 class AdminClient:
@@ -69,6 +69,15 @@ class AdminClient:
             fault_id=fault_id), **self._kw())
         return {"fault_id": reply.fault_id, "before": json.loads(reply.before_json),
                 "after": json.loads(reply.after_json)}
+
+    async def inject(self, neighbor: str, envelope: link_pb2.Envelope,
+                     fault_id: str = "") -> dict[str, Any]:
+        """Hand a link message to the broker as if `neighbor` had sent it; returns
+        {'fault_id', 'before', 'after', 'effects': {effect type: count}}."""
+        reply = await self.stub.Inject(admin_pb2.InjectRequest(
+            neighbor=neighbor, envelope=envelope, fault_id=fault_id), **self._kw())
+        return {"fault_id": reply.fault_id, "before": json.loads(reply.before_json),
+                "after": json.loads(reply.after_json), "effects": dict(reply.effects)}
 
     async def shutdown(self, drain_s: float = 0.0) -> None:
         await self.stub.Shutdown(admin_pb2.ShutdownRequest(drain_s=drain_s), **self._kw())

@@ -128,8 +128,10 @@ class ClientService(client_pb2_grpc.ClientServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"notifications[{i}].{e}")
         for n in notifications:
             self._metrics.publish()
+            # the attributes too: the analytics match them against the subscriptions
             self._trace.record("publish", client=client, nid=n.id, publisher=n.publisher,
-                               seq=n.seq, published_at=n.published_at)
+                               seq=n.seq, published_at=n.published_at,
+                               attributes=dict(n.attributes))
             self._step(ClientPublish(client, n))
         return client_pb2.PublishReply(accepted=len(notifications))
 

@@ -113,7 +113,8 @@ class Link:
         self._trace = trace
         self._metrics = metrics
         shape = config.links.get(neighbor, LinkShape())
-        self.queue: ShapedQueue[bytes] = ShapedQueue(shape, config.tuning.link_queue_limit, rng)
+        self.queue: ShapedQueue[bytes] = ShapedQueue(shape, config.tuning.link_queue_limit, rng,
+                                                     garble=garble)
         self.cut = False
         self._state = LinkState.DOWN
         self._session: Session | None = None
@@ -188,9 +189,11 @@ class Link:
             return
         self._seq += 1
         fate = self.queue.put(data, len(data))
-        if fate is Fate.SENT or fate is Fate.DUPLICATED:
+        if fate is Fate.SENT or fate is Fate.DUPLICATED or fate is Fate.CORRUPTED:
             copies = 2 if fate is Fate.DUPLICATED else 1
             self.counters["sent"] += copies
+            if fate is Fate.CORRUPTED:
+                self.counters["corrupted"] += 1
             self._metrics.message("out", kind_of(message), self.neighbor, copies)
         else:
             self._drop(fate.value)
@@ -452,6 +455,15 @@ class LinkService:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"{me}: link to {h.broker_id!r} is dialled by {me}, not accepted")
         return h.broker_id
+
+
+def garble(data: bytes, rng: random.Random) -> bytes:
+    """Flip the bits of one random byte (the link shaper's `corrupt`): the receiver then finds
+    an undecodable envelope, or a valid one that says something else than was sent."""
+    if not data:
+        return data
+    i = rng.randrange(len(data))
+    return data[:i] + bytes([data[i] ^ rng.randrange(1, 256)]) + data[i + 1:]
 
 
 def _noop() -> None:

@@ -1,4 +1,5 @@
-"""User-space netem for one direction of a link: delay, jitter, loss, duplication, rate.
+"""User-space netem for one direction of a link: delay, jitter, loss, duplication, corruption,
+rate.
 
 The kernel on the testbed machines has no netem qdisc, so each broker shapes its own egress in
 the link layer (this also works unchanged in Docker and on Kubernetes). Unlike netem with
@@ -8,7 +9,9 @@ delay of messages stuck behind a late one.
 
 `ShapedQueue` is the outgoing queue of a link: `put` decides the message's fate and release
 time; the link's writer `get`s messages as they come due. The queue is bounded: a message that
-finds it full (typically while the link is down) is dropped and counted.
+finds it full (typically while the link is down) is dropped and counted. Corruption (netem's
+`corrupt`) needs to know what an item is, so the owner passes a `garble` function: the link
+flips one byte of the serialized envelope.
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ class LinkShape:
     loss: float = 0.0  # probability that a message is lost
     duplicate: float = 0.0  # probability that a message is sent twice
     rate_bps: float = 0.0  # serialization rate in bits/s; 0 = unlimited
+    corrupt: float = 0.0  # probability that a message is garbled on the way (fault F9)
 
     def __post_init__(self) -> None:
         for name in ("delay_ms", "jitter_ms", "rate_bps"):
             value = getattr(self, name)
             if not value >= 0 or value == float("inf"):  # also rejects NaN
                 raise ValueError(f"{name}: must be a finite number >= 0, got {value!r}")
-        for name in ("loss", "duplicate"):
+        for name in ("loss", "duplicate", "corrupt"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
@@ -60,6 +64,7 @@ class LinkShape:
 class Fate(StrEnum):
     SENT = "sent"
     DUPLICATED = "duplicated"
+    CORRUPTED = "corrupted"  # sent, garbled
     LOST = "lost"
     OVERFLOW = "overflow"
 
@@ -77,6 +82,7 @@ class ShapedQueue(Generic[T]):
         limit: int = 10_000,
         rng: random.Random | None = None,
         clock: Callable[[], float] | None = None,
+        garble: Callable[[T, random.Random], T] | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit: must be >= 1, got {limit}")
@@ -84,6 +90,7 @@ class ShapedQueue(Generic[T]):
         self.limit = limit
         self._rng = rng or random.Random()
         self._clock = clock or time.monotonic
+        self._garble = garble
         self._items: deque[tuple[float, T]] = deque()
         self._last_release = 0.0  # FIFO: nothing leaves before its predecessor
         self._busy_until = 0.0  # rate: when the emulated wire finishes the previous message
@@ -94,17 +101,23 @@ class ShapedQueue(Generic[T]):
         return len(self._items)
 
     def put(self, item: T, size: int = 0) -> Fate:
-        """Admit one message of `size` bytes: lose, duplicate or schedule it."""
+        """Admit one message of `size` bytes: lose, duplicate, garble or schedule it."""
         shape, rng = self.shape, self._rng
         if shape.loss and rng.random() < shape.loss:
             return self._count(Fate.LOST)
         copies = 2 if shape.duplicate and rng.random() < shape.duplicate else 1
         if len(self._items) + copies > self.limit:
             return self._count(Fate.OVERFLOW)
+        garbled = (shape.corrupt and self._garble is not None
+                   and rng.random() < shape.corrupt)
+        if garbled:
+            item = self._garble(item, rng)  # type: ignore[misc]
         now = self._clock()
         for _ in range(copies):
             self._items.append((self._release_time(now, size), item))
         self._wakeup.set()
+        if garbled:
+            return self._count(Fate.CORRUPTED)
         return self._count(Fate.DUPLICATED if copies == 2 else Fate.SENT)
 
     def _release_time(self, now: float, size: int) -> float:

@@ -201,8 +201,10 @@ class BrokerServer:
         self._stopped = asyncio.Event()
         cfg = self.config
         self.trace.start()
+        # neighbours as a list (the trace schema's type); their addresses beside it
         self.trace.record("start", algorithm=cfg.algorithm.value, listen=cfg.listen_address,
-                          admin=cfg.admin_address, neighbors=cfg.neighbors)
+                          admin=cfg.admin_address, neighbors=sorted(cfg.neighbors),
+                          addresses=cfg.neighbors)
         try:
             await self._start_servers()
             if cfg.metrics_address is not None:
@@ -275,8 +277,8 @@ class BrokerServer:
 
     def _sample_gauges(self) -> None:
         try:
-            tables = self.broker.snapshot().get("tables", [])
-            self.metrics.table_sizes([len(t) for t in tables])
+            # count in place: a full snapshot renders every entry (10^4 filters: ~40 ms a second)
+            self.metrics.table_sizes([len(t) for t in self.broker.ram.tables])
         except Exception as e:  # a corrupted state must not stop the sampling
             log.debug("table size sampling failed: %s", e)
         for link in self.links.values():

@@ -24,9 +24,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from . import link_pb2 as weeble_dot_v1_dot_link__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15weeble/v1/admin.proto\x12\tweeble.v1\"\x11\n\x0fSnapshotRequest\"c\n\tLinkShape\x12\x10\n\x08\x64\x65lay_ms\x18\x01 \x01(\x01\x12\x11\n\tjitter_ms\x18\x02 \x01(\x01\x12\x0c\n\x04loss\x18\x03 \x01(\x01\x12\x11\n\tduplicate\x18\x04 \x01(\x01\x12\x10\n\x08rate_bps\x18\x05 \x01(\x01\"\xeb\x01\n\nLinkStatus\x12\x10\n\x08neighbor\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x64ialer\x18\x04 \x01(\x08\x12#\n\x05shape\x18\x05 \x01(\x0b\x32\x14.weeble.v1.LinkShape\x12\x0e\n\x06queued\x18\x06 \x01(\r\x12\x35\n\x08\x63ounters\x18\x07 \x03(\x0b\x32#.weeble.v1.LinkStatus.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xeb\x01\n\rSnapshotReply\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x11\n\tcore_json\x18\x02 \x01(\t\x12$\n\x05links\x18\x03 \x03(\x0b\x32\x15.weeble.v1.LinkStatus\x12\x38\n\x08\x63ounters\x18\x04 \x03(\x0b\x32&.weeble.v1.SnapshotReply.CountersEntry\x12\x0b\n\x03now\x18\x05 \x01(\x01\x12\x16\n\x0e\x63lient_streams\x18\x06 \x03(\t\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xd2\x01\n\x0eSetLinkRequest\x12\x10\n\x08neighbor\x18\x01 \x01(\t\x12\x15\n\x08\x64\x65lay_ms\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tjitter_ms\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x11\n\x04loss\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tduplicate\x18\x05 \x01(\x01H\x03\x88\x01\x01\x12\x15\n\x08rate_bps\x18\x06 \x01(\x01H\x04\x88\x01\x01\x42\x0b\n\t_delay_msB\x0c\n\n_jitter_msB\x07\n\x05_lossB\x0c\n\n_duplicateB\x0b\n\t_rate_bps\"\x1f\n\x0bLinkRequest\x12\x10\n\x08neighbor\x18\x01 \x01(\t\"0\n\tLinkReply\x12#\n\x04link\x18\x01 \x01(\x0b\x32\x15.weeble.v1.LinkStatus\"Y\n\x0e\x43orruptRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12\x11\n\targs_json\x18\x03 \x01(\t\x12\x10\n\x08\x66\x61ult_id\x18\x04 \x01(\t\"I\n\x0c\x43orruptReply\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\x12\x13\n\x0b\x62\x65\x66ore_json\x18\x02 \x01(\t\x12\x12\n\nafter_json\x18\x03 \x01(\t\"\"\n\x0fShutdownRequest\x12\x0f\n\x07\x64rain_s\x18\x01 \x01(\x01\"\x0f\n\rShutdownReply2\xf9\x02\n\x05\x41\x64min\x12@\n\x08Snapshot\x12\x1a.weeble.v1.SnapshotRequest\x1a\x18.weeble.v1.SnapshotReply\x12:\n\x07SetLink\x12\x19.weeble.v1.SetLinkRequest\x1a\x14.weeble.v1.LinkReply\x12\x37\n\x07\x43utLink\x12\x16.weeble.v1.LinkRequest\x1a\x14.weeble.v1.LinkReply\x12\x38\n\x08HealLink\x12\x16.weeble.v1.LinkRequest\x1a\x14.weeble.v1.LinkReply\x12=\n\x07\x43orrupt\x12\x19.weeble.v1.CorruptRequest\x1a\x17.weeble.v1.CorruptReply\x12@\n\x08Shutdown\x12\x1a.weeble.v1.ShutdownRequest\x1a\x18.weeble.v1.ShutdownReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15weeble/v1/admin.proto\x12\tweeble.v1\x1a\x14weeble/v1/link.proto\"\x11\n\x0fSnapshotRequest\"t\n\tLinkShape\x12\x10\n\x08\x64\x65lay_ms\x18\x01 \x01(\x01\x12\x11\n\tjitter_ms\x18\x02 \x01(\x01\x12\x0c\n\x04loss\x18\x03 \x01(\x01\x12\x11\n\tduplicate\x18\x04 \x01(\x01\x12\x10\n\x08rate_bps\x18\x05 \x01(\x01\x12\x0f\n\x07\x63orrupt\x18\x06 \x01(\x01\"\xeb\x01\n\nLinkStatus\x12\x10\n\x08neighbor\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x64ialer\x18\x04 \x01(\x08\x12#\n\x05shape\x18\x05 \x01(\x0b\x32\x14.weeble.v1.LinkShape\x12\x0e\n\x06queued\x18\x06 \x01(\r\x12\x35\n\x08\x63ounters\x18\x07 \x03(\x0b\x32#.weeble.v1.LinkStatus.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xeb\x01\n\rSnapshotReply\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x11\n\tcore_json\x18\x02 \x01(\t\x12$\n\x05links\x18\x03 \x03(\x0b\x32\x15.weeble.v1.LinkStatus\x12\x38\n\x08\x63ounters\x18\x04 \x03(\x0b\x32&.weeble.v1.SnapshotReply.CountersEntry\x12\x0b\n\x03now\x18\x05 \x01(\x01\x12\x16\n\x0e\x63lient_streams\x18\x06 \x03(\t\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xf4\x01\n\x0eSetLinkRequest\x12\x10\n\x08neighbor\x18\x01 \x01(\t\x12\x15\n\x08\x64\x65lay_ms\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tjitter_ms\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\x11\n\x04loss\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tduplicate\x18\x05 \x01(\x01H\x03\x88\x01\x01\x12\x15\n\x08rate_bps\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12\x14\n\x07\x63orrupt\x18\x07 \x01(\x01H\x05\x88\x01\x01\x42\x0b\n\t_delay_msB\x0c\n\n_jitter_msB\x07\n\x05_lossB\x0c\n\n_duplicateB\x0b\n\t_rate_bpsB\n\n\x08_corrupt\"\x1f\n\x0bLinkRequest\x12\x10\n\x08neighbor\x18\x01 \x01(\t\"0\n\tLinkReply\x12#\n\x04link\x18\x01 \x01(\x0b\x32\x15.weeble.v1.LinkStatus\"Y\n\x0e\x43orruptRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x12\n\nvalue_json\x18\x02 \x01(\t\x12\x11\n\targs_json\x18\x03 \x01(\t\x12\x10\n\x08\x66\x61ult_id\x18\x04 \x01(\t\"I\n\x0c\x43orruptReply\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\x12\x13\n\x0b\x62\x65\x66ore_json\x18\x02 \x01(\t\x12\x12\n\nafter_json\x18\x03 \x01(\t\"Z\n\rInjectRequest\x12\x10\n\x08neighbor\x18\x01 \x01(\t\x12%\n\x08\x65nvelope\x18\x02 \x01(\x0b\x32\x13.weeble.v1.Envelope\x12\x10\n\x08\x66\x61ult_id\x18\x03 \x01(\t\"\xae\x01\n\x0bInjectReply\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\x12\x13\n\x0b\x62\x65\x66ore_json\x18\x02 \x01(\t\x12\x12\n\nafter_json\x18\x03 \x01(\t\x12\x34\n\x07\x65\x66\x66\x65\x63ts\x18\x04 \x03(\x0b\x32#.weeble.v1.InjectReply.EffectsEntry\x1a.\n\x0c\x45\x66\x66\x65\x63tsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\"\n\x0fShutdownRequest\x12\x0f\n\x07\x64rain_s\x18\x01 \x01(\x01\"\x0f\n\rShutdownReply2\xb5\x03\n\x05\x41\x64min\x12@\n\x08Snapshot\x12\x1a.weeble.v1.SnapshotRequest\x1a\x18.weeble.v1.SnapshotReply\x12:\n\x07SetLink\x12\x19.weeble.v1.SetLinkRequest\x1a\x14.weeble.v1.LinkReply\x12\x37\n\x07\x43utLink\x12\x16.weeble.v1.LinkRequest\x1a\x14.weeble.v1.LinkReply\x12\x38\n\x08HealLink\x12\x16.weeble.v1.LinkRequest\x1a\x14.weeble.v1.LinkReply\x12=\n\x07\x43orrupt\x12\x19.weeble.v1.CorruptRequest\x1a\x17.weeble.v1.CorruptReply\x12:\n\x06Inject\x12\x18.weeble.v1.InjectRequest\x1a\x16.weeble.v1.InjectReply\x12@\n\x08Shutdown\x12\x1a.weeble.v1.ShutdownRequest\x1a\x18.weeble.v1.ShutdownReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,32 +38,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LINKSTATUS_COUNTERSENTRY']._serialized_options = b'8\001'
   _globals['_SNAPSHOTREPLY_COUNTERSENTRY']._loaded_options = None
   _globals['_SNAPSHOTREPLY_COUNTERSENTRY']._serialized_options = b'8\001'
-  _globals['_SNAPSHOTREQUEST']._serialized_start=36
-  _globals['_SNAPSHOTREQUEST']._serialized_end=53
-  _globals['_LINKSHAPE']._serialized_start=55
-  _globals['_LINKSHAPE']._serialized_end=154
-  _globals['_LINKSTATUS']._serialized_start=157
-  _globals['_LINKSTATUS']._serialized_end=392
-  _globals['_LINKSTATUS_COUNTERSENTRY']._serialized_start=345
-  _globals['_LINKSTATUS_COUNTERSENTRY']._serialized_end=392
-  _globals['_SNAPSHOTREPLY']._serialized_start=395
-  _globals['_SNAPSHOTREPLY']._serialized_end=630
-  _globals['_SNAPSHOTREPLY_COUNTERSENTRY']._serialized_start=345
-  _globals['_SNAPSHOTREPLY_COUNTERSENTRY']._serialized_end=392
-  _globals['_SETLINKREQUEST']._serialized_start=633
-  _globals['_SETLINKREQUEST']._serialized_end=843
-  _globals['_LINKREQUEST']._serialized_start=845
-  _globals['_LINKREQUEST']._serialized_end=876
-  _globals['_LINKREPLY']._serialized_start=878
-  _globals['_LINKREPLY']._serialized_end=926
-  _globals['_CORRUPTREQUEST']._serialized_start=928
-  _globals['_CORRUPTREQUEST']._serialized_end=1017
-  _globals['_CORRUPTREPLY']._serialized_start=1019
-  _globals['_CORRUPTREPLY']._serialized_end=1092
-  _globals['_SHUTDOWNREQUEST']._serialized_start=1094
-  _globals['_SHUTDOWNREQUEST']._serialized_end=1128
-  _globals['_SHUTDOWNREPLY']._serialized_start=1130
-  _globals['_SHUTDOWNREPLY']._serialized_end=1145
-  _globals['_ADMIN']._serialized_start=1148
-  _globals['_ADMIN']._serialized_end=1525
+  _globals['_INJECTREPLY_EFFECTSENTRY']._loaded_options = None
+  _globals['_INJECTREPLY_EFFECTSENTRY']._serialized_options = b'8\001'
+  _globals['_SNAPSHOTREQUEST']._serialized_start=58
+  _globals['_SNAPSHOTREQUEST']._serialized_end=75
+  _globals['_LINKSHAPE']._serialized_start=77
+  _globals['_LINKSHAPE']._serialized_end=193
+  _globals['_LINKSTATUS']._serialized_start=196
+  _globals['_LINKSTATUS']._serialized_end=431
+  _globals['_LINKSTATUS_COUNTERSENTRY']._serialized_start=384
+  _globals['_LINKSTATUS_COUNTERSENTRY']._serialized_end=431
+  _globals['_SNAPSHOTREPLY']._serialized_start=434
+  _globals['_SNAPSHOTREPLY']._serialized_end=669
+  _globals['_SNAPSHOTREPLY_COUNTERSENTRY']._serialized_start=384
+  _globals['_SNAPSHOTREPLY_COUNTERSENTRY']._serialized_end=431
+  _globals['_SETLINKREQUEST']._serialized_start=672
+  _globals['_SETLINKREQUEST']._serialized_end=916
+  _globals['_LINKREQUEST']._serialized_start=918
+  _globals['_LINKREQUEST']._serialized_end=949
+  _globals['_LINKREPLY']._serialized_start=951
+  _globals['_LINKREPLY']._serialized_end=999
+  _globals['_CORRUPTREQUEST']._serialized_start=1001
+  _globals['_CORRUPTREQUEST']._serialized_end=1090
+  _globals['_CORRUPTREPLY']._serialized_start=1092
+  _globals['_CORRUPTREPLY']._serialized_end=1165
+  _globals['_INJECTREQUEST']._serialized_start=1167
+  _globals['_INJECTREQUEST']._serialized_end=1257
+  _globals['_INJECTREPLY']._serialized_start=1260
+  _globals['_INJECTREPLY']._serialized_end=1434
+  _globals['_INJECTREPLY_EFFECTSENTRY']._serialized_start=1388
+  _globals['_INJECTREPLY_EFFECTSENTRY']._serialized_end=1434
+  _globals['_SHUTDOWNREQUEST']._serialized_start=1436
+  _globals['_SHUTDOWNREQUEST']._serialized_end=1470
+  _globals['_SHUTDOWNREPLY']._serialized_start=1472
+  _globals['_SHUTDOWNREPLY']._serialized_end=1487
+  _globals['_ADMIN']._serialized_start=1490
+  _globals['_ADMIN']._serialized_end=1927
 # @@protoc_insertion_point(module_scope)

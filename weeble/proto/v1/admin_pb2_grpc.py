@@ -61,6 +61,11 @@ class AdminStub:
                 request_serializer=weeble_dot_v1_dot_admin__pb2.CorruptRequest.SerializeToString,
                 response_deserializer=weeble_dot_v1_dot_admin__pb2.CorruptReply.FromString,
                 _registered_method=True)
+        self.Inject = channel.unary_unary(
+                '/weeble.v1.Admin/Inject',
+                request_serializer=weeble_dot_v1_dot_admin__pb2.InjectRequest.SerializeToString,
+                response_deserializer=weeble_dot_v1_dot_admin__pb2.InjectReply.FromString,
+                _registered_method=True)
         self.Shutdown = channel.unary_unary(
                 '/weeble.v1.Admin/Shutdown',
                 request_serializer=weeble_dot_v1_dot_admin__pb2.ShutdownRequest.SerializeToString,
@@ -101,6 +106,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Inject(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Shutdown(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -134,6 +145,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Corrupt,
                     request_deserializer=weeble_dot_v1_dot_admin__pb2.CorruptRequest.FromString,
                     response_serializer=weeble_dot_v1_dot_admin__pb2.CorruptReply.SerializeToString,
+            ),
+            'Inject': grpc.unary_unary_rpc_method_handler(
+                    servicer.Inject,
+                    request_deserializer=weeble_dot_v1_dot_admin__pb2.InjectRequest.FromString,
+                    response_serializer=weeble_dot_v1_dot_admin__pb2.InjectReply.SerializeToString,
             ),
             'Shutdown': grpc.unary_unary_rpc_method_handler(
                     servicer.Shutdown,
@@ -276,6 +292,33 @@ class Admin:
             '/weeble.v1.Admin/Corrupt',
             weeble_dot_v1_dot_admin__pb2.CorruptRequest.SerializeToString,
             weeble_dot_v1_dot_admin__pb2.CorruptReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Inject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weeble.v1.Admin/Inject',
+            weeble_dot_v1_dot_admin__pb2.InjectRequest.SerializeToString,
+            weeble_dot_v1_dot_admin__pb2.InjectReply.FromString,
             options,
             channel_credentials,
             insecure,

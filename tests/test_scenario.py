@@ -1,0 +1,214 @@
+"""Scenario files: the shipped ones load; every user mistake gives file, field path and problem."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from weeble.broker.core.rom import Algorithm
+from weeble.orchestrator.scenario import (
+    CorruptFault,
+    DropFault,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+)
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+BASE = {
+    "name": "t",
+    "duration": 10,
+    "topology": {"kind": "kary", "m": 2, "levels": 3},  # b0; b1 b2; b3..b6; d = 4
+    "routing": {"algorithm": "identity", "hierarchical": True},
+    "timing": {"pi": 10.2, "rho": 10, "delta_min": 0.01, "delta_max": 0.05},
+}
+
+
+def write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return path
+
+
+def error(tmp_path: Path, **changes: object) -> str:
+    data = {**BASE, **changes}
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, data))
+    message = str(info.value)
+    assert message.startswith(str(tmp_path / "s.yaml")), message
+    return message
+
+
+def test_shipped_scenarios_load() -> None:
+    small = load_scenario(SCENARIOS / "sim-small.yaml")
+    assert len(small.build_topology().brokers) == 13
+    assert small.routing.algorithm is Algorithm.IDENTITY
+    assert any(isinstance(f, DropFault) for f in small.faults)
+    seed = load_scenario(SCENARIOS / "seed000.yaml")
+    assert len(seed.build_topology().brokers) == 121
+    assert seed.params.d == 8
+    assert seed.bound == pytest.approx(120.6)  # spec claim 9: Δ1 = 120.6 s
+    assert seed.workload is not None and seed.workload.subscriptions == 100_000
+
+
+def test_defaults_and_derived_values(tmp_path: Path) -> None:
+    s = load_scenario(write(tmp_path, BASE))
+    assert s.root_broker == "b0"
+    assert s.params.d == 4  # the diameter, unless given
+    assert s.timing.delay == "constant"
+    assert s.check_every == 1.0
+    assert s.trace.enabled and not s.trace.sends
+    assert s.last_fault_end == 0.0
+    assert s.options.flag_rule
+
+
+def test_every_topology_kind(tmp_path: Path) -> None:
+    for topo, n in [
+        ({"kind": "random", "brokers": 9, "seed": 3}, 9),
+        ({"kind": "edges", "edges": [["x", "y"], ["y", "z"]]}, 3),
+        ({"kind": "chain", "brokers": 4}, 4),
+    ]:
+        timing = {**BASE["timing"], "pi": 12}  # room for any diameter up to 49
+        s = parse_scenario({**BASE, "topology": topo, "timing": timing})
+        assert len(s.build_topology().brokers) == n
+
+
+def test_faults_parse_into_their_kinds(tmp_path: Path) -> None:
+    s = parse_scenario({**BASE, "faults": [
+        {"at": 1, "kind": "corrupt", "target": "all", "field": "table.clear"},
+        {"at": 2, "kind": "drop", "link": ["b0", "b1"], "probability": 0.5, "duration": 3},
+        {"at": 2, "kind": "delay", "target": "random:2", "delay": 1.5, "duration": 1},
+    ]})
+    assert isinstance(s.faults[0], CorruptFault)
+    assert s.last_fault_end == 5
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"nope\.yaml: no such file"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\nduration: 10\ntopology: {kind: kary, m: 2\n")
+    with pytest.raises(ScenarioError, match=r"s\.yaml:4:1: YAML syntax error"):
+        load_scenario(path)
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="mapping"):
+        load_scenario(write(tmp_path, "- 1\n- 2\n"))
+
+
+def test_unknown_field_lists_the_valid_ones(tmp_path: Path) -> None:
+    routing = {"algoritm": "identity", "algorithm": "identity"}
+    message = error(tmp_path, routing=routing)
+    assert "routing.algoritm: unknown field (valid fields: algorithm, hierarchical" in message
+    assert "durration: unknown field" in error(tmp_path, durration=3)
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    assert "duration: Input should be a valid number" in error(tmp_path, duration="ten")
+    message = error(tmp_path, topology={"kind": "kary", "m": "two", "levels": 2})
+    assert "topology.m: Input should be a valid integer" in message  # no "kary" in the path
+
+
+def test_missing_required_field(tmp_path: Path) -> None:
+    data = {k: v for k, v in BASE.items() if k != "timing"}
+    with pytest.raises(ScenarioError, match="timing: required field missing"):
+        load_scenario(write(tmp_path, data))
+
+
+def test_unknown_algorithm_lists_the_valid_ones(tmp_path: Path) -> None:
+    message = error(tmp_path, routing={"algorithm": "idnetity"})
+    assert "routing.algorithm:" in message
+    for name in ("flooding", "simple", "identity", "covering1", "merging2"):
+        assert name in message
+
+
+def test_unknown_topology_kind(tmp_path: Path) -> None:
+    message = error(tmp_path, topology={"kind": "star", "brokers": 3})
+    assert "topology.kind:" in message and "'kary'" in message
+
+
+@pytest.mark.parametrize(
+    ("edges", "problem"),
+    [
+        ([["a", "b"], ["b", "c"], ["c", "a"]], "topology: not a tree: cycle a-b-c-a"),
+        ([["a", "b"], ["b", "b"]], "topology: self-loop on broker 'b'"),
+        ([["a", "b"], ["c", "d"]], "topology: not a tree: disconnected"),
+    ],
+)
+def test_topology_not_a_tree(tmp_path: Path, edges: list, problem: str) -> None:
+    assert problem in error(tmp_path, topology={"kind": "edges", "edges": edges})
+
+
+def test_unknown_root(tmp_path: Path) -> None:
+    assert "root: unknown broker 'b99'" in error(tmp_path, root="b99")
+
+
+def test_pi_too_small_names_the_condition(tmp_path: Path) -> None:
+    # d = 4: identity needs pi > rho + d*(delta_max - delta_min) = 10.16
+    timing = {**BASE["timing"], "pi": 10.1}
+    message = error(tmp_path, timing=timing)
+    assert "timing.pi: identity needs pi > rho + d*(delta_max - delta_min) = 10.16" in message
+    wrapper = {**BASE["routing"], "wrapper": True}
+    assert "rho + 2*d*delta_max" in error(tmp_path, routing=wrapper)
+    bad = {**BASE["timing"], "delta_min": 0.1, "delta_max": 0.05}
+    assert "timing.delta_min/delta_max" in error(tmp_path, timing=bad)
+
+
+def test_malformed_filter(tmp_path: Path) -> None:
+    subs = [{"client": "al", "broker": "b3", "filter": "class === 3"}]
+    message = error(tmp_path, subscriptions=subs)
+    assert "subscriptions[0].filter: 'class === 3':" in message
+    assert "position" in message  # the FilterSyntaxError's own explanation
+
+
+def test_unknown_broker_in_a_subscription(tmp_path: Path) -> None:
+    subs = [{"client": "al", "broker": "b3", "filter": "class == 3"},
+            {"client": "al", "broker": "b9", "filter": "class == 3"}]
+    assert "subscriptions[1].broker: unknown broker 'b9'" in error(tmp_path, subscriptions=subs)
+
+
+def test_reserved_and_broker_client_names(tmp_path: Path) -> None:
+    for client in ("b1", "c17", "pb3"):
+        subs = [{"client": client, "broker": "b3", "filter": "class == 3"}]
+        assert "subscriptions[0].client" in error(tmp_path, subscriptions=subs)
+
+
+def test_subscription_end_before_start(tmp_path: Path) -> None:
+    subs = [{"client": "al", "broker": "b3", "filter": "x == 1", "start": 5, "end": 2}]
+    assert "subscriptions[0].end" in error(tmp_path, subscriptions=subs)
+
+
+def test_unknown_broker_in_faults(tmp_path: Path) -> None:
+    corrupt = {"at": 1, "kind": "corrupt", "target": "b7", "field": "clock", "value": 1}
+    assert "faults[0].target: unknown broker 'b7'" in error(tmp_path, faults=[corrupt])
+    drop = {"at": 1, "kind": "drop", "link": ["b0", "b9"], "duration": 1}
+    assert "faults[0].link: unknown broker 'b9'" in error(tmp_path, faults=[drop])
+    not_adjacent = {"at": 1, "kind": "drop", "link": ["b1", "b2"], "duration": 1}
+    assert "faults[0].link: b1 and b2 are not neighbours" in error(tmp_path, faults=[not_adjacent])
+    too_many = {"at": 1, "kind": "corrupt", "target": "random:8", "field": "table.clear"}
+    assert "faults[0].target: random:8: k must be between 1 and 7" in error(
+        tmp_path, faults=[too_many])
+
+
+def test_bad_faults(tmp_path: Path) -> None:
+    field = {"at": 1, "kind": "corrupt", "target": "b1", "field": "clok"}
+    message = error(tmp_path, faults=[field])
+    assert "faults[0].field: unknown RAM field 'clok'" in message and "entry.flag" in message
+    kind = {"at": 1, "kind": "explode", "target": "b1"}
+    assert "faults[0].kind:" in error(tmp_path, faults=[kind])
+    typo = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "duration": 2, "probabilty": 0.5}
+    assert "faults[0].probabilty: unknown field" in error(tmp_path, faults=[typo])
+    late = {"at": 11, "kind": "corrupt", "target": "b1", "field": "table.clear"}
+    assert "faults[0].at: 11.0 is after the end of the run" in error(tmp_path, faults=[late])
+    both = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "target": "b0", "duration": 2}
+    assert "faults[0]: a link fault needs exactly one of" in error(tmp_path, faults=[both])
+    crash = {"at": 1, "kind": "crash", "target": "bob"}
+    assert "faults[0].target: unknown client 'bob'" in error(tmp_path, faults=[crash])
+    probability = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "duration": 2,
+                   "probability": 2}
+    assert "faults[0].probability: Input should be less than or equal to 1" in error(
+        tmp_path, faults=[probability])

@@ -1,0 +1,171 @@
+"""Fault windows and the evidence that each fault took effect.
+
+A fault is the fault_begin/fault_end records sharing a `fault_id` (one pair per broker it hit):
+its window runs from the first begin to the last end. A fault without an end never ended: its
+window lasts to the end of the run, and no stabilization can be measured after it.
+
+Overlapping windows form one episode: the system is judged from the end of an episode's last
+fault to the start of the next episode (or the end of the run), as one recovery.
+
+Evidence, strongest first: the fault_end says it failed (`ok` false or an `error`); a state fault
+changed the state (`before` != `after`, in the fault_end or in the core's `fault` record on that
+broker within the window; no change on any broker: it did not take effect); a client crash shows
+as the client's `crash` record; a link fault as `drop` records in its window; otherwise a
+fault_end with `ok` true says it was applied. No evidence leaves `took_effect` unknown (null).
+
+Tables: `faults` (one row per fault), `episodes`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from weeble.analytics.jobs.context import Context
+
+EPS = 1e-9  # s: records of the same instant as a window's edge belong to it
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    cols = ("node", "fault_id", "type", "target", "field", "links", "sub_id", "ok", "error",
+            "before", "after")
+    begins = ctx.rows(ctx.events("fault_begin", *cols))
+    ends = ctx.rows(ctx.events("fault_end", *cols))
+    core = ctx.rows(ctx.events("fault", "node", "target", "before", "after", "fault_id"))
+    faults: dict[str, dict[str, Any]] = {}
+    for r in sorted(begins, key=lambda r: (r["ts"], r["ord"])):
+        f = faults.setdefault(r["fault_id"], {
+            "fault_id": r["fault_id"], "type": r["type"], "field": r["field"], "begin": r["ts"],
+            "end": None, "nodes": [], "targets": [], "sub_ids": [], "evidence": [],
+            "took_effect": None})
+        f["nodes"].append(r["node"])
+        target = r["target"] or (",".join(r["links"]) if r["links"] else None) or r["node"]
+        if target not in f["targets"]:
+            f["targets"].append(target)
+        if r["sub_id"]:
+            f["sub_ids"].append(r["sub_id"])
+    applied: set[str] = set()
+    for r in ends:
+        f = faults.get(r["fault_id"])
+        if f is None:
+            continue  # an end without a begin: nothing to measure from
+        f["end"] = r["ts"] if f["end"] is None else max(f["end"], r["ts"])
+        if r["ok"] is True:
+            applied.add(f["fault_id"])
+        if r["ok"] is False or r["error"]:
+            f["evidence"].append(f"{r['node']}: failed: {r['error'] or 'not ok'}")
+            if f["took_effect"] is None:  # a change on another broker it hit still counts
+                f["took_effect"] = False
+        elif r["before"] is not None and r["after"] is not None:
+            _changed(f, r["node"], r["before"], r["after"])
+    for r in core:  # the core's own evidence of a state fault
+        for f in faults.values():
+            if r["fault_id"] not in (None, f["fault_id"]) or r["node"] not in f["nodes"]:
+                continue
+            if f["begin"] - EPS <= r["ts"] <= _until(f, ctx) + EPS:
+                _changed(f, r["node"], r["before"], r["after"])
+    _client_and_link_evidence(ctx, faults)
+    for fault_id in applied:
+        f = faults[fault_id]
+        if f["took_effect"] is None:
+            f["evidence"].append("applied (fault_end ok)")
+            f["took_effect"] = True
+    rows = sorted(faults.values(), key=lambda f: (f["begin"], f["fault_id"]))
+    episodes = _episodes(rows, ctx.end)
+    table = [{
+        "fault_id": f["fault_id"], "type": f["type"], "target": ",".join(f["targets"]),
+        "field": f["field"], "begin": f["begin"], "end": f["end"],
+        "never_ended": f["end"] is None, "took_effect": f["took_effect"],
+        "evidence": "; ".join(f["evidence"][:5]), "episode": f["episode"],
+    } for f in rows]
+    ctx.write("faults", ctx.spark.createDataFrame(table, _fault_schema()))
+    ctx.write("episodes", ctx.spark.createDataFrame(episodes, _episode_schema()))
+    return {"faults": table, "episodes": episodes}
+
+
+def _until(f: dict[str, Any], ctx: Context) -> float:
+    return f["end"] if f["end"] is not None else ctx.end
+
+
+def _changed(f: dict[str, Any], node: str, before: str | None, after: str | None) -> None:
+    same = _json(before) == _json(after)
+    f["evidence"].append(f"{node}: state {'unchanged' if same else 'changed'}")
+    if not same:
+        f["took_effect"] = True
+    elif f["took_effect"] is None:  # unless another broker it hit did change
+        f["took_effect"] = False
+
+
+def _json(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return text
+
+
+def _client_and_link_evidence(ctx: Context, faults: dict[str, dict[str, Any]]) -> None:
+    from pyspark.sql import functions as F
+
+    pending = [f for f in faults.values() if f["took_effect"] is None]
+    crashes = [f for f in pending if f["sub_ids"]]
+    if crashes:
+        seen = {(r["sub_id"], r["ts"]) for r in ctx.rows(ctx.events("crash", "sub_id"))}
+        for f in crashes:
+            hit = [s for s in f["sub_ids"]
+                   if any(sid == s and f["begin"] - EPS <= ts <= _until(f, ctx) + EPS
+                          for sid, ts in seen)]
+            if hit:
+                f["evidence"].append(f"crash records of {len(hit)} subscription(s)")
+                f["took_effect"] = True
+    for f in pending:
+        if f["type"] != "drop" or f["took_effect"] is not None:
+            continue
+        drops = ctx.events("drop").where(
+            (F.col("ts") >= f["begin"] - EPS) & (F.col("ts") <= _until(f, ctx) + EPS)
+        ).count()
+        if drops:
+            f["evidence"].append(f"{drops} drop records")
+            f["took_effect"] = True
+
+
+def _episodes(faults: list[dict[str, Any]], run_end: float) -> list[dict[str, Any]]:
+    """Group overlapping fault windows; each episode is observed until the next one begins."""
+    episodes: list[dict[str, Any]] = []
+    for f in faults:  # sorted by begin
+        end = f["end"] if f["end"] is not None else float("inf")
+        last = episodes[-1] if episodes else None
+        if last is not None and f["begin"] <= last["_end"] + EPS:
+            last["_end"] = max(last["_end"], end)
+            last["faults"].append(f["fault_id"])
+        else:
+            episodes.append({"episode": len(episodes), "begin": f["begin"], "_end": end,
+                             "faults": [f["fault_id"]]})
+        f["episode"] = episodes[-1]["episode"]
+    for i, e in enumerate(episodes):
+        e["end"] = None if e["_end"] == float("inf") else e["_end"]
+        e["observed_until"] = episodes[i + 1]["begin"] if i + 1 < len(episodes) else run_end
+        del e["_end"]
+    return episodes
+
+
+def _fault_schema() -> Any:
+    from pyspark.sql import types as T
+
+    return T.StructType([
+        T.StructField("fault_id", T.StringType()), T.StructField("type", T.StringType()),
+        T.StructField("target", T.StringType()), T.StructField("field", T.StringType()),
+        T.StructField("begin", T.DoubleType()), T.StructField("end", T.DoubleType()),
+        T.StructField("never_ended", T.BooleanType()),
+        T.StructField("took_effect", T.BooleanType()), T.StructField("evidence", T.StringType()),
+        T.StructField("episode", T.LongType()),
+    ])
+
+
+def _episode_schema() -> Any:
+    from pyspark.sql import types as T
+
+    return T.StructType([
+        T.StructField("episode", T.LongType()), T.StructField("begin", T.DoubleType()),
+        T.StructField("faults", T.ArrayType(T.StringType())),
+        T.StructField("end", T.DoubleType()), T.StructField("observed_until", T.DoubleType()),
+    ])

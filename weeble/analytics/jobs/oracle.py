@@ -1,0 +1,254 @@
+"""The correctness oracle: which clients had to get each publication, and what they got.
+
+The subscription history comes from the clients' records: a subscription lives from its
+`subscribe` to its `unsubscribe` or `crash` (or to the end of the run). The liveness property
+gives every subscription two grey zones (times in RunMeta):
+
+- activation: a subscription must be served only once it is A = d·δ_max + ρ old (it needs d·δ_max
+  to spread, plus one refresh for a first copy that met a transiently wrong table);
+- deactivation: a publication must reach a subscription only if it lives D = d·δ_max after the
+  publication; a delivery up to D after an unsubscription, or up to 2π + D after a crash (the
+  lease lingers, F12), is allowed.
+
+So for publication p at time t and client c (never the publisher itself):
+- expected: a subscription of c matching p lives over [t - A, t + D]; judged only if t + D is
+  within the run. An expected pair without a delivery is *missing*.
+- allowed: a subscription of c matching p lives at the delivery time, grey zones included. A
+  delivery that is neither expected nor allowed is *spurious*; one that is allowed but not
+  expected fell in a window (neither missing nor spurious).
+- every delivery of the same (p, c) after the first is a *duplicate*; a delivery of a
+  publication never published is a *phantom* (also spurious).
+
+Filters are matched on the driver, once per distinct (filter, attribute set) pair: a workload has
+few of each, and the broker core's own `Filter.matches` is then the one definition of matching.
+
+Tables: `publications` (one verdict row per publication), `deliveries` (one row per delivered
+(publication, client): count, first delivery, verdict), `violations` (one row per bad
+(publication, client) pair), `subscriptions` (the intervals).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from weeble.analytics.jobs.context import Context
+from weeble.broker.core.filters import Filter, FilterSyntaxError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+EPS = 1e-9  # s: a delivery in the same instant as a subscription's edge is inside it
+MATCH_PAIRS_LIMIT = 20_000_000  # distinct filters x attribute sets evaluated on the driver
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    pubs = publications(ctx).cache()
+    subs = ctx.write("subscriptions", intervals(ctx))
+    matches = F.broadcast(match_table(ctx, pubs, subs).withColumn("matching", F.lit(True)))
+
+    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches))
+    receivers = _expected_receivers(ctx, pubs, subs, matches)
+    got = pairs.groupBy("publisher", "seq").agg(
+        F.sum(F.col("expected").cast("long")).alias("delivered"),
+        F.sum(F.col("window").cast("long")).alias("window"),
+        F.sum(F.col("spurious").cast("long")).alias("spurious"),
+        F.sum("duplicate").alias("duplicate"),
+        F.max("first_ts").alias("last_delivery"))
+    counts = ["expected", "delivered", "window", "spurious", "duplicate"]
+    table = (pubs.drop("attributes")
+             .join(receivers.groupBy("publisher", "seq")
+                   .agg(F.count(F.lit(1)).alias("expected")), ["publisher", "seq"], "left")
+             .join(got, ["publisher", "seq"], "left").na.fill(0, counts)
+             .withColumn("missing", F.col("expected") - F.col("delivered")))
+    table = table.withColumn("correct", F.when(
+        F.col("judged"),
+        (F.col("missing") == 0) & (F.col("spurious") == 0) & (F.col("duplicate") == 0)))
+    published = ctx.write("publications", table)
+
+    # The pairs behind each miss: only the few publications with one are joined again.
+    missed = published.where(F.col("missing") > 0).select("publisher", "seq")
+    missing = (receivers.join(F.broadcast(missed), ["publisher", "seq"], "left_semi")
+               .join(pairs.select("publisher", "seq", "client"),
+                     ["publisher", "seq", "client"], "left_anti")
+               .join(pubs.select("publisher", "seq", F.col("ts").alias("published_ts")),
+                     ["publisher", "seq"])
+               .select("publisher", "seq", "client", "published_ts",
+                       F.lit(None).cast("double").alias("first_ts"), F.lit(0).cast("long")
+                       .alias("n"), F.lit(True).alias("expected"), F.lit(True).alias("missing"),
+                       F.lit(False).alias("spurious"), F.lit(0).cast("long").alias("duplicate"),
+                       F.lit(False).alias("phantom")))
+    bad = (pairs.where(F.col("spurious") | (F.col("duplicate") > 0))
+           .select("publisher", "seq", "client", F.col("p_ts").alias("published_ts"),
+                   "first_ts", "n", "expected", F.lit(False).alias("missing"), "spurious",
+                   "duplicate", "phantom"))
+    violations = ctx.write("violations", missing.unionByName(bad))
+    pubs.unpersist()
+    return summarize(published, violations)
+
+
+def publications(ctx: Context) -> DataFrame:
+    """One row per publication (a repeated record of the same (publisher, seq) keeps the first)."""
+    from pyspark.sql import functions as F
+
+    pubs = ctx.events("publish", "publisher", "seq", "broker", "attributes", "nid")
+    first = F.min(F.struct("ts", "ord", "broker", "attributes", "nid"))
+    pubs = pubs.groupBy("publisher", "seq").agg(first.alias("p")).select(
+        "publisher", "seq", "p.ts", "p.broker", "p.attributes", "p.nid")
+    return pubs.withColumn("judged", F.col("ts") + ctx.meta.deactivation <= ctx.end + EPS)
+
+
+def intervals(ctx: Context) -> DataFrame:
+    """Subscription lifetimes: each subscribe up to the next unsubscribe/crash of its sub_id."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    starts = ctx.events("subscribe", "client", "sub_id", "broker", "filter")
+    unsubs = ctx.events("unsubscribe", "client", "sub_id").withColumn("how", F.lit("unsubscribe"))
+    # The broker cannot see a client crash: the client side records it (`crash`, or the
+    # workload client's `client_crash`).
+    crashes = (ctx.events("crash", "client", "sub_id")
+               .unionByName(ctx.events("client_crash", "client", "sub_id"))
+               .withColumn("how", F.lit("crash")))
+    # A crash without sub_id ends every subscription its client has started by then.
+    whole = crashes.where(F.col("sub_id").isNull()).drop("sub_id").alias("c").join(
+        starts.select("client", "sub_id", F.col("ts").alias("s_ts")), "client"
+    ).where(F.col("s_ts") <= F.col("ts")).select("ts", "ord", "client", "sub_id", "how")
+    ends = unsubs.unionByName(crashes.where(F.col("sub_id").isNotNull())).unionByName(whole)
+    timeline = starts.withColumn("how", F.lit(None).cast("string")).unionByName(
+        ends.withColumn("broker", F.lit(None).cast("string"))
+        .withColumn("filter", F.lit(None).cast("string")))
+    after = (Window.partitionBy("client", "sub_id").orderBy("ts", "ord")
+             .rowsBetween(1, Window.unboundedFollowing))
+    is_end = F.col("how").isNotNull()
+    nxt = F.first(F.when(is_end, F.struct("ts", "how")), ignorenulls=True).over(after)
+    return (timeline.select("*", nxt.alias("nxt")).where(~is_end)
+            .select("client", "sub_id", "broker", "filter", F.col("ts").alias("start"),
+                    F.col("nxt.ts").alias("end"), F.col("nxt.how").alias("ended_by")))
+
+
+def match_table(ctx: Context, pubs: DataFrame, subs: DataFrame) -> DataFrame:
+    """(filter, attributes) for every distinct pair where the filter matches."""
+    from pyspark.sql import types as T
+
+    filters = [r[0] for r in subs.select("filter").distinct().collect() if r[0] is not None]
+    attr_sets = [r[0] for r in pubs.select("attributes").distinct().collect() if r[0] is not None]
+    if len(filters) * len(attr_sets) > MATCH_PAIRS_LIMIT:
+        raise ValueError(f"{len(filters)} filters x {len(attr_sets)} attribute sets: too many "
+                         f"to match on the driver")
+    parsed = []
+    for text in filters:
+        try:
+            parsed.append((text, Filter.parse(text)))
+        except FilterSyntaxError:
+            continue  # a filter no broker could have accepted matches nothing
+    pairs = []
+    for text in attr_sets:
+        try:
+            attrs = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(attrs, dict):
+            continue
+        pairs.extend((f_text, text) for f_text, f in parsed if f.matches(attrs))
+    schema = T.StructType([T.StructField("filter", T.StringType()),
+                           T.StructField("attributes", T.StringType())])
+    return ctx.spark.createDataFrame(pairs, schema)
+
+
+def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
+                      matches: DataFrame) -> DataFrame:
+    """One row per delivered (publication, client): how often, when first, and its verdict.
+
+    The client's own subscriptions decide: a delivery is expected if one of them required the
+    publication, allowed if one of them (grey zones included) was alive when it arrived. Clients
+    hold few subscriptions and the run few in all, so they join by broadcast.
+    """
+    from pyspark.sql import functions as F
+
+    meta = ctx.meta
+    delivered = (ctx.events("deliver", "publisher", "seq", "client")
+                 .groupBy("publisher", "seq", "client")
+                 .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct("ts", "ord")).alias("first"))
+                 .select("publisher", "seq", "client", "n", F.col("first.ts").alias("first_ts"),
+                         F.col("first.ord").alias("first_ord")))
+    published = F.broadcast(pubs.select("publisher", "seq", F.col("ts").alias("p_ts"),
+                                        "attributes", "judged", F.lit(True).alias("published")))
+    grace = (F.when(F.col("ended_by") == "crash", meta.crash_linger)
+             .otherwise(meta.deactivation))
+    held = F.broadcast(subs.select(
+        "client", "filter", "start", F.coalesce("end", F.lit(math.inf)).alias("until_required"),
+        F.coalesce(F.col("end") + grace, F.lit(math.inf)).alias("until_allowed")))
+    candidates = (delivered.join(published, ["publisher", "seq"], "left")
+                  .join(held, "client", "left")
+                  .join(matches, ["filter", "attributes"], "left"))
+    match = F.coalesce(F.col("matching"), F.lit(False))
+    required = (match & F.col("judged") & (F.col("client") != F.col("publisher"))
+                & (F.col("p_ts") >= F.col("start") + meta.activation - EPS)
+                & (F.col("p_ts") <= F.col("until_required") - meta.deactivation + EPS))
+    allowed = (match & (F.col("first_ts") >= F.col("start") - EPS)
+               & (F.col("first_ts") <= F.col("until_allowed") + EPS))
+    judged = candidates.groupBy("publisher", "seq", "client").agg(
+        F.first("n").alias("n"), F.first("first_ts").alias("first_ts"),
+        F.first("first_ord").alias("first_ord"), F.first("p_ts").alias("p_ts"),
+        F.max(F.coalesce(required, F.lit(False))).alias("expected"),
+        F.max(F.coalesce(allowed, F.lit(False))).alias("allowed"),
+        F.max(F.coalesce("published", F.lit(False))).alias("published"))
+    expected = F.col("expected")
+    return judged.select(
+        "publisher", "seq", "client", "n", "first_ts", "first_ord", "p_ts", "expected",
+        (~expected & F.col("allowed")).alias("window"),
+        (~expected & ~F.col("allowed")).alias("spurious"),
+        (F.col("n") - 1).alias("duplicate"),
+        (~F.col("published")).alias("phantom"))
+
+
+def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
+                        matches: DataFrame) -> DataFrame:
+    """(publisher, seq, client) that must be delivered: a range join, bucketed by time.
+
+    A subscription is required for publications in [start + A, end - D]. Both sides are cut
+    into buckets of width W and joined on (filter, bucket), so a publication meets only the
+    subscriptions alive around it, not every subscription the run ever had.
+    """
+    from pyspark.sql import functions as F
+
+    meta = ctx.meta
+    width = max(meta.activation, ctx.end / 1000, 1e-3)
+    lo = F.col("start") + meta.activation
+    hi = F.coalesce(F.col("end"), F.lit(math.inf)) - meta.deactivation
+    last = F.least(F.col("hi"), F.lit(ctx.end))
+    required = (subs.select("client", "filter", lo.alias("lo"), hi.alias("hi"))
+                .where(F.col("lo") <= last)
+                .select("client", "filter", "lo", "hi", F.explode(F.sequence(
+                    F.floor((F.col("lo") - EPS) / width),
+                    F.floor((last + EPS) / width))).alias("bucket")))
+    judged = (pubs.where("judged").select("publisher", "seq", "ts", "attributes",
+                                           F.floor(F.col("ts") / width).alias("bucket"))
+              .join(matches, "attributes"))
+    return (judged.join(required, ["filter", "bucket"])
+            .where((F.col("ts") >= F.col("lo") - EPS) & (F.col("ts") <= F.col("hi") + EPS)
+                   & (F.col("client") != F.col("publisher")))
+            .select("publisher", "seq", "client").distinct())
+
+
+def summarize(published: DataFrame, violations: DataFrame) -> dict[str, int]:
+    from pyspark.sql import functions as F
+
+    row = published.agg(
+        F.count(F.lit(1)).alias("publications"),
+        F.sum(F.col("judged").cast("long")).alias("judged"),
+        F.sum(F.col("correct").cast("long")).alias("correct"),
+        *[F.sum(c).alias(c) for c in ("expected", "delivered", "missing", "window", "spurious",
+                                      "duplicate")],
+    ).first()
+    phantoms = violations.where("phantom").agg(F.sum("n")).first()
+    assert row is not None and phantoms is not None
+    summary = {k: int(v or 0) for k, v in row.asDict().items()}
+    summary["phantom"] = int(phantoms[0] or 0)
+    summary["deliveries"] = (summary["delivered"] + summary["window"] + summary["spurious"]
+                             + summary["duplicate"] + summary["phantom"])
+    return summary

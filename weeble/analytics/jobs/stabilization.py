@@ -1,0 +1,170 @@
+"""Stabilization time per fault episode, service level and state level, against the bound Δ.
+
+Service level: from the end of the episode's last fault, the first time after which every
+judged publication is delivered correctly (no miss, no spurious delivery, no duplicate), up to
+the next episode. Measured as the time of the first publication of the all-correct tail, so it
+never understates: the true instant lies between the last bad publication and that one. A
+publication counts for the episode if it is published after the end and completes (t + D) before
+the next episode begins. When the last publication observed is still bad, the system did not
+stabilize within the observation (time: null).
+
+State level: the same on the legitimacy checks of the routing tables: the first check of the
+all-legitimate tail. Checks come from the simulator's `legitimacy` records, and from `snapshot`
+records of all brokers, checked here with the core's `legitimacy.check`.
+
+Ratio: measured time / Δ, with Δ = Params.bound(algorithm, wrapper) of the run's metadata.
+
+Tables: `legitimacy` (every check: ts, ok, problems, source), `stabilization` (per episode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from weeble.analytics.jobs.context import Context
+from weeble.broker.core.filters import Filter, FilterSyntaxError
+from weeble.broker.core.legitimacy import LiveSub, SnapshotView, check
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+EPS = 1e-9
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    episodes = sorted(ctx.rows(ctx.table("episodes")), key=lambda e: e["begin"])
+    checks = ctx.write("legitimacy", _checks(ctx))
+    check_rows = [(r["ts"], r["ok"]) for r in ctx.rows(checks.orderBy("ts"))]
+    pubs = ctx.table("publications").where(F.col("judged"))
+    bound = ctx.meta.bound
+    D = ctx.meta.deactivation
+    rows = []
+    for e in episodes:
+        row: dict[str, Any] = {"episode": e["episode"], "faults": e["faults"],
+                               "begin": e["begin"], "end": e["end"],
+                               "observed_until": e["observed_until"], "bound": bound}
+        if e["end"] is None:
+            row.update(service_time=None, service_status="fault never ended",
+                       state_time=None, state_status="fault never ended")
+        else:
+            window = pubs.where((F.col("ts") >= e["end"] - EPS)
+                                & (F.col("ts") + D <= e["observed_until"] + EPS))
+            time, status = _service(window, e["end"])
+            row.update(service_time=time, service_status=status)
+            time, status = _state(check_rows, e["end"], e["observed_until"])
+            row.update(state_time=time, state_status=status)
+        for level in ("service", "state"):
+            t = row[f"{level}_time"]
+            row[f"{level}_ratio"] = t / bound if t is not None and bound > 0 else None
+        rows.append(row)
+    ctx.write("stabilization", ctx.spark.createDataFrame(rows, _schema()))
+    return {"bound": bound, "episodes": rows}
+
+
+def _service(window: DataFrame, end: float) -> tuple[float | None, str]:
+    from pyspark.sql import functions as F
+
+    last_bad = window.where(~F.col("correct")).agg(F.max("ts")).first()[0]  # type: ignore[index]
+    if last_bad is None:
+        seen = window.limit(1).count()
+        return (0.0, "stable") if seen else (None, "no publications observed")
+    first_good = (window.where(F.col("correct") & (F.col("ts") > last_bad))
+                  .agg(F.min("ts")).first()[0])  # type: ignore[index]
+    if first_good is None:
+        return None, "not stabilized"
+    return max(0.0, first_good - end), "stabilized"
+
+
+def _state(checks: list[tuple[float, bool]], end: float, until: float) -> tuple[float | None, str]:
+    # A check at the instant the next episode begins may already see it: not this episode's.
+    later = [(t, ok) for t, ok in checks if end - EPS <= t < until - EPS]
+    if not later:
+        return None, "no checks observed"
+    if not later[-1][1]:
+        return None, "not stabilized"
+    i = len(later)
+    while i > 0 and later[i - 1][1]:
+        i -= 1
+    if i == 0:
+        return 0.0, "stable"
+    return max(0.0, later[i][0] - end), "stabilized"
+
+
+def _checks(ctx: Context) -> DataFrame:
+    """The simulator's legitimacy records, plus a check of every complete round of snapshots."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("ts", T.DoubleType()),
+                           T.StructField("ok", T.BooleanType()),
+                           T.StructField("problems", T.LongType()),
+                           T.StructField("source", T.StringType())])
+    recorded = ctx.events("legitimacy", "ok", "problems").select(
+        "ts", "ok", F.col("problems").cast("long"), F.lit("legitimacy").alias("source"))
+    snapshots = ctx.events("snapshot", "node", "round", "broker", "tables", "neighbors", "root",
+                           "parent", "algorithm", "hierarchical")
+    if snapshots.limit(1).count() == 0:
+        return recorded
+    derived = ctx.spark.createDataFrame(_snapshot_checks(ctx, snapshots), schema)
+    return recorded.unionByName(derived)
+
+
+def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bool, int, str]]:
+    """Group snapshots into rounds (`round`, else equal time) and check each complete round."""
+    rounds: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for r in ctx.rows(snapshots):
+        rounds[r["round"] if r["round"] is not None else r["ts"]].append(r)
+    brokers = {r["node"] for rs in rounds.values() for r in rs}
+    subs = ctx.rows(ctx.table("subscriptions"))
+    meta = ctx.meta
+    out = []
+    for snaps in rounds.values():
+        if {s["node"] for s in snaps} != brokers:
+            continue  # an incomplete round cannot show the whole configuration
+        t = max(s["ts"] for s in snaps)
+        views = {s["node"]: SnapshotView({
+            "broker": s["broker"] or s["node"], "neighbors": s["neighbors"], "root": s["root"],
+            "parent": s["parent"], "algorithm": s["algorithm"],
+            "hierarchical": s["hierarchical"], "tables": json.loads(s["tables"])})
+            for s in snaps}
+        required, allowed = _live(subs, t, meta.path, 2 * meta.params.pi + meta.path)
+        problems = check(views, required, allowed)
+        out.append((t, not problems, len(problems), "snapshot"))
+    return out
+
+
+def _live(subs: list[dict[str, Any]], t: float, settle: float,
+          linger: float) -> tuple[list[LiveSub], list[LiveSub]]:
+    """As the simulator's monitor: required once d·δ_max old; allowed until 2π + d·δ_max after."""
+    required, allowed = [], []
+    for s in subs:
+        if s["start"] > t or s["filter"] is None:
+            continue
+        try:
+            live = LiveSub(s["sub_id"], Filter.parse(s["filter"]), s["client"], s["broker"])
+        except FilterSyntaxError:
+            continue
+        ended = s["end"] is not None and s["end"] <= t
+        if not ended and t - s["start"] >= settle:
+            required.append(live)
+        if not ended or t - s["end"] < linger:
+            allowed.append(live)
+    return required, allowed
+
+
+def _schema() -> Any:
+    from pyspark.sql import types as T
+
+    d, s = T.DoubleType(), T.StringType()
+    return T.StructType([
+        T.StructField("episode", T.LongType()), T.StructField("faults", T.ArrayType(s)),
+        T.StructField("begin", d), T.StructField("end", d), T.StructField("observed_until", d),
+        T.StructField("bound", d), T.StructField("service_time", d),
+        T.StructField("service_status", s), T.StructField("state_time", d),
+        T.StructField("state_status", s), T.StructField("service_ratio", d),
+        T.StructField("state_ratio", d),
+    ])

@@ -1,0 +1,137 @@
+"""`analyze(run_dir)`: ingest, every job in dependency order, summary.json and the report.
+
+Everything lands in RUN/analysis/ (replaced on each analysis): `events/` (the ingested trace),
+one Parquet table per job output, `summary.json`, `report.md` and its PNG plots.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from weeble.analytics import schema
+from weeble.analytics.ingest import EVENTS, ingest
+from weeble.analytics.jobs import faults, latency, oracle, ordering, overhead, stabilization
+from weeble.analytics.jobs import verdict as verdict_job
+from weeble.analytics.jobs.context import Context
+from weeble.analytics.schema import ANALYSIS_DIR, SIM_SUMMARY, load_meta, trace_files
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import SparkSession
+
+SUMMARY_VERSION = 1
+
+# name -> (jobs it reads the tables of, function)
+JOBS: dict[str, tuple[tuple[str, ...], Callable[[Context, dict[str, Any]], dict[str, Any]]]] = {
+    "faults": ((), lambda ctx, _: faults.run(ctx)),
+    "oracle": ((), lambda ctx, _: oracle.run(ctx)),
+    "ordering": (("oracle",), lambda ctx, _: ordering.run(ctx)),
+    "overhead": ((), lambda ctx, _: overhead.run(ctx)),
+    "stabilization": (("faults", "oracle"), lambda ctx, _: stabilization.run(ctx)),
+    "latency": (("oracle",), lambda ctx, _: latency.run(ctx)),
+    "verdict": (("stabilization", "ordering"),
+                lambda ctx, done: verdict_job.run(ctx, done["stabilization"])),
+}
+
+
+def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
+            master: str | None = None, only: Sequence[str] | None = None,
+            reuse_ingest: bool = False, report: bool = True,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Analyze a run; return the summary (also written to RUN/analysis/summary.json).
+
+    `only` runs a subset of JOBS (plus what they depend on) and writes no summary or report;
+    `reuse_ingest` keeps a previous ingest of the same run instead of reading the trace again.
+    """
+    run_dir = Path(run_dir)
+    files = trace_files(run_dir)  # the clear errors come before Spark's slow start
+    meta = load_meta(run_dir)
+    say = progress or (lambda _: None)
+    out = run_dir / ANALYSIS_DIR
+    timings: dict[str, float] = {}
+
+    @contextmanager
+    def step(name: str) -> Iterator[None]:
+        say(name)
+        start = time.perf_counter()
+        yield
+        timings[name] = round(time.perf_counter() - start, 3)
+
+    from weeble.analytics.spark import session
+
+    with step("spark"):
+        spark = spark or session(master)
+    ingest_json = out / "ingest.json"
+    if reuse_ingest and ingest_json.exists() and (out / EVENTS).exists():
+        ingested = json.loads(ingest_json.read_text())
+    else:
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        with step("ingest"):
+            ingested = ingest(spark, run_dir, out).as_dict()
+        ingest_json.write_text(json.dumps(ingested, indent=2) + "\n")
+    ctx = Context.open(spark, run_dir, meta, ingested["t_min_ns"], ingested["t_max_ns"])
+
+    wanted = _with_dependencies(only or list(JOBS))
+    done: dict[str, dict[str, Any]] = {}
+    for name in JOBS:
+        if name in wanted:
+            with step(name):
+                done[name] = JOBS[name][1](ctx, done)
+    if only is not None:
+        return {"timings": timings, **done}
+
+    summary = {
+        "v": SUMMARY_VERSION,
+        "run": {**meta.as_dict(), "dir": str(run_dir), "trace_files": len(files),
+                "t0_ns": ctx.t0_ns, "end": ctx.end},
+        "verdict": {k: v for k, v in done["verdict"].items() if k != "faults"},
+        "faults": done["verdict"]["faults"],
+        "deliveries": done["oracle"],
+        "ordering": done["ordering"],
+        "stabilization": done["stabilization"],
+        "overhead": done["overhead"],
+        "latency": done["latency"],
+        "ingest": ingested,
+        "simulator": _simulator_view(run_dir) if meta.source == "sim" else None,
+        "timings": timings,
+    }
+    if report:
+        from weeble.analytics.report import write_report
+
+        with step("report"):
+            summary["report"] = str(write_report(ctx, summary))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return summary
+
+
+def _with_dependencies(names: Sequence[str]) -> set[str]:
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        raise schema.AnalyticsError(f"unknown job(s) {unknown}; known: {', '.join(JOBS)}")
+    wanted: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(JOBS[name][0])
+    return wanted
+
+
+def _simulator_view(run_dir: Path) -> dict[str, Any] | None:
+    """The simulator's own online oracle, to compare with (it judges by the same windows)."""
+    try:
+        data = json.loads((run_dir / SIM_SUMMARY).read_text())
+    except (OSError, ValueError):
+        return None
+    return {k: data.get(k) for k in ("deliveries", "legitimacy", "stabilization_time", "ratio",
+                                     "messages", "bound", "faults")}

@@ -1,0 +1,245 @@
+"""The report: RUN/analysis/report.md with PNG plots beside it.
+
+Plots: the correct-delivery ratio over time with the fault windows shaded, stabilization time
+against the bound Δ per fault, message overhead over time, latency over time. The numbers are the
+summary's; the report only arranges them for a reader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from weeble.analytics.jobs.context import Context
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+REPORT = "report.md"
+
+
+def write_report(ctx: Context, summary: dict[str, Any]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; also safe inside Spark's Python workers
+    out = ctx.out
+    plots = [p for p in (_correctness_plot(ctx, summary), _stabilization_plot(ctx, summary),
+                         _overhead_plot(ctx), _latency_plot(ctx)) if p is not None]
+    path = out / REPORT
+    path.write_text(_markdown(summary, plots), encoding="utf-8")
+    return path
+
+
+# ---- plots ----------------------------------------------------------------------------------
+
+
+def _shade_faults(ax: Axes, summary: dict[str, Any]) -> None:
+    end = summary["run"]["end"]
+    bound = summary["verdict"]["bound"]
+    for i, f in enumerate(summary["faults"]):
+        label = "fault" if i == 0 else None
+        if f["end"] is None:
+            ax.axvspan(f["begin"], end, color="tab:red", alpha=0.15, label=label)
+        elif f["end"] - f["begin"] < end / 500:  # instantaneous: a line shows, a span would not
+            ax.axvline(f["begin"], color="tab:red", alpha=0.6, label=label)
+        else:
+            ax.axvspan(f["begin"], f["end"], color="tab:red", alpha=0.15, label=label)
+    for i, e in enumerate(summary["stabilization"]["episodes"]):
+        if e["end"] is not None and e["end"] + bound < end:
+            ax.axvline(e["end"] + bound, color="tab:gray", linestyle=":",
+                       label="fault end + Δ" if i == 0 else None)
+
+
+def _correctness_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
+    from pyspark.sql import functions as F
+
+    df = (ctx.table("publications").where(F.col("judged")).groupBy(ctx.bins())
+          .agg(F.avg(F.col("correct").cast("double")).alias("correct"),
+               F.sum("expected").alias("expected"), F.sum("delivered").alias("delivered"))
+          .orderBy("bin").toPandas())
+    if df.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    x = df["bin"] + ctx.bin / 2
+    ax.plot(x, df["correct"], label="publications delivered correctly", color="tab:blue")
+    ratio = (df["delivered"] / df["expected"]).where(df["expected"] > 0)
+    ax.plot(x, ratio, label="expected deliveries made", color="tab:green", alpha=0.7)
+    _shade_faults(ax, summary)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlim(0, summary["run"]["end"])
+    ax.set_xlabel("time since run start (s)")
+    ax.set_ylabel(f"ratio per {ctx.bin:g} s")
+    ax.set_title("Correct delivery over time")
+    ax.legend(loc="lower left", fontsize="small")
+    return _save(fig, ctx.out / "correctness.png")
+
+
+def _stabilization_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
+    faults = summary["faults"]
+    if not faults:
+        return None
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = [f"{f['fault_id']}\n{f['type'] or ''}" for f in faults]
+    x = np.arange(len(faults))
+    fig, ax = plt.subplots(figsize=(max(6, len(faults) * 1.2), 4))
+    bound = summary["verdict"]["bound"]
+    for offset, level, color in ((-0.2, "service", "tab:blue"), (0.2, "state", "tab:orange")):
+        times = [f[f"{level}_time"] for f in faults]
+        heights = [t if t is not None else 0 for t in times]
+        ax.bar(x + offset, heights, width=0.4, color=color, label=f"{level} level")
+        for xi, t in zip(x, times, strict=True):
+            if t is None:  # not measured or not stabilized: say so where the bar would be
+                ax.text(xi + offset, bound * 0.02, "n/a", ha="center", va="bottom",
+                        fontsize="small", rotation=90)
+    ax.axhline(bound, color="tab:red", linestyle="--", label=f"bound Δ = {bound:.3g} s")
+    ax.set_xticks(x, names, fontsize="small")
+    ax.set_ylabel("stabilization time (s)")
+    ax.set_title("Stabilization time against the bound, per fault")
+    ax.legend(fontsize="small")
+    return _save(fig, ctx.out / "stabilization.png")
+
+
+def _overhead_plot(ctx: Context) -> str | None:
+    df = ctx.table("overhead").toPandas()
+    if df.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for msg, group in df.groupby("msg"):
+        ax.plot(group["bin"] + ctx.bin / 2, group["messages"] / ctx.bin, label=str(msg))
+    ax.set_xlabel("time since run start (s)")
+    ax.set_ylabel("messages per second")
+    ax.set_title("Inter-broker messages by kind")
+    ax.legend(fontsize="small")
+    return _save(fig, ctx.out / "overhead.png")
+
+
+def _latency_plot(ctx: Context) -> str | None:
+    df = ctx.table("latency").toPandas()
+    if df.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    x = df["bin"] + ctx.bin / 2
+    for column in ("p50", "p99", "max"):
+        ax.plot(x, df[column] * 1000, label=column)
+    ax.set_xlabel("delivery time since run start (s)")
+    ax.set_ylabel("end-to-end latency (ms)")
+    ax.set_title("Latency")
+    ax.legend(fontsize="small")
+    return _save(fig, ctx.out / "latency.png")
+
+
+def _save(fig: Any, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path.name
+
+
+# ---- text -----------------------------------------------------------------------------------
+
+
+def _markdown(s: dict[str, Any], plots: list[str]) -> str:
+    run, verdict, d = s["run"], s["verdict"], s["deliveries"]
+    lines = [
+        f"# Weeble analysis: {run['name']}",
+        "",
+        f"Run `{run['dir']}` ({run['source']}), {run['end']:.6g} s, "
+        f"{s['ingest']['records']:,} trace records from {run['trace_files']} files. "
+        f"Routing {run['algorithm']}{' + wrapper' if run['wrapper'] else ''}"
+        f"{', hierarchical' if run['hierarchical'] else ''}; π = {run['params']['pi']:g} s, "
+        f"ρ = {run['params']['rho']:g} s, δ_max = {run['params']['delta_max']:g} s, "
+        f"d = {run['params']['d']}; bound Δ = {verdict['bound']:.4g} s.",
+        "",
+        f"## Verdict: {'PASS' if verdict['pass'] else 'FAIL'}",
+        "",
+    ]
+    lines += [f"- {r}" for r in verdict["reasons"]] or ["Every fault episode stabilized within "
+                                                        "the bound; no error before the first "
+                                                        "fault."]
+    lines += ["", verdict_table(s["faults"]), ""]
+    lines += [
+        "## Deliveries",
+        "",
+        f"Activation window A = {run['activation']:.4g} s, deactivation window "
+        f"D = {run['deactivation']:.4g} s: a delivery inside one is neither missing nor "
+        "spurious.",
+        "",
+        "| publications | judged | correct | expected | delivered | missing | in a window | "
+        "spurious | duplicate | phantom |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| " + " | ".join(f"{d[k]:,}" for k in (
+            "publications", "judged", "correct", "expected", "delivered", "missing", "window",
+            "spurious", "duplicate", "phantom")) + " |",
+        "",
+        f"Per-publisher FIFO violations: {s['ordering']['violations']:,} "
+        f"({s['ordering']['subscribers_affected']:,} subscribers).",
+        "",
+    ]
+    lat = s["latency"]
+    if lat.get("deliveries"):
+        lines += ["## Latency", "", "| p50 | p90 | p99 | p99.9 | max |",
+                  "|---:|---:|---:|---:|---:|",
+                  "| " + " | ".join(f"{lat[k] * 1000:.3f} ms" for k in
+                                   ("p50", "p90", "p99", "p999", "max")) + " |", ""]
+    o = s["overhead"]
+    lines += ["## Overhead", ""]
+    if o["total"]:
+        lines += [f"{o['total']:,} inter-broker messages ({o['per_second']:.4g}/s): "
+                  + ", ".join(f"{k} {v:,}" for k, v in sorted(o["by_kind"].items())), ""]
+    else:
+        lines += ["No send records in the trace (simulator: `trace: {sends: true}`).", ""]
+    sim = s.get("simulator")
+    if sim and sim.get("deliveries"):
+        sd = sim["deliveries"]
+        lines += ["## Cross-check with the simulator's online oracle", "",
+                  "| | expected | missing | duplicate | spurious |", "|---|---:|---:|---:|---:|",
+                  f"| simulator | {sd['expected']:,} | {sd['missed']:,} | {sd['duplicate']:,} | "
+                  f"{sd['spurious']:,} |",
+                  f"| analytics | {d['expected']:,} | {d['missing']:,} | {d['duplicate']:,} | "
+                  f"{d['spurious']:,} |", ""]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p}]({p})\n" for p in plots]
+    lines += ["## Tables", "", "Parquet, under `analysis/`: `events/kind=*` (the trace), "
+              "`publications`, `deliveries`, `violations`, `subscriptions`, `faults`, `episodes`, "
+              "`legitimacy`, `stabilization`, `verdict`, `ordering`, `reorderings`, "
+              "`overhead`, `latency`.", ""]
+    return "\n".join(lines)
+
+
+def verdict_table(faults: list[dict[str, Any]]) -> str:
+    """The per-fault verdict as a Markdown table."""
+    if not faults:
+        return "No faults in this run."
+    head = ("| fault | kind | target | took effect | stabilization (service / state) | bound | "
+            "ratio | lost | duplicated | reordered | pass |")
+    rows = [head, "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for f in faults:
+        rows.append(
+            f"| {f['fault_id']} | {f['type'] or '?'} | {f['target']} | "
+            f"{_effect(f['took_effect'])} | {_time(f['service_time'], f['service_status'])} / "
+            f"{_time(f['state_time'], f['state_status'])} | {f['bound']:.3g} s | "
+            f"{_num(f['ratio'])} | {f['lost']:,} | {f['duplicated']:,} | {f['reordered']:,} | "
+            f"{'yes' if f['pass'] else 'NO'} |")
+    return "\n".join(rows)
+
+
+def _effect(value: bool | None) -> str:
+    return "unknown" if value is None else ("yes" if value else "NO")
+
+
+def _time(t: float | None, status: str) -> str:
+    return f"{t:.3g} s" if t is not None else status
+
+
+def _num(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"

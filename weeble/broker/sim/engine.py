@@ -1,0 +1,318 @@
+"""Discrete-event engine: drives many pure brokers in one process, in virtual time.
+
+One heap of `(time, seq, handler, a, b)` items; `seq` comes from a monotonic counter, so items at
+the same time run in the order they were scheduled and a run is a pure function of its inputs
+(and never compares handlers). Handlers are plain callables `handler(time, a, b)`: dispatch costs
+one call, with no type switch.
+
+Links are FIFO, as the thesis assumes (spec §1.2): a message arrives at
+max(now + delay, last arrival on that directed link), so a fast message queues behind a slow one
+instead of overtaking it. Legal delays lie in [δ_min, δ_max] and come from a delay model:
+
+- constant: δ_max on every hop, the setup of spec §4.1.
+- uniform: independently uniform in [δ_min, δ_max].
+- adversarial: the within-bounds choice that stresses leasing most (spec Fig. 3.1). Copies of a
+  subscription alternate per link: the first (and every odd) copy crosses in δ_min, the next one
+  (a refresh) in δ_max, so every other pair of consecutive renewals reaches a broker d hops away
+  ρ + d·(δ_max − δ_min) apart — exactly the gap that condition (3.3) on π must cover, and again
+  every 2ρ rather than once. Unsubscriptions and switches take δ_min (an old-tagged message
+  lingers longest behind a fast switch: Lemma 1), notifications δ_max.
+
+Link faults (drop, duplicate, a delay outside the bounds) switch a link to a slower send path for
+their window; the fault-free path pays one attribute test. The hot path is `_step`: keep it lean.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping
+from heapq import heappop, heappush
+from typing import Any, Protocol
+
+from weeble.broker.core.events import (
+    Deliver,
+    Effect,
+    Event,
+    Receive,
+    Send,
+    SetTimer,
+    Start,
+    TimerFired,
+    Trace,
+)
+from weeble.broker.core.messages import Message, Notify, Sub, Switch, Unsub
+
+MESSAGE_KINDS: dict[type, str] = {Sub: "sub", Unsub: "unsub", Notify: "notify", Switch: "switch"}
+DELAY_MODELS = ("constant", "uniform", "adversarial")
+
+
+class BrokerLike(Protocol):
+    def step(self, now: float, event: Any) -> list[Effect]: ...
+
+
+# Called as observer(time, node, effect) for Deliver and Trace effects (node.id is the broker).
+Observer = Callable[[float, "Node", Any], None]
+# Called as observer(time, kind, src, dst, message) for sends, receives and link-fault losses.
+LinkObserver = Callable[[float, str, str, str, Message], None]
+
+
+class Link:
+    """One direction of a broker-to-broker link: FIFO state and any active fault."""
+
+    __slots__ = ("drop", "dst", "duplicate", "fault_delay", "faulty", "last", "seen", "src")
+
+    def __init__(self, src: str, dst: Node) -> None:
+        self.src = src
+        self.dst = dst
+        self.last = 0.0  # latest arrival time scheduled on this link (FIFO)
+        self.faulty = False  # any of the three fault settings below is active
+        self.drop = 0.0
+        self.duplicate = 0.0
+        self.fault_delay: float | None = None
+        self.seen: set[str] = set()  # adversarial model: sub_ids that crossed once already
+
+
+class Node:
+    """A broker in the simulation: the machine, its outgoing links and its timers."""
+
+    __slots__ = ("broker", "id", "links", "step", "timers")
+
+    def __init__(self, broker_id: str, broker: BrokerLike) -> None:
+        self.id = broker_id
+        self.broker = broker
+        self.step = broker.step  # bound once: the hot path calls it for every event
+        self.links: dict[str, Link] = {}
+        self.timers: dict[str, _Timer] = {}
+
+
+class _Timer:
+    """A named timer of one broker. Setting it bumps `gen`; heap items of older gens are stale."""
+
+    __slots__ = ("event", "gen", "node")
+
+    def __init__(self, node: Node, name: str) -> None:
+        self.node = node
+        self.event = TimerFired(name)  # immutable: one instance serves every firing
+        self.gen = 0
+
+
+class Engine:
+    def __init__(
+        self,
+        brokers: Mapping[str, BrokerLike],
+        links: Iterable[tuple[str, str]],
+        *,
+        delta_min: float,
+        delta_max: float,
+        delay: str = "constant",
+        seed: int | str = 0,
+        on_deliver: Observer | None = None,
+        on_trace: Observer | None = None,
+        on_link: LinkObserver | None = None,
+    ) -> None:
+        if delay not in DELAY_MODELS:
+            raise ValueError(f"delay model must be one of {DELAY_MODELS}, got {delay!r}")
+        self.nodes: dict[str, Node] = {b: Node(b, broker) for b, broker in brokers.items()}
+        for a, b in links:
+            self.nodes[a].links[b] = Link(a, self.nodes[b])
+            self.nodes[b].links[a] = Link(b, self.nodes[a])
+        self.delta_min, self.delta_max = delta_min, delta_max
+        # Separate streams: a link fault's coin flips must not shift the delay sequence.
+        self._delay_rng = random.Random(f"{seed}:delays")
+        self._fault_rng = random.Random(f"{seed}:link-faults")
+        self._constant = delta_max if delay == "constant" else None
+        self._delay: Callable[[Link, Message], float] = {
+            "constant": lambda link, msg: delta_max,
+            "uniform": self._uniform_delay(),
+            "adversarial": self._adversarial_delay,
+        }[delay]
+        self._fifo: deque[tuple[float, int, Callable[[float, Any, Any], None], Any, Any]] = deque()
+        self._heap: list[tuple[float, int, Callable[[float, Any, Any], None], Any, Any]] = []
+        self._seq = itertools.count()
+        self.now = 0.0
+        # counters (plain ints: the summary reads them)
+        self.steps = 0  # events handed to Broker.step
+        # per message type; a defaultdict so that a future message kind cannot crash a run
+        self.sent: defaultdict[type, int] = defaultdict(int, dict.fromkeys(MESSAGE_KINDS, 0))
+        self.dropped = 0
+        self.duplicated = 0
+        self.stray = 0  # sends to a non-neighbour (a corrupted destination), discarded
+        self._on_link = on_link
+        # Tracing receives needs its own arrival handler; without it, arrivals step directly.
+        self._arrive = self._step if on_link is None else self._traced_arrival
+        # The observers are called directly from the hot path: no wrapper per Deliver.
+        self._effects: dict[type, Callable[[float, Node, Any], None]] = {
+            Deliver: on_deliver or _ignore,
+            SetTimer: self._set_timer,
+            Trace: on_trace or _ignore,
+        }
+
+    # ---- scheduling and running -------------------------------------------------------------
+
+    def schedule(self, t: float, handler: Callable[[float, Any, Any], None], a: Any = None,
+                 b: Any = None) -> None:
+        """Run handler(t, a, b) at virtual time t (not before now)."""
+        heappush(self._heap, (max(t, self.now), next(self._seq), handler, a, b))
+
+    def start(self, t: float = 0.0) -> None:
+        """Give every broker its Start event (arms the overrun/switch timers)."""
+        event = Start()
+        for node in self.nodes.values():
+            self._step(t, node, event)
+
+    def run(self, until: float) -> None:
+        """Process every item due at or before `until`; afterwards the clock reads `until`.
+
+        Items come from the heap and from the constant-delay FIFO, in (time, seq) order: the
+        same order a single heap would give, so runs stay a pure function of their inputs.
+        """
+        heap, fifo = self._heap, self._fifo
+        pop, popleft = heappop, fifo.popleft
+        while True:
+            if fifo and (not heap or fifo[0] < heap[0]):
+                item = fifo[0]
+                if item[0] > until:
+                    break
+                popleft()
+            elif heap:
+                item = heap[0]
+                if item[0] > until:
+                    break
+                pop(heap)
+            else:
+                break
+            t, _, handler, a, b = item
+            self.now = t
+            handler(t, a, b)
+        self.now = max(self.now, until)
+
+    def pending(self) -> int:
+        return len(self._heap) + len(self._fifo)
+
+    def inject(self, t: float, broker: str, event: Event) -> None:
+        """Hand an event to a broker right now (client requests are free and instantaneous)."""
+        self._step(t, self.nodes[broker], event)
+
+    # ---- the hot path -----------------------------------------------------------------------
+
+    def _step(self, now: float, node: Node, event: Any) -> None:
+        self.steps += 1
+        effects = node.step(now, event)
+        if not effects:
+            return
+        links = node.links
+        for e in effects:
+            # Sends dominate by far; test for them first, the rest go through the dict.
+            if type(e) is not Send:
+                self._effects[type(e)](now, node, e)
+                continue
+            link = links.get(e.neighbor)
+            if link is None:
+                self.stray += 1
+                continue
+            msg = e.message
+            self.sent[type(msg)] += 1
+            if link.faulty:
+                self._faulty_send(now, link, msg)
+                continue
+            constant = self._constant
+            arrival = now + (self._delay(link, msg) if constant is None else constant)
+            received = Receive(link.src, msg)
+            if arrival < link.last:
+                arrival = link.last
+            elif constant is not None:
+                # now + δ never decreases: constant-delay arrivals are born sorted, and a deque
+                # takes them at O(1) instead of the heap's O(log n) (most events are these)
+                link.last = arrival
+                self._fifo.append((arrival, next(self._seq), self._arrive, link.dst, received))
+                if self._on_link is not None:
+                    self._on_link(now, "send", link.src, link.dst.id, msg)
+                continue
+            link.last = arrival
+            heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst, received))
+            if self._on_link is not None:
+                self._on_link(now, "send", link.src, link.dst.id, msg)
+
+    def _traced_arrival(self, now: float, node: Node, event: Receive) -> None:
+        self._on_link(now, "receive", event.neighbor, node.id, event.message)  # type: ignore[misc]
+        self._step(now, node, event)
+
+    # ---- the other effects ------------------------------------------------------------------
+
+    def _set_timer(self, now: float, node: Node, effect: SetTimer) -> None:
+        timer = node.timers.get(effect.timer)
+        if timer is None:
+            timer = node.timers[effect.timer] = _Timer(node, effect.timer)
+        timer.gen += 1  # whatever is still queued for this timer is now stale
+        at = effect.at if effect.at >= now else now  # also maps a NaN from corrupted RAM to now
+        heappush(self._heap, (at, next(self._seq), self._fire, timer, timer.gen))
+
+    def _fire(self, now: float, timer: _Timer, gen: int) -> None:
+        if gen == timer.gen:
+            self._step(now, timer.node, timer.event)
+
+    # ---- delay models -----------------------------------------------------------------------
+
+    def _uniform_delay(self) -> Callable[[Link, Message], float]:
+        lo, span, draw = self.delta_min, self.delta_max - self.delta_min, self._delay_rng.random
+        return lambda link, msg: lo + span * draw()  # random.uniform's formula, minus a call
+
+    def _adversarial_delay(self, link: Link, msg: Message) -> float:
+        if isinstance(msg, Sub):
+            # copies alternate fast, slow, fast, …: every other renewal gap is
+            # ρ + d·(δmax − δmin), so a too-small π is caught again and again, not just once
+            if msg.sub_id in link.seen:
+                link.seen.discard(msg.sub_id)
+                return self.delta_max
+            link.seen.add(msg.sub_id)
+            return self.delta_min
+        if isinstance(msg, Unsub):
+            link.seen.discard(msg.sub_id)  # keeps `seen` as small as the live subscriptions
+            return self.delta_min
+        if isinstance(msg, Switch):
+            return self.delta_min
+        return self.delta_max
+
+    # ---- link faults ------------------------------------------------------------------------
+
+    def set_link_fault(
+        self, a: str, b: str, *, drop: float | None = None, duplicate: float | None = None,
+        delay: float | None = None, clear_delay: bool = False,
+    ) -> None:
+        """Change the fault settings of both directions of link a-b (None leaves one as is)."""
+        for link in (self.nodes[a].links[b], self.nodes[b].links[a]):
+            if drop is not None:
+                link.drop = drop
+            if duplicate is not None:
+                link.duplicate = duplicate
+            if delay is not None:
+                link.fault_delay = delay
+            if clear_delay:
+                link.fault_delay = None
+            link.faulty = link.drop > 0 or link.duplicate > 0 or link.fault_delay is not None
+
+    def _faulty_send(self, now: float, link: Link, msg: Message) -> None:
+        rng = self._fault_rng
+        if link.drop and rng.random() < link.drop:
+            self.dropped += 1
+            if self._on_link is not None:
+                self._on_link(now, "drop", link.src, link.dst.id, msg)
+            return
+        delay = link.fault_delay if link.fault_delay is not None else self._delay(link, msg)
+        arrival = max(now + delay, link.last)
+        link.last = arrival
+        copies = 1
+        if link.duplicate and rng.random() < link.duplicate:
+            self.duplicated += 1
+            copies = 2  # the copy arrives right behind the original, still in FIFO order
+        for _ in range(copies):
+            received = Receive(link.src, msg)
+            heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst, received))
+            if self._on_link is not None:
+                self._on_link(now, "send", link.src, link.dst.id, msg)
+
+
+def _ignore(now: float, node: Node, effect: Any) -> None:
+    pass

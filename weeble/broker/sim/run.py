@@ -1,0 +1,573 @@
+"""`simulate(scenario, out_dir)`: one simulated run, from scenario to trace and summary.json.
+
+It wires the engine (brokers, links, timers), the clients (workload.py), the faults of the
+scenario, and two observers:
+- the delivery oracle: for every publication, which clients must receive it, and what each
+  Deliver effect was (expected, duplicate, spurious, ...): the service-level view;
+- the legitimacy monitor: every `check_every` s, `legitimacy.check` on the brokers' tables: the
+  state-level view, from which the stabilization time after the last fault is read.
+
+The oracle is deliberately conservative (it may excuse a miss, never invent one):
+a client must receive notification n published at t_p iff one of its subscriptions matches n,
+started at least d·δ_max + ρ before t_p (time to propagate, plus one refresh period of slack for
+a subscription whose first copy met a transiently wrong table), and does not end before
+t_p + d·δ_max (n crosses at most d links). A delivery to a client that holds no matching
+subscription at that moment violates safety (c) and is spurious, unless the client crashed: the
+broker cannot know, and the crashed client's lease lingers up to 2π (F12).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import resource
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from weeble.broker.core.broker import Broker
+from weeble.broker.core.corruption import CorruptionError
+from weeble.broker.core.events import Corrupt, Deliver, Trace
+from weeble.broker.core.legitimacy import LiveSub, check
+from weeble.broker.core.messages import Message, Notification
+from weeble.broker.core.rom import Rom
+from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
+from weeble.broker.sim.trace import SIM, TraceWriter, message_fields
+from weeble.broker.sim.workload import Clients, ClientSub
+from weeble.orchestrator.scenario import (
+    CorruptFault,
+    CrashFault,
+    DelayFault,
+    DropFault,
+    DuplicateFault,
+    Scenario,
+    fault_end,
+)
+
+SUMMARY_VERSION = 1
+RETENTION_SLACK = 1.0  # s a publication stays open for late deliveries beyond its deadline
+
+
+@dataclass(slots=True)
+class Summary:
+    """The content of summary.json (see `as_dict`; `performance` is the only non-deterministic
+    part: everything else is a function of the scenario)."""
+
+    v: int
+    scenario: str
+    seed: int
+    duration: float
+    topology: dict[str, Any]
+    routing: dict[str, Any]
+    params: dict[str, Any]
+    bound: float  # Δ of the algorithm (Params.bound)
+    messages: dict[str, Any]  # inter-broker messages by kind, total, per simulated second
+    link_faults: dict[str, int]
+    clients: dict[str, int]  # subscriptions, refreshes, unsubscriptions, crashes, publications
+    deliveries: dict[str, Any]  # the oracle's verdict
+    legitimacy: dict[str, Any]
+    faults: list[dict[str, Any]]
+    last_fault_end: float
+    stabilization_time: float | None  # s after the last fault; None if never legitimate
+    ratio: float | None  # stabilization_time / bound
+    performance: dict[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- the delivery oracle --------------------------------------------------------------------
+
+
+class _Tally:
+    __slots__ = ("delivered", "duplicate", "expected", "missed", "phantom", "spurious")
+
+    def __init__(self) -> None:
+        self.expected = self.delivered = self.missed = 0
+        self.duplicate = self.spurious = self.phantom = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("expected", "delivered", "missed", "duplicate",
+                                              "spurious", "phantom")}
+
+
+class _Pub:
+    __slots__ = ("after", "attrs", "cls", "delivered", "expected", "hits", "key", "t")
+
+    def __init__(self, key: tuple[str, int], t: float, n: Notification, cls: int | None,
+                 expected: set[str], after: bool) -> None:
+        self.key, self.t, self.attrs, self.cls = key, t, n.attributes, cls
+        self.expected = expected
+        self.delivered: set[str] = set()
+        self.hits = 0  # expected clients delivered so far
+        self.after = after  # published after last fault end + Δ: misses are violations
+
+
+class Oracle:
+    def __init__(self, *, activation: float, path: float, retention: float,
+                 bound_start: float) -> None:
+        self.activation, self.path = activation, path
+        self.retention, self.bound_start = retention, bound_start
+        self.by_class: dict[int, dict[str, ClientSub]] = {}  # workload subs by class and client
+        self.explicit: dict[str, ClientSub] = {}  # subs with arbitrary filters, by sub_id
+        self.subs_of: dict[str, list[ClientSub]] = {}  # live subs per client
+        self.crashed: set[str] = set()
+        self.last_seq: dict[str, int] = {}  # per publisher: anything above was never published
+        self.pending: dict[tuple[str, int], _Pub] = {}
+        self.order: deque[_Pub] = deque()  # pending, in publication order
+        self.all, self.after = _Tally(), _Tally()
+        self.late = self.to_crashed = self.unfinished = 0
+
+    # Listener interface (called by Clients)
+
+    def started(self, t: float, sub: ClientSub) -> None:
+        if sub.cls is not None:
+            self.by_class.setdefault(sub.cls, {})[sub.client] = sub
+        else:
+            self.explicit[sub.sub_id] = sub
+        self.subs_of.setdefault(sub.client, []).append(sub)
+
+    def ended(self, t: float, sub: ClientSub) -> None:
+        if sub.cls is not None:
+            del self.by_class[sub.cls][sub.client]
+        else:
+            del self.explicit[sub.sub_id]
+        subs = self.subs_of[sub.client]
+        subs.remove(sub)
+        if not subs:
+            del self.subs_of[sub.client]
+        if sub.crashed:
+            self.crashed.add(sub.client)
+            # A crash fault comes unannounced: publications that counted on the client are off.
+            for pub in reversed(self.order):
+                if pub.t + self.path <= t:
+                    break
+                pub.expected.discard(sub.client)
+
+    def published(self, t: float, n: Notification, cls: int | None) -> None:
+        self._retire(t)
+        lo, hi = t - self.activation, t + self.path
+        expected: set[str] = set()
+        if cls is not None:
+            group = self.by_class.get(cls)
+            if group:
+                expected = {c for c, s in group.items() if s.start <= lo and s.end >= hi}
+        for s in self.explicit.values():
+            if s.start <= lo and s.end >= hi and s.filter.matches(n.attributes):
+                expected.add(s.client)
+        key = (n.publisher, n.seq)
+        self.last_seq[n.publisher] = n.seq
+        pub = _Pub(key, t, n, cls, expected, t >= self.bound_start)
+        self.pending[key] = pub
+        self.order.append(pub)
+
+    # engine observer (hot: one call per Deliver effect)
+
+    def deliver(self, now: float, node: Node, effect: Deliver) -> None:
+        # The common case (an expected first delivery) takes the fewest steps possible.
+        n = effect.notification
+        after = now >= self.bound_start  # safety is judged by delivery time
+        self.all.delivered += 1
+        if after:
+            self.after.delivered += 1
+        pub = self.pending.get((n.publisher, n.seq))
+        if pub is None or (n.attributes is not pub.attrs and n.attributes != pub.attrs):
+            self._unknown(after, n, pub)
+            return
+        client = effect.client
+        delivered = pub.delivered
+        if client in delivered:
+            self.all.duplicate += 1
+            if after:
+                self.after.duplicate += 1
+            return
+        delivered.add(client)
+        if client in pub.expected:
+            pub.hits += 1
+            return
+        for s in self.subs_of.get(client, ()):
+            if s.cls == pub.cls if s.cls is not None else s.filter.matches(n.attributes):
+                return  # not required (too young, or ending soon), but allowed
+        if client in self.crashed:
+            self.to_crashed += 1
+            return
+        self.all.spurious += 1
+        if after:
+            self.after.spurious += 1
+
+    def _unknown(self, after: bool, n: Notification, pub: _Pub | None) -> None:
+        if pub is None and 1 <= n.seq <= self.last_seq.get(n.publisher, 0):
+            self.late += 1  # published, but closed long ago: no verdict possible
+            return
+        self.all.phantom += 1  # never published, or altered on the way (F8)
+        if after:
+            self.after.phantom += 1
+
+    def _retire(self, now: float) -> None:
+        order = self.order
+        while order and order[0].t + self.retention < now:
+            self._close(order.popleft())
+
+    def _close(self, pub: _Pub) -> None:
+        del self.pending[pub.key]
+        missed = len(pub.expected) - pub.hits
+        for tally in (self.all, self.after) if pub.after else (self.all,):
+            tally.expected += len(pub.expected)
+            tally.missed += missed
+
+    def finish(self, end: float) -> dict[str, Any]:
+        """Close every publication whose deadline has passed; ignore the rest."""
+        while self.order:
+            pub = self.order.popleft()
+            if pub.t + self.path <= end:
+                self._close(pub)
+            else:
+                self.unfinished += 1
+                del self.pending[pub.key]
+        return {
+            **self.all.as_dict(),
+            "late": self.late,
+            "to_crashed": self.to_crashed,
+            "unfinished": self.unfinished,
+            "after_bound": {"from": self.bound_start, **self.after.as_dict()},
+        }
+
+
+# ---- the legitimacy monitor -----------------------------------------------------------------
+
+
+class Legitimacy:
+    """Periodic `legitimacy.check`. A subscription is required once it had d·δ_max to spread;
+    an ended one stays allowed for 2π + d·δ_max (second chance removes its last entry by then)."""
+
+    def __init__(self, engine: Engine, brokers: dict[str, Broker], clients: Clients,
+                 trace: TraceWriter | None, *, period: float, activation: float, linger: float,
+                 until: float) -> None:
+        self.engine, self.brokers, self.clients, self.trace = engine, brokers, clients, trace
+        self.period, self.activation, self.linger, self.until = period, activation, linger, until
+        self.results: list[tuple[float, int]] = []  # (time, number of problems)
+        self.samples: list[str] = []
+        self.first_failure: float | None = None
+        self.last_failure: float | None = None
+        engine.schedule(period, self._check)
+
+    def _check(self, t: float, _a: object, _b: object) -> None:
+        ended = self.clients.ended
+        assert ended is not None  # Clients(keep_ended=True)
+        while ended and ended[0].ended_at + self.linger < t:  # type: ignore[operator]
+            ended.popleft()
+        required: list[LiveSub] = []
+        allowed: list[LiveSub] = []
+        for s in self.clients.live.values():
+            (required if s.start < t - self.activation else allowed).append(_live(s))
+        allowed.extend(_live(s) for s in ended)
+        problems = check(self.brokers, required, allowed)
+        self.results.append((t, len(problems)))
+        if problems:
+            if self.first_failure is None:
+                self.first_failure = t
+            self.last_failure = t
+            self.samples = problems[:5]
+        if self.trace is not None:
+            self.trace.write(SIM, t, SIM, "legitimacy",
+                             {"ok": not problems, "problems": len(problems),
+                              "sample": problems[:3], "required": len(required)})
+        if t + self.period <= self.until:
+            self.engine.schedule(t + self.period, self._check)
+
+    def stabilization(self, since: float) -> float | None:
+        """Time from `since` to the first check after which every check was legitimate."""
+        later = [(t, bad) for t, bad in self.results if t >= since]
+        if not later or later[-1][1]:
+            return None
+        i = len(later)
+        while i > 0 and not later[i - 1][1]:
+            i -= 1
+        return later[i][0] - since
+
+    @staticmethod
+    def disabled() -> dict[str, Any]:
+        return {"checks": 0, "legitimate": 0, "illegitimate": 0, "first_illegitimate": None,
+                "last_illegitimate": None, "sample_problems": []}
+
+    def as_dict(self) -> dict[str, Any]:
+        failed = sum(1 for _, bad in self.results if bad)
+        return {"checks": len(self.results), "legitimate": len(self.results) - failed,
+                "illegitimate": failed, "first_illegitimate": self.first_failure,
+                "last_illegitimate": self.last_failure, "sample_problems": self.samples}
+
+
+def _live(s: ClientSub) -> LiveSub:
+    if s.live_sub is None:
+        s.live_sub = LiveSub(s.sub_id, s.filter, s.client, s.broker)
+    return s.live_sub
+
+
+# ---- faults ---------------------------------------------------------------------------------
+
+
+class Faults:
+    """Schedules the scenario's faults and keeps the evidence of what each one did."""
+
+    def __init__(self, scenario: Scenario, engine: Engine, clients: Clients,
+                 trace: TraceWriter | None) -> None:
+        self.engine, self.clients, self.trace = engine, clients, trace
+        self.brokers = scenario.build_topology().brokers
+        self.rng = random.Random(f"{scenario.seed}:faults")
+        self.log: list[dict[str, Any]] = []
+        for i, fault in enumerate(scenario.faults):
+            entry: dict[str, Any] = {"id": f"f{i}", "kind": fault.kind, "at": fault.at,
+                                     "end": fault_end(fault), "targets": [], "errors": []}
+            self.log.append(entry)
+            if isinstance(fault, CorruptFault):
+                engine.schedule(fault.at, self._corrupt, entry, fault)
+            elif isinstance(fault, CrashFault):
+                engine.schedule(fault.at, self._crash, entry, fault)
+            else:
+                engine.schedule(fault.at, self._link_begin, entry, fault)
+
+    def _pick(self, target: str) -> list[str]:
+        if target == "all":
+            return list(self.brokers)
+        m = re.fullmatch(r"random:(\d+)", target)
+        if m:
+            picked = set(self.rng.sample(range(len(self.brokers)), int(m.group(1))))
+            return [b for i, b in enumerate(self.brokers) if i in picked]
+        return [target]
+
+    def _record(self, t: float, file: str, node: str, kind: str, fields: dict[str, Any]) -> None:
+        if self.trace is not None:
+            self.trace.write(file, t, node, kind, fields)
+
+    def _corrupt(self, t: float, entry: dict[str, Any], fault: CorruptFault) -> None:
+        event = Corrupt(fault.field, fault.value, dict(fault.args))
+        for b in self._pick(fault.target):
+            entry["targets"].append(b)
+            info = {"fault": entry["id"], "type": "corrupt", "field": fault.field}
+            self._record(t, b, b, "fault_begin", info)
+            try:
+                self.engine.inject(t, b, event)
+            except CorruptionError as exc:  # e.g. no entry at that index on this broker
+                entry["errors"].append(f"{b}: {exc}")
+                info = {**info, "error": str(exc)}
+            self._record(t, b, b, "fault_end", info)
+
+    def _crash(self, t: float, entry: dict[str, Any], fault: CrashFault) -> None:
+        live = list(self.clients.live.values())  # start order: deterministic
+        m = re.fullmatch(r"random:(\d+)", fault.target)
+        if m:
+            victims = self.rng.sample(live, min(int(m.group(1)), len(live)))
+        else:
+            victims = [s for s in live if s.client == fault.target]
+        for sub in victims:
+            entry["targets"].append(sub.sub_id)
+            info = {"fault": entry["id"], "type": "crash", "broker": sub.broker,
+                    "sub_id": sub.sub_id}
+            self._record(t, sub.broker, sub.client, "fault_begin", info)
+            self.clients.crash(t, sub)
+            self._record(t, sub.broker, sub.client, "fault_end", info)
+
+    def _links(self, fault: DropFault | DuplicateFault | DelayFault) -> list[tuple[str, str]]:
+        if fault.link is not None:
+            return [fault.link]
+        chosen = self._pick(fault.target or "all")
+        links: dict[tuple[str, str], None] = {}
+        for b in chosen:
+            for n in self.engine.nodes[b].links:
+                links[(b, n) if b < n else (n, b)] = None
+        return list(links)
+
+    def _link_begin(self, t: float, entry: dict[str, Any], fault: Any) -> None:
+        links = self._links(fault)
+        entry["targets"] = [f"{a}-{b}" for a, b in links]
+        for a, b in links:
+            if isinstance(fault, DropFault):
+                self.engine.set_link_fault(a, b, drop=fault.probability)
+            elif isinstance(fault, DuplicateFault):
+                self.engine.set_link_fault(a, b, duplicate=fault.probability)
+            else:
+                self.engine.set_link_fault(a, b, delay=fault.delay)
+        self._record(t, SIM, SIM, "fault_begin", {"fault": entry["id"], "type": fault.kind,
+                                                  "links": entry["targets"]})
+        self.engine.schedule(t + fault.duration, self._link_end, entry, (fault, links))
+
+    def _link_end(self, t: float, entry: dict[str, Any], what: tuple[Any, list]) -> None:
+        fault, links = what
+        for a, b in links:
+            if isinstance(fault, DropFault):
+                self.engine.set_link_fault(a, b, drop=0.0)
+            elif isinstance(fault, DuplicateFault):
+                self.engine.set_link_fault(a, b, duplicate=0.0)
+            else:
+                self.engine.set_link_fault(a, b, clear_delay=True)
+        self._record(t, SIM, SIM, "fault_end", {"fault": entry["id"], "type": fault.kind,
+                                                "links": entry["targets"]})
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+
+def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> Summary:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    topology = scenario.build_topology()
+    params = scenario.params
+    root = scenario.root_broker
+    parents = topology.parent_map(root)
+    r = scenario.routing
+    brokers = {
+        b: Broker(Rom(b, frozenset(topology.neighbors(b)), root, parents[b], r.algorithm, params,
+                      r.hierarchical, r.wrapper, scenario.options))
+        for b in topology.brokers
+    }
+    trace = TraceWriter(out) if scenario.trace.enabled else None
+    path = params.d * params.delta_max  # the longest a legal message journey takes
+    bound = scenario.bound
+    last_fault_end = scenario.last_fault_end
+    max_fault_delay = max((f.delay for f in scenario.faults if isinstance(f, DelayFault)),
+                          default=0.0)
+
+    oracle = Oracle(activation=path + params.rho, path=path,
+                    retention=path + max_fault_delay + RETENTION_SLACK,
+                    bound_start=last_fault_end + bound)
+    engine = Engine(
+        brokers,
+        topology.links,
+        delta_min=params.delta_min,
+        delta_max=params.delta_max,
+        delay=scenario.timing.delay,
+        seed=scenario.seed,
+        on_deliver=_delivery_observer(oracle, trace),
+        on_trace=_broker_tracer(trace) if trace is not None else None,
+        on_link=_link_tracer(trace) if trace is not None and scenario.trace.sends else None,
+    )
+    clients = Clients(engine, scenario, oracle, trace, keep_ended=scenario.check_every is not None)
+    faults = Faults(scenario, engine, clients, trace)
+    chaos_log = _chaos(scenario, engine, brokers, clients, trace)
+    monitor = None
+    if scenario.check_every is not None:
+        monitor = Legitimacy(engine, brokers, clients, trace, period=scenario.check_every,
+                             activation=path, linger=2 * params.pi + path,
+                             until=scenario.duration)
+    if trace is not None and scenario.trace.snapshots_every:
+        _schedule_snapshots(engine, brokers, trace, scenario.trace.snapshots_every,
+                            scenario.duration)
+
+    wall = time.perf_counter()
+    engine.start(0.0)
+    clients.start()
+    _run(engine, scenario.duration, progress and sys.stderr.isatty(), scenario.name)
+    wall = time.perf_counter() - wall
+    if trace is not None:
+        trace.close()
+
+    stab = monitor.stabilization(last_fault_end) if monitor is not None else None
+    sent = {MESSAGE_KINDS.get(t, t.__name__.lower()): n for t, n in engine.sent.items()}
+    total = sum(sent.values())
+    summary = Summary(
+        v=SUMMARY_VERSION,
+        scenario=scenario.name,
+        seed=scenario.seed,
+        duration=scenario.duration,
+        topology={"brokers": len(topology.brokers), "links": len(topology.links),
+                  "diameter": topology.diameter(), "root": root,
+                  "leaves": len(topology.leaves(root))},
+        routing=scenario.routing.model_dump(mode="json"),
+        params={"pi": params.pi, "rho": params.rho, "delta_min": params.delta_min,
+                "delta_max": params.delta_max, "d": params.d, "delay": scenario.timing.delay},
+        bound=bound,
+        messages={**sent, "total": total, "per_second": total / scenario.duration},
+        link_faults={"dropped": engine.dropped, "duplicated": engine.duplicated,
+                     "stray": engine.stray},
+        clients={"subscriptions": clients.subscriptions, "refreshes": clients.refreshes,
+                 "unsubscriptions": clients.unsubscriptions, "crashes": clients.crashes,
+                 "publications": clients.publications, "live_at_end": len(clients.live)},
+        deliveries=oracle.finish(scenario.duration),
+        legitimacy=monitor.as_dict() if monitor is not None else Legitimacy.disabled(),
+        faults=faults.log + chaos_log,
+        last_fault_end=last_fault_end,
+        stabilization_time=stab,
+        ratio=stab / bound if stab is not None and bound > 0 else None,
+        performance={
+            "events": engine.steps,
+            "wall_time": wall,
+            "events_per_wall_second": engine.steps / wall if wall > 0 else 0.0,
+            "sim_seconds_per_wall_second": scenario.duration / wall if wall > 0 else 0.0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        },
+    )
+    (out / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    return summary
+
+
+def _chaos(scenario: Scenario, engine: Engine, brokers: dict[str, Broker], clients: Clients,
+           trace: TraceWriter | None) -> list[dict[str, Any]]:
+    """The scenario's chaos experiment, mapped onto the engine (weeble/chaos/sim.py)."""
+    if scenario.chaos is None:
+        return []
+    from weeble.chaos import sim as chaos_sim
+    from weeble.chaos.experiment import tree_of_scenario
+
+    target = chaos_sim.Sim(engine, brokers, tree_of_scenario(scenario), scenario.params, clients)
+    seed = scenario.chaos.seed if scenario.chaos.seed is not None else scenario.seed
+    return chaos_sim.schedule(scenario.chaos, target, trace, seed=seed, until=scenario.duration)
+
+
+def _delivery_observer(oracle: Oracle, trace: TraceWriter | None) -> Any:
+    if trace is None:
+        return oracle.deliver
+    judge, record = oracle.deliver, trace.deliver
+
+    def observe(now: float, node: Node, effect: Deliver) -> None:
+        judge(now, node, effect)
+        record(now, node.id, effect.client, effect.notification)
+
+    return observe
+
+
+def _broker_tracer(trace: TraceWriter) -> Any:
+    def observe(now: float, node: Node, effect: Trace) -> None:
+        trace.write(node.id, now, node.id, effect.kind, effect.fields)
+
+    return observe
+
+
+def _link_tracer(trace: TraceWriter) -> Any:
+    def observe(now: float, kind: str, src: str, dst: str, msg: Message) -> None:
+        node = dst if kind == "receive" else src
+        trace.write(node, now, node, kind, {"from": src, "to": dst, **message_fields(msg)})
+
+    return observe
+
+
+def _schedule_snapshots(engine: Engine, brokers: dict[str, Broker], trace: TraceWriter,
+                        every: float, until: float) -> None:
+    def snap(t: float, _a: object, _b: object) -> None:
+        for b, broker in brokers.items():
+            trace.write(b, t, b, "snapshot", broker.snapshot())
+        if t + every <= until:
+            engine.schedule(t + every, snap)
+
+    engine.schedule(every, snap)
+
+
+def _run(engine: Engine, duration: float, show: bool, name: str) -> None:
+    """Run to `duration`, in slices so a progress bar can follow without touching the loop."""
+    if not show:
+        engine.run(duration)
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed:.0f}/{task.total:.0f} s"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"simulating {name}", total=duration)
+        steps = 200
+        for i in range(1, steps + 1):
+            engine.run(duration * i / steps)
+            bar.update(task, completed=duration * i / steps)

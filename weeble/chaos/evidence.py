@@ -1,0 +1,111 @@
+"""The record of a fault: fault_begin / fault_end trace records, and the evidence in them.
+
+Every injection leaves two records in the trace schema (analytics/schema.py), in the run's
+trace directory as `chaos.jsonl` (node "chaos"):
+
+    {"v": 1, "t": <ns>, "node": "chaos", "kind": "fault_begin", "fault_id": "f2",
+     "type": "cut", "target": "b0-b1", "targets": ["b0-b1"], "links": ["b0-b1"],
+     "spec": "", "took_effect": true, "evidence": {"b0": {"b1": "cut"}, "b1": {"b0": "cut"}}}
+    {"v": 1, "t": <ns>, "node": "chaos", "kind": "fault_end", "fault_id": "f2", "type": "cut",
+     ..., "ok": true, "evidence": {...}}
+
+`took_effect` is never assumed: it is read from what the system reports after the action — the
+state diff of an admin snapshot taken before and after a state fault, the link states and
+shapes the brokers report, the process table for crashes and pauses. A fault whose action
+failed, or that changed nothing, says `took_effect: false` (with `error` when there was one).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from weeble.chaos.experiment import Injection
+
+NODE = "chaos"
+TRACE_FILE = "chaos.jsonl"
+SAMPLE = 20  # entries shown per side of a table diff; the counts are always complete
+
+
+def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What changed in a broker's RAM between two core snapshots ({} = nothing)."""
+    diff: dict[str, Any] = {}
+    for key in ("next_timer", "rebuild_bit"):
+        if before.get(key) != after.get(key):
+            diff[key] = {"before": before.get(key), "after": after.get(key)}
+    for key in ("tables", "mergers"):
+        old, new = _entries(before.get(key)), _entries(after.get(key))
+        removed = sorted(old - new)
+        added = sorted(new - old)
+        if removed or added:
+            diff[key] = {"removed": len(removed), "added": len(added),
+                         "removed_sample": [json.loads(e) for e in removed[:SAMPLE]],
+                         "added_sample": [json.loads(e) for e in added[:SAMPLE]]}
+    return diff
+
+
+def _entries(value: Any) -> set[str]:
+    """Table entries (or mergers) as canonical JSON strings, tagged with their table index."""
+    if not value:
+        return set()
+    if isinstance(value, list) and value and isinstance(value[0], list):  # tables: [[...], ...]
+        return {json.dumps({"table": i, **e}, sort_keys=True)
+                for i, table in enumerate(value) for e in table}
+    return {json.dumps(e, sort_keys=True) for e in value}
+
+
+class ChaosTrace:
+    """Appends fault records to `chaos.jsonl`, flushed at once: a record must survive the
+    orchestrator being killed right after the fault it describes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+
+    def known_ids(self) -> set[str]:
+        """Fault ids already in the file (an earlier experiment against the same run)."""
+        ids = set()
+        with self.path.open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    ids.add(json.loads(line).get("fault_id"))
+                except (ValueError, AttributeError):
+                    continue
+        return ids
+
+    def write(self, kind: str, t_ns: int, fields: dict[str, Any]) -> dict[str, Any]:
+        record = {"v": 1, "t": t_ns, "node": NODE, "kind": kind, **fields}
+        if self._file is not None:
+            self._file.write(json.dumps(record, default=str) + "\n")
+            self._file.flush()
+        return record
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def fault_fields(inj: Injection, fault_id: str, targets: list[str],
+                 links: list[str] | None) -> dict[str, Any]:
+    """The ids a fault record carries: what it is, where it hit, when it was planned."""
+    f = inj.fault
+    fields: dict[str, Any] = {
+        "fault_id": fault_id, "type": f.kind, "target": ",".join(targets), "targets": targets,
+        "spec": f.spec, "what": f.describe(), "planned_at": inj.start, "planned_end": inj.end,
+    }
+    if links:
+        fields["links"] = links
+    if len(targets) == 1 and not links:
+        fields["broker"] = targets[0]
+    for name in ("field", "value", "args", "probability", "delay_ms", "jitter_ms"):
+        if name in type(f).model_fields:
+            fields[name] = getattr(f, name)
+    return fields
+
+
+def now_ns() -> int:
+    return time.time_ns()

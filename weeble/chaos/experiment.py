@@ -1,0 +1,218 @@
+"""Experiments: YAML schedules of faults, validated with errors that name the field.
+
+    name: mixed-bag
+    seed: 7                      # default: the run's scenario seed
+    duration: 60                 # optional: bounds `every` without `times`
+    faults:
+      - {name: flag, kind: corrupt, field: entry.flag, target: root, at: 5}
+      - {kind: clock, target: {random: 1, among: leaves}, after: 8}        # 8 s after `flag`
+      - {kind: cut, link: [b0, b1], at: 25, duration: 3}                   # then healed
+      - {kind: crash, target: b4, at: 35, duration: 2}                     # restart, empty RAM
+      - {kind: duplicate, link: {of: b2}, probability: 0.5, at: 45, duration: 4}
+      - {kind: clock, target: all, at: 10, every: 20, times: 3}            # at 10, 30 and 50
+
+Timing: `at` is seconds from the experiment's start; `after` is seconds after the previous
+fault in the list ended (its last repetition, including its duration); `every` repeats a fault
+with that period, `times` times in all (or, without `times`, until the experiment's duration).
+
+`Experiment.check(tree)` validates it against a broker tree: unknown brokers, links that are
+not links, a random draw larger than its population. `timeline()` unrolls the schedule into
+`Injection`s, each with its own id (the fault's `name`, or f<index>; `.n` for repetitions) and
+its own random stream derived from the seed, so the same experiment hits the same targets live
+and in simulation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from weeble.broker.core.rom import Params
+from weeble.chaos.faults import KINDS, Fault, FaultError
+from weeble.chaos.selectors import Tree
+
+# Every registered kind, told apart by `kind` (pydantic reports an unknown kind by name).
+FaultSpec = Annotated[Union[tuple(KINDS.values())], Field(discriminator="kind")]  # noqa: UP007
+
+
+class ExperimentError(ValueError):
+    """An experiment the user must fix: `path` is the field (`faults[2].target`)."""
+
+    def __init__(self, path: str, problem: str, source: str | None = None) -> None:
+        where = ": ".join(x for x in (source, path) if x)
+        super().__init__(f"{where}: {problem}" if where else problem)
+        self.path, self.problem = path, problem
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """One occurrence of a fault on the experiment's clock."""
+
+    id: str
+    index: int  # position of the fault in `faults`
+    fault: Fault
+    start: float  # s from the experiment's start
+    end: float | None  # the fault's planned end; None: it lasts until something else ends it
+
+    def seed(self, experiment_seed: int) -> str:
+        return f"{experiment_seed}:chaos:{self.id}"
+
+
+class Experiment(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "chaos"
+    seed: int | None = None
+    duration: float | None = Field(default=None, gt=0)
+    faults: list[FaultSpec] = Field(min_length=1)  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Experiment:
+        seen: dict[str, int] = {}
+        for i, f in enumerate(self.faults):
+            if f.name is not None:
+                if f.name in seen:
+                    raise ValueError(f"faults[{i}].name: {f.name!r} is also faults[{seen[f.name]}]")
+                seen[f.name] = i
+        return self
+
+    # ---- against a tree ---------------------------------------------------------------------
+
+    def check(self, tree: Tree, params: Params | None = None, until: float | None = None,
+              source: str | None = None) -> None:
+        """ExperimentError naming the field if a fault cannot apply to `tree` or starts after
+        `until` (the end of the run)."""
+        for i, fault in enumerate(self.faults):
+            try:
+                fault.check(tree, params)
+            except FaultError as e:
+                raise ExperimentError(f"faults[{i}].{e.field}", e.problem, source) from None
+        try:
+            timeline = self.timeline(until=until)
+        except ExperimentError as e:
+            raise ExperimentError(e.path, e.problem, source) from None
+        for inj in timeline:
+            if until is not None and inj.start > until:
+                field = "at" if inj.fault.at is not None else "after"
+                raise ExperimentError(f"faults[{inj.index}].{field}",
+                                      f"starts at {inj.start:g} s, after the end of the run"
+                                      f" ({until:g} s)", source)
+
+    # ---- the schedule -----------------------------------------------------------------------
+
+    def timeline(self, until: float | None = None) -> list[Injection]:
+        """Every occurrence of every fault, in start order (ties: list order)."""
+        horizon = self.duration if until is None else (
+            until if self.duration is None else min(until, self.duration))
+        out: list[Injection] = []
+        previous_end = 0.0
+        for i, f in enumerate(self.faults):
+            base = f.at if f.at is not None else previous_end + (f.after or 0.0)
+            times = f.times or 1
+            if f.every is not None and f.times is None:
+                if horizon is None:
+                    raise ExperimentError(f"faults[{i}].times", "`every` without `times` needs"
+                                          " the experiment's duration (or a run to end it)")
+                times = max(1, int((horizon - base) // f.every) + 1)
+            name = f.name or f"f{i}"
+            last_end: float | None = base
+            for n in range(times):
+                start = base + n * (f.every or 0.0)
+                end = start + f.duration if f.duration is not None else (
+                    None if f.lasting != "never" else start)
+                out.append(Injection(name if times == 1 else f"{name}.{n}", i, f, start, end))
+                last_end = end
+            if last_end is None:
+                nxt = i + 1
+                if nxt < len(self.faults) and self.faults[nxt].after is not None:
+                    raise ExperimentError(f"faults[{nxt}].after", f"faults[{i}] ({f.kind}) has"
+                                          " no duration, so it never ends; use `at`")
+                last_end = base
+            previous_end = last_end
+        out.sort(key=lambda inj: (inj.start, inj.index))
+        return out
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(f.kind for f in self.faults))
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ExperimentError("", "no such file", str(path)) from None
+    except OSError as e:
+        raise ExperimentError("", f"cannot read: {e.strerror}", str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ExperimentError(where, f"YAML syntax error: {getattr(e, 'problem', None) or e}",
+                              str(path)) from None
+    return parse_experiment(data, source=str(path))
+
+
+def parse_experiment(data: object, source: str = "<experiment>") -> Experiment:
+    if not isinstance(data, dict):
+        raise ExperimentError("(top level)", "expected a mapping with `faults:`", source)
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as e:
+        path, problem = describe(e.errors()[0])
+        more = len(e.errors()) - 1
+        if more:
+            problem += f" (and {more} more problem{'s' if more > 1 else ''})"
+        raise ExperimentError(path, problem, source) from None
+
+
+_FIELD_FIRST = re.compile(r"^([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+)*): (.*)$", re.DOTALL)
+
+
+def describe(err: Any) -> tuple[str, str]:
+    """A pydantic error as (field path, problem), without the union tags pydantic inserts."""
+    parts: list[str] = []
+    loc = list(err["loc"])
+    for j, part in enumerate(loc):
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif j > 0 and isinstance(loc[j - 1], int) and part in KINDS:
+            continue  # the discriminator's value
+        else:
+            parts.append(f".{part}" if parts else str(part))
+    path = "".join(parts) or "(top level)"
+    kind, msg = err["type"], str(err["msg"]).removeprefix("Value error, ")
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        given = err.get("ctx", {}).get("tag")
+        what = f"unknown kind {given!r}" if given is not None else "required field missing"
+        return f"{path}.kind", f"{what} (kinds: {', '.join(KINDS)})"
+    if kind == "extra_forbidden":
+        return path, "unknown field"
+    if kind == "missing":
+        return path, "required field missing"
+    m = _FIELD_FIRST.match(msg)
+    if m is not None:  # a check of a whole model that names its field first
+        named = m.group(1)
+        return (named if named.startswith("faults") or not parts else f"{path}.{named}",
+                m.group(2))
+    return path, msg
+
+
+def tree_of_scenario(scenario: Any) -> Tree:
+    """The broker tree of an orchestrator Scenario."""
+    topology = scenario.build_topology()
+    return Tree(topology.brokers, topology.links, scenario.root_broker)
+
+
+__all__ = ["Experiment", "ExperimentError", "FaultSpec", "Injection", "describe",
+           "load_experiment", "parse_experiment", "tree_of_scenario"]

@@ -1,0 +1,474 @@
+"""The fault vocabulary as data: one model per kind, in a registry.
+
+A fault is what Chaos Mesh calls a chaos object: a kind, a selector for what it hits, the kind's
+parameters, and when and for how long (`at`/`after`/`every`, `duration`; see experiment.py for
+the schedule). The kinds cover the fault model of spec/thesis-ch3-routing.md §6.3:
+
+| kind         | what it does                                               | spec           |
+|--------------|------------------------------------------------------------|----------------|
+| corrupt      | set a RAM field through the core's corruption API          | F1–F6, F13–F15 |
+| clock        | set a broker's modulo-π clock                              | F10            |
+| inject       | a message nobody sent appears on a link                    | F7, F8, F15    |
+| drop         | a link loses messages (probability)                        | F9             |
+| duplicate    | a link sends messages twice (probability)                  | F9             |
+| garble       | a link flips a byte of messages (probability)              | F9             |
+| delay        | a link's delay leaves [δ_min, δ_max]                       | F11            |
+| cut / heal   | nothing passes a link, either way / until healed           | (F9: loss)     |
+| flap         | a link is cut and healed over and over                     | (F9)           |
+| partition    | cut every link between a set of brokers and the rest       | (F9)           |
+| crash        | SIGKILL; after `duration`, restart with empty RAM          | F6             |
+| restart      | start a crashed broker again (empty RAM)                   | F6             |
+| pause        | SIGSTOP for `duration`, then SIGCONT                       | (F11: delay)   |
+| client_crash | a subscriber stops refreshing without unsubscribing        | F12            |
+
+F13 (an all-covering entry plus initialized tables) and F14 (a false merger) are `corrupt`
+faults at the same instant: `entry.insert` or `merger.insert` at one broker, `table.clear` at
+the others. F16 (advertisements) waits for the advertisement layer.
+
+Adding a kind (color or parent-pointer corruption when the 3-color scheme arrives): a RAM field
+the core's corruption API learns is at once a valid `corrupt` field, since `field` is checked
+against `core.corruption.TARGETS`. A kind of its own is a model here decorated with `@register`,
+a live action in runner.py (`@live("kind")`) and, where the simulator can express it, a
+simulated one in sim.py (`@simulated("kind")`).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from weeble.broker.core.broker import Broker
+from weeble.broker.core.corruption import TARGETS, random_fault
+from weeble.broker.core.filters import Filter, FilterSyntaxError
+from weeble.broker.core.messages import Message as CoreMessage
+from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
+from weeble.broker.core.rom import Params, Rom
+from weeble.broker.core.table import Entry
+from weeble.chaos.selectors import BrokerSelector, LinkSelector, SelectorError, Tree
+
+Lasting = Literal["never", "optional", "required"]
+Direction = Literal["both", "forward", "backward"]
+RANDOM_FIELD = "random"  # corrupt: a random type-correct fault drawn from the broker's state
+ENTRY_FIELDS = ("entry.filter", "entry.sub_id", "entry.dest", "entry.flag", "entry.delete")
+
+
+class FaultError(ValueError):
+    """A fault that cannot apply to this tree; `field` names the fault's offending field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
+
+
+class _Model(BaseModel):
+    # Unknown keys are typos; silently ignoring one would run a different experiment.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Fault(_Model):
+    """Fields every kind has: its name and its schedule (see experiment.py)."""
+
+    kind: str
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]+$")
+    at: float | None = Field(default=None, ge=0)  # s after the experiment starts
+    after: float | None = Field(default=None, ge=0, validate_default=True)  # s after the
+    #                                                       previous fault in the list ended
+    every: float | None = Field(default=None, gt=0)  # repeat with this period ...
+    times: int | None = Field(default=None, ge=1, validate_default=True)  # ... this many times
+    duration: float | None = Field(default=None, gt=0, validate_default=True)
+
+    spec: ClassVar[str] = ""  # the fault ids of spec §6.3 this kind injects
+    lasting: ClassVar[Lasting] = "never"
+
+    # Field validators (not one model validator) so that an error names its field.
+
+    @field_validator("after")
+    @classmethod
+    def _at_or_after(cls, after: float | None, info: ValidationInfo) -> float | None:
+        at = info.data.get("at")
+        if at is not None and after is not None:
+            raise ValueError("give either `at` or `after`, not both")
+        if at is None and after is None and "at" in info.data:
+            raise ValueError("`at` (s from the start) or `after` (s after the previous fault)"
+                             " is required")
+        return after
+
+    @field_validator("times")
+    @classmethod
+    def _repeats(cls, times: int | None, info: ValidationInfo) -> int | None:
+        if times is not None and times > 1 and info.data.get("every") is None:
+            raise ValueError("repeating needs `every: <period in s>`")
+        return times
+
+    @field_validator("duration")
+    @classmethod
+    def _lasts(cls, duration: float | None, info: ValidationInfo) -> float | None:
+        kind = cls.model_fields["kind"].default
+        if cls.lasting == "never" and duration is not None:
+            raise ValueError(f"a {kind} fault is instantaneous; remove duration")
+        if cls.lasting == "required" and duration is None:
+            raise ValueError(f"a {kind} fault needs a duration (s)")
+        every = info.data.get("every")
+        if every is not None and duration is not None and duration >= every:
+            raise ValueError(f"{duration:g} s does not end before the next repetition"
+                             f" (every {every:g} s)")
+        return duration
+
+    def check(self, tree: Tree, params: Params | None) -> None:
+        """Raise FaultError naming the field when this fault cannot apply to `tree`."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, BrokerSelector | LinkSelector):
+                try:
+                    value.validate_on(tree)
+                except SelectorError as e:
+                    raise FaultError(name, str(e)) from None
+
+    @property
+    def lead(self) -> float:
+        """Seconds of preparation before the fault strikes at its planned time."""
+        return 0.0
+
+    def selector(self) -> str:
+        """What the fault hits, as written (before the selector is resolved)."""
+        for name in ("target", "link"):
+            value = getattr(self, name, None)
+            if value is not None:
+                return str(value.describe())
+        return "-"
+
+    def describe(self) -> str:
+        """A short human text of what and where, for tables and logs."""
+        return f"{self.kind} {self.selector()}"
+
+
+KINDS: dict[str, type[Fault]] = {}
+
+
+def register(cls: type[Fault]) -> type[Fault]:
+    kind = cls.model_fields["kind"].default
+    if not isinstance(kind, str) or kind in KINDS:
+        raise TypeError(f"{cls.__name__}: kind must be a new string default, got {kind!r}")
+    KINDS[kind] = cls
+    return cls
+
+
+# ---- what faults hit ------------------------------------------------------------------------
+
+
+class OnBrokers(Fault):
+    target: BrokerSelector
+
+
+class OnLinks(Fault):
+    link: LinkSelector
+    # both: each direction of the link; forward: only link[0] -> link[1]; backward: the other
+    direction: Direction = "both"
+
+
+# ---- state faults (admin Corrupt: the core's corruption API) --------------------------------
+
+
+@register
+class CorruptFault(OnBrokers):
+    kind: Literal["corrupt"] = "corrupt"
+    # Which RAM field: a target of core.corruption, or `random` (any type-correct fault drawn
+    # from the broker's state at that moment). An entry.* fault without `index` or `sub_id` in
+    # `args` picks a random entry of the broker's table.
+    field: str
+    value: Any = None
+    args: dict[str, Any] = {}
+
+    spec: ClassVar[str] = "F1-F6, F13-F15"
+
+    @field_validator("field")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in (*TARGETS, RANDOM_FIELD):
+            raise ValueError(f"unknown RAM field {value!r} (valid: {', '.join(TARGETS)},"
+                             f" {RANDOM_FIELD})")
+        return value
+
+    def describe(self) -> str:
+        return f"corrupt {self.field} @ {self.target.describe()}"
+
+    def draw(self, rom: Rom, core: dict[str, Any],
+             rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
+        """The (field, value, args) to send to the broker's corruption API, given its state
+        (a core snapshot): the fault as written, or what it leaves to chance drawn from the
+        state — a random entry for an entry.* fault without `index`/`sub_id`, any fault for
+        `random`. LookupError when there is nothing to corrupt."""
+        if self.field == RANDOM_FIELD:
+            return _random_effective(rom, core, rng)
+        if self.field not in ENTRY_FIELDS or {"index", "sub_id"} & set(self.args):
+            return self.field, self.value, dict(self.args)
+        choices = [(t, i) for t, table in enumerate(core["tables"]) for i in range(len(table))]
+        if not choices:
+            raise LookupError("no entry to corrupt: the routing table is empty")
+        table, index = rng.choice(choices)
+        filters = sorted({e["filter"] for t in core["tables"] for e in t})
+        value = self.entry_value(core["tables"][table][index], filters,
+                                 sorted(rom.neighbors), rng)
+        # by sub_id rather than index: the table may change before the fault reaches it
+        entry_id = core["tables"][table][index]["sub_id"]
+        return self.field, value, {**self.args, "table": table, "sub_id": entry_id}
+
+    def entry_value(self, entry: dict[str, Any], filters: list[str], neighbors: list[str],
+                    rng: random.Random) -> Any:
+        """The value an entry.* fault without one sets on `entry`: drawn at random, but never
+        the value the entry already has (a fault that changes nothing proves nothing)."""
+        if self.value is not None or self.field in ("entry.delete", "entry.flag"):
+            return self.value  # entry.flag without a value toggles the flag
+        if self.field == "entry.filter":
+            current = entry["filter"]
+            pool = [f for f in filters if f != current] or [
+                x for x in ("true", "class == -1") if x != current]
+        elif self.field == "entry.sub_id":
+            pool = [f"bogus{rng.randrange(1000)}"]
+        else:  # entry.dest: another neighbour, or a destination that does not exist
+            pool = [d for d in [*neighbors, "ghost"] if d != entry["dest"]]
+        return rng.choice(sorted(pool))
+
+
+@register
+class ClockFault(OnBrokers):
+    kind: Literal["clock"] = "clock"
+    value: float | None = Field(default=None, ge=0)  # seconds into the period; None: random
+
+    spec: ClassVar[str] = "F10"
+
+    def check(self, tree: Tree, params: Params | None) -> None:
+        super().check(tree, params)
+        if params is not None and self.value is not None and not self.value < params.pi:
+            raise FaultError("value", f"{self.value} is not in [0, pi={params.pi:g})")
+
+    def clock_value(self, pi: float, rng: random.Random) -> float:
+        return self.value if self.value is not None else rng.uniform(0, pi * 0.999)
+
+
+# ---- message faults -------------------------------------------------------------------------
+
+
+class Message(_Model):
+    """A link message to inject, in the core's terms (messages.py)."""
+
+    type: Literal["sub", "unsub", "notify", "switch"]
+    sub_id: str = "chaos-injected"
+    filter: str = "true"  # the all-covering filter by default: the worst bogus subscription
+    tag: int = Field(default=0, ge=0)
+    publisher: str = "chaos"
+    seq: int = Field(default=1, ge=0)
+    attributes: dict[str, int | float | str | bool] = {}
+
+    _filter = field_validator("filter")(lambda value: _parses(value))
+
+    def to_core(self) -> CoreMessage:
+        if self.type == "sub":
+            return Sub(self.sub_id, Filter.parse(self.filter), self.tag)
+        if self.type == "unsub":
+            return Unsub(self.sub_id, Filter.parse(self.filter), self.tag)
+        if self.type == "switch":
+            return Switch(self.tag)
+        return Notify(Notification(self.publisher, self.seq, dict(self.attributes)))
+
+
+@register
+class InjectFault(OnLinks):
+    """The message appears at the link's far end as if its near end had sent it."""
+
+    kind: Literal["inject"] = "inject"
+    message: Message
+    direction: Direction = "forward"
+
+    spec: ClassVar[str] = "F7, F8, F15"
+
+    def describe(self) -> str:
+        return f"inject {self.message.type} {self.link.describe()}"
+
+
+class _Shaping(OnLinks):
+    lasting: ClassVar[Lasting] = "required"
+
+
+@register
+class DropFault(_Shaping):
+    kind: Literal["drop"] = "drop"
+    probability: float = Field(default=1.0, ge=0, le=1)
+    spec: ClassVar[str] = "F9"
+
+
+@register
+class DuplicateFault(_Shaping):
+    kind: Literal["duplicate"] = "duplicate"
+    probability: float = Field(default=1.0, ge=0, le=1)
+    spec: ClassVar[str] = "F9"
+
+
+@register
+class GarbleFault(_Shaping):
+    """Flip a random byte of each affected message on the wire: the receiver drops what no
+    longer decodes and takes whatever still does (a different sub_id, filter, tag, ...)."""
+
+    kind: Literal["garble"] = "garble"
+    probability: float = Field(default=1.0, ge=0, le=1)
+    spec: ClassVar[str] = "F9"
+
+
+@register
+class DelayFault(_Shaping):
+    kind: Literal["delay"] = "delay"
+    delay_ms: float = Field(ge=0)
+    jitter_ms: float = Field(default=0.0, ge=0)
+    spec: ClassVar[str] = "F11"
+
+
+# ---- link state -----------------------------------------------------------------------------
+
+
+class _LinkState(Fault):
+    link: LinkSelector
+
+
+@register
+class CutFault(_LinkState):
+    """Nothing passes, either way; healed after `duration` (without one: by a `heal`)."""
+
+    kind: Literal["cut"] = "cut"
+    lasting: ClassVar[Lasting] = "optional"
+
+
+@register
+class HealFault(_LinkState):
+    kind: Literal["heal"] = "heal"
+
+
+@register
+class FlapFault(_LinkState):
+    """Cut for `down` s, up for `up` s, again and again for `duration` s; healed at the end."""
+
+    kind: Literal["flap"] = "flap"
+    down: float = Field(default=0.5, gt=0)
+    up: float = Field(default=0.5, gt=0)
+    lasting: ClassVar[Lasting] = "required"
+
+
+@register
+class PartitionFault(Fault):
+    """Cut every link between the selected brokers and the rest of the tree."""
+
+    kind: Literal["partition"] = "partition"
+    target: BrokerSelector
+    lasting: ClassVar[Lasting] = "optional"
+
+    def check(self, tree: Tree, params: Params | None) -> None:
+        super().check(tree, params)
+        side = self.target.resolve(tree, random.Random(0))
+        if self.target.random is None and not tree.boundary(side):
+            raise FaultError("target", f"{self.target.describe()} is the whole tree: no link"
+                             " crosses its boundary")
+
+    def describe(self) -> str:
+        return f"partition {self.target.describe()}"
+
+
+# ---- processes ------------------------------------------------------------------------------
+
+
+@register
+class CrashFault(OnBrokers):
+    """SIGKILL: no drain, RAM lost. With `duration`, a fresh process (empty RAM, same ROM)
+    starts that much later; without, the broker stays down until a `restart`."""
+
+    kind: Literal["crash"] = "crash"
+    lasting: ClassVar[Lasting] = "optional"
+    spec: ClassVar[str] = "F6"
+
+
+@register
+class RestartFault(OnBrokers):
+    kind: Literal["restart"] = "restart"
+    spec: ClassVar[str] = "F6"
+
+
+@register
+class PauseFault(OnBrokers):
+    """SIGSTOP for `duration`, then SIGCONT: a broker that is alive but answers nothing; its
+    neighbours' messages wait in the kernel and arrive late, its timers fire late."""
+
+    kind: Literal["pause"] = "pause"
+    lasting: ClassVar[Lasting] = "required"
+
+
+# ---- clients --------------------------------------------------------------------------------
+
+
+@register
+class ClientCrashFault(OnBrokers):
+    """A chaos client subscribes at each target broker `settle` s before the fault, refreshes
+    until then, and crashes at the planned time (its refreshes stop, no unsubscription): its
+    entries must vanish within 2π (F12)."""
+
+    kind: Literal["client_crash"] = "client_crash"
+    filter: str = "true"
+    settle: float = Field(default=1.0, ge=0)  # s between subscribing and crashing
+
+    @property
+    def lead(self) -> float:
+        return self.settle
+
+    spec: ClassVar[str] = "F12"
+
+    _filter = field_validator("filter")(lambda value: _parses(value))
+
+
+def replica(rom: Rom, core: dict[str, Any]) -> Broker:
+    """A core Broker with this ROM and the tables of a snapshot (what random faults draw from
+    and are tried on)."""
+    broker = Broker(rom)
+    broker.ram.next_timer = float(core.get("next_timer", 0.0))
+    for i, table in enumerate(core["tables"][: len(broker.ram.tables)]):
+        for e in table:
+            broker.ram.tables[i].add(Entry(e["sub_id"], Filter.parse(e["filter"]), e["dest"],
+                                           int(e["flag"])))
+    return broker
+
+
+def _random_effective(rom: Rom, core: dict[str, Any],
+                      rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
+    """A random type-correct fault (core.corruption.random_fault) that changes the state: one
+    that would not (a flag set to the flag it has) is drawn again, up to 20 times."""
+    from weeble.chaos.evidence import state_diff
+
+    filters = sorted({Filter.parse(e["filter"]) for t in core["tables"] for e in t}, key=str)
+    for _ in range(20):
+        fault = random_fault(replica(rom, core), rng, filters)
+        trial = replica(rom, core)
+        before = trial.snapshot()
+        try:
+            trial.step(0.0, fault)
+        except Exception:  # any fault the core refuses is drawn again
+            continue
+        if state_diff(before, trial.snapshot()):
+            break
+    return fault.target, _plain(fault.value), dict(fault.args)
+
+
+def _plain(value: Any) -> Any:
+    """A core fault value as JSON for the admin API (filters as their text)."""
+    if isinstance(value, Filter):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _parses(value: str) -> str:
+    try:
+        Filter.parse(value)
+    except FilterSyntaxError as e:
+        raise ValueError(f"{value!r}: {e}") from None
+    return value

@@ -1,0 +1,127 @@
+"""The verdict table: each injected fault, whether it took effect, and how the system recovered.
+
+Two sources meet here by fault id: the chaos runner's outcomes (what was injected where, and
+whether the system's own report shows that it took effect) and the analytics' per-fault verdict
+(stabilization time at the service level, the bound Δ, their ratio, and the publications lost,
+duplicated and reordered from the fault's start until the next fault). A fault passes when it
+took effect and its episode stabilized within Δ; the run passes when every fault does and the
+analytics' run verdict (which also judges the fault-free start) passes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from weeble.chaos.runner import Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    fault_id: str
+    kind: str
+    target: str
+    took_effect: bool | None
+    stabilization: float | None
+    status: str  # why there is no stabilization time, or "" when there is one
+    bound: float | None
+    ratio: float | None
+    lost: int | None
+    duplicated: int | None
+    reordered: int | None
+    passed: bool | None  # None: not judged (skipped, or no analysis)
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def verdict_rows(outcomes: Sequence[Outcome], analysis: dict[str, Any] | None) -> list[Row]:
+    judged = {f["fault_id"]: f for f in (analysis or {}).get("faults", [])}
+    rows = []
+    for o in outcomes:
+        target = ",".join(o.targets) or o.selector
+        if o.skipped is not None:
+            rows.append(Row(o.fault_id, o.kind, target, None, None, "", None, None, None, None,
+                            None, None, f"skipped: {o.skipped}"))
+            continue
+        v = judged.get(o.fault_id)
+        if v is None:
+            rows.append(Row(o.fault_id, o.kind, target, o.took_effect, None,
+                            "not analyzed" if analysis is None else "not in the analysis", None,
+                            None, None, None, None, None if analysis is None else False,
+                            o.error or ""))
+            continue
+        # the chaos evidence decides "took effect"; the analytics' view can only add a failure
+        took = o.took_effect and v.get("took_effect") is not False
+        passed = bool(took and v.get("pass"))
+        rows.append(Row(o.fault_id, o.kind, target, took, v.get("service_time"),
+                        "" if v.get("service_time") is not None else
+                        str(v.get("service_status") or "not stabilized"),
+                        v.get("bound"), v.get("ratio"), v.get("lost"), v.get("duplicated"),
+                        v.get("reordered"), passed, o.error or ""))
+    return rows
+
+
+def run_passes(rows: Sequence[Row], analysis: dict[str, Any] | None) -> bool:
+    verdict = (analysis or {}).get("verdict") or {}
+    return verdict.get("pass") is not False and all(r.passed is not False for r in rows)
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _int(x: int | None) -> str:
+    return "-" if x is None else str(x)
+
+
+def _mark(x: bool | None, yes: str = "yes", no: str = "NO") -> str:
+    return "-" if x is None else (yes if x else no)
+
+
+def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = (),
+                  file: Any = None) -> None:
+    """The table as plain text (stdout by default), readable in a CI log and by a parser."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="verdict per fault", title_justify="left", show_lines=False)
+    for name, justify in (("fault", "left"), ("kind", "left"), ("target", "left"),
+                          ("took effect", "center"), ("stabilization s", "right"),
+                          ("bound Δ s", "right"), ("ratio", "right"), ("lost", "right"),
+                          ("duplicated", "right"), ("reordered", "right"),
+                          ("verdict", "center")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        stab = _num(r.stabilization) if r.stabilization is not None else (r.status or "-")
+        verdict = ("skipped" if r.note.startswith("skipped") else
+                   _mark(r.passed, "pass", "FAIL"))
+        table.add_row(r.fault_id, r.kind, r.target, _mark(r.took_effect), stab, _num(r.bound),
+                      _num(r.ratio), _int(r.lost), _int(r.duplicated), _int(r.reordered),
+                      verdict)
+    console = Console(file=file or sys.stdout, width=140, no_color=True, highlight=False)
+    console.print(table)
+    for r in rows:
+        if r.note:
+            console.print(f"  {r.fault_id}: {r.note}")
+    for reason in reasons:
+        console.print(f"  why: {reason}")
+    console.print(f"run verdict: {'PASS' if passed else 'FAIL'}")
+
+
+def outcome_table(outcomes: Sequence[Outcome], file: Any = None) -> None:
+    """What `weeble chaos` shows: the injections and whether each took effect."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="chaos injections", title_justify="left")
+    for name in ("fault", "kind", "what", "targets", "took effect", "error"):
+        table.add_column(name)
+    for o in outcomes:
+        table.add_row(o.fault_id, o.kind, o.what, ",".join(o.targets) or "-",
+                      "skipped" if o.skipped else _mark(o.took_effect),
+                      o.skipped or o.error or "")
+    Console(file=file or sys.stdout, width=140, no_color=True, highlight=False).print(table)

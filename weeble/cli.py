@@ -1,0 +1,45 @@
+"""The `weeble` command line: argparse subcommands, one module each under weeble/commands/."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Adding a subcommand: write weeble/commands/<name>.py with `register`, add its name here.
+COMMANDS = ("simulate", "up", "status", "down", "run", "chaos", "publish", "subscribe", "analyze")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weeble",
+        description="Testbed for self-stabilizing publish/subscribe broker networks.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"weeble.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from weeble.commands import USER_ERRORS
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except USER_ERRORS as exc:
+        message = str(exc)
+        if isinstance(exc, FileNotFoundError) and exc.filename:
+            message = f"{exc.filename}: no such file"
+        elif isinstance(exc, OSError) and exc.filename:
+            message = f"{exc.filename}: {exc.strerror}"
+        print(f"weeble: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("weeble: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

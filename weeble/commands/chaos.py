@@ -1,0 +1,67 @@
+"""`weeble chaos EXPERIMENT.yaml [--run RUN]`: run a chaos experiment against a live testbed.
+
+The testbed is one started by `weeble up` (the newest run that is up, or --run). Every
+injection is recorded, with the evidence that it took effect, in the run's traces/chaos.jsonl;
+the table at the end says which faults took effect. Exit status 1 if one did not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "chaos",
+        help="run a chaos experiment against a live run",
+        description="Inject the faults of EXPERIMENT (a YAML schedule, see"
+                    " weeble/chaos/experiment.py) into the brokers of RUN (default: the newest"
+                    " run that is up), and record each with its evidence in the run's"
+                    " traces/chaos.jsonl.",
+    )
+    p.add_argument("experiment", help="experiment YAML file")
+    p.add_argument("--run", help="run id or run directory (default: the newest run up)")
+    p.add_argument("--runs-dir", default="runs", metavar="DIR")
+    p.add_argument("--until", type=float, metavar="S",
+                   help="inject nothing that starts later than S seconds from now")
+    p.add_argument("--quiet", action="store_true", help="no line per injection")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from weeble.chaos.experiment import ExperimentError, load_experiment
+    from weeble.chaos.runner import ChaosRunner
+    from weeble.chaos.verdict import outcome_table
+    from weeble.commands import UsageError
+    from weeble.orchestrator.local import signals_raise
+    from weeble.orchestrator.testbed import Testbed
+
+    if args.until is not None and not args.until > 0:
+        raise UsageError(f"--until: must be > 0, got {args.until}")
+    try:
+        experiment = load_experiment(args.experiment)
+    except ExperimentError as e:
+        raise UsageError(str(e)) from None
+    bed = Testbed.attach(args.run, runs_dir=args.runs_dir, active=args.run is None)
+    down = [b for b in bed.brokers if not bed.backend.alive(b)]
+    if len(down) == len(bed.brokers):
+        raise UsageError(f"run {bed.run_id}: no broker is running (start one with `weeble up`)")
+    try:
+        runner = ChaosRunner(bed, experiment, until=args.until,
+                             on_event=None if args.quiet else
+                             (lambda msg: print(f"  {msg}", file=sys.stderr)))
+    except ExperimentError as e:
+        raise UsageError(f"{args.experiment}: {e} (run {bed.run_id})") from None
+    print(f"chaos {experiment.name!r} on run {bed.run_id}: {len(runner.timeline)} injection(s),"
+          f" seed {runner.seed}", file=sys.stderr)
+    with signals_raise():
+        try:
+            outcomes = asyncio.run(runner.run())
+        finally:
+            bed.backend.close()  # attached: closing leaves the brokers running
+    outcome_table(outcomes)
+    print(f"evidence: {runner.trace.path}")
+    return 0 if all(o.took_effect for o in outcomes if o.skipped is None) else 1

@@ -1,0 +1,169 @@
+"""`weeble run SCENARIO`: a live run end to end — up, the workload and the scenario's chaos
+experiment for the duration, down, analysis, verdict.
+
+The traces land in runs/<id>/traces/ (with chaos.jsonl, the evidence of every injected fault),
+a summary in runs/<id>/summary.json; a short version of it is printed. Then the analytics
+(weeble.analytics, in this process) judge the run: the verdict table per fault goes to stdout
+with the report's path, and the exit status is 1 when a verdict fails. The brokers are stopped
+on every way out (normal end, error, Ctrl-C, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from weeble.commands.up import add_placement_options, warn_unsupported
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="run a scenario live: up, workload, down, traces",
+        description="Start SCENARIO's brokers, drive its workload against them for the"
+                    " duration, stop them and collect the traces into the run directory.",
+    )
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="seconds of workload (overrides the scenario's duration)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--no-chaos", action="store_true",
+                   help="do not apply the scenario's chaos experiment")
+    p.add_argument("--no-analysis", action="store_true",
+                   help="stop after collecting the traces (no Spark analysis, no verdict)")
+    add_placement_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from weeble.commands import UsageError
+    from weeble.orchestrator.local import signals_raise
+    from weeble.orchestrator.scenario import load_scenario
+    from weeble.orchestrator.summary import summarize
+    from weeble.orchestrator.testbed import Testbed
+    from weeble.orchestrator.workload import LiveWorkload, WorkloadStats
+
+    scenario = load_scenario(args.scenario)
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError(f"--duration: must be > 0, got {args.duration}")
+    duration = args.duration if args.duration is not None else scenario.duration
+    warn_unsupported(scenario)
+    console = Console(stderr=True)
+    columns = [TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed:.0f}/{task.total:.0f} s"), TimeRemainingColumn(),
+               TextColumn("{task.fields[info]}")]
+    with signals_raise():
+        bed = Testbed.plan(scenario, runs_dir=args.runs_dir, run_id=args.run_id,
+                           base_host=args.base_host, any_ports=args.any_ports)
+        with bed, Progress(*columns, console=console, transient=True,
+                           disable=args.quiet) as progress:
+            task = progress.add_task(f"starting {len(bed.brokers)} brokers", total=duration,
+                                     info="")
+            bed.up(on_event=lambda msg: progress.update(task, info=msg))
+            progress.update(task, description=f"run {bed.run_id}")
+
+            def tick(elapsed: float, s: WorkloadStats) -> None:
+                progress.update(task, completed=min(elapsed, duration),
+                                info=f"subs {s.live} pubs {s.publications}"
+                                     f" deliveries {s.deliveries} errors {s.errors}")
+
+            addresses = {b: a.listen for b, a in bed.addresses().items()}
+            workload = LiveWorkload(scenario, addresses,
+                                    bed.trace_dir if scenario.trace.enabled else None)
+            chaos = None
+            if scenario.chaos is not None and not args.no_chaos:
+                from weeble.chaos.runner import ChaosRunner
+
+                chaos = ChaosRunner(bed, scenario.chaos, until=duration,
+                                    on_event=lambda msg: progress.console.print(f"chaos {msg}"))
+            t0_ns = time.time_ns()
+            stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick))
+            progress.update(task, description="stopping", info="draining, collecting traces")
+            bed.down()
+            write_run_json(bed.run_dir, scenario, t0_ns, duration)
+    summary: dict[str, Any] = {"run_id": bed.run_id, "duration": duration,
+                               "workload": stats.as_dict()}
+    if scenario.trace.enabled:
+        summary["traces"] = summarize(bed.trace_dir, bed.brokers)
+    if outcomes:
+        summary["chaos"] = [o.as_dict() for o in outcomes]
+    (bed.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    t = summary.get("traces", {})
+    short = {
+        "run_id": bed.run_id,
+        "publications": t.get("publications", stats.publications),
+        "deliveries": t.get("deliveries", stats.deliveries),
+        "duplicate_deliveries": t.get("duplicate_deliveries"),
+        "subscriptions": stats.subscriptions,
+        "messages": t.get("messages"),
+        "client_errors": stats.errors,
+    }
+    print(json.dumps(short))
+    print(f"wrote {bed.run_dir}/summary.json and traces/", file=sys.stderr)
+    if stats.last_error:
+        print(f"weeble: warning: last client error: {stats.last_error}", file=sys.stderr)
+    if args.no_analysis:
+        return 0
+    return judge(bed.run_dir, outcomes, quiet=args.quiet)
+
+
+async def _drive(workload: Any, chaos: Any, duration: float,
+                 tick: Any) -> tuple[Any, list[Any]]:
+    """The workload for the duration, the chaos experiment beside it on the same clock; when
+    the workload ends, so does the experiment (its lasting faults are ended first)."""
+    task = asyncio.create_task(chaos.run()) if chaos is not None else None
+    try:
+        stats = await workload.run(duration, on_tick=tick)
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return stats, chaos.results() if chaos is not None else []
+
+
+def write_run_json(run_dir: Path, scenario: Any, t0_ns: int, duration: float) -> None:
+    """The live run's metadata for the analytics (analytics/schema.py RUN_JSON_EXAMPLE)."""
+    from weeble.analytics.schema import RUN_JSON, RUN_JSON_VERSION
+
+    p = scenario.params
+    data = {"v": RUN_JSON_VERSION, "name": scenario.name, "t0_ns": t0_ns, "duration": duration,
+            "routing": {"algorithm": scenario.routing.algorithm.value,
+                        "hierarchical": scenario.routing.hierarchical,
+                        "wrapper": scenario.routing.wrapper},
+            "params": {"pi": p.pi, "rho": p.rho, "delta_min": p.delta_min,
+                       "delta_max": p.delta_max, "d": p.d},
+            "seed": scenario.seed}
+    (run_dir / RUN_JSON).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
+    """Analyze the run in this process, print the verdict table and the report's path;
+    1 if a verdict fails."""
+    from weeble.analytics.pipeline import analyze
+    from weeble.analytics.schema import AnalyticsError
+    from weeble.chaos.verdict import print_verdict, run_passes, verdict_rows
+    from weeble.commands import UsageError
+
+    def progress(step: str) -> None:
+        if not quiet:
+            print(f"analyze: {step}", file=sys.stderr, flush=True)
+
+    try:
+        analysis = analyze(run_dir, progress=progress)
+    except AnalyticsError as exc:
+        raise UsageError(f"analysis of {run_dir}: {exc}") from None
+    rows = verdict_rows(outcomes, analysis)
+    passed = run_passes(rows, analysis)
+    print_verdict(rows, passed, analysis["verdict"].get("reasons", []))
+    print(f"report: {analysis.get('report') or run_dir / 'analysis'}")
+    return 0 if passed else 1

@@ -1,0 +1,1 @@
+"""Turns scenario files into running systems: topologies, the scenario schema, backends."""

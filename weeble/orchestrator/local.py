@@ -1,0 +1,445 @@
+"""LocalBackend: every broker a `python -m weeble.broker.runtime` subprocess on this machine.
+
+Each broker gets its own loopback address (127.0.0.x), so a broker is one host, as on a real
+network, and all of them can use the same port numbers. Link cuts and shaping go through the
+admin API of the brokers at both ends (CutLink/HealLink/SetLink): the kernel here has no netem,
+so the brokers emulate links in user space (DESIGN.md, "Network emulation").
+
+No process outlives the run by accident. Every broker a LocalBackend starts is stopped when the
+backend closes: at the end of its `with` block, on an exception, on Ctrl-C, on SIGTERM/SIGHUP
+inside `signals_raise()`, and from an atexit hook as the last resort. On purpose, `weeble up`
+calls `detach()` and leaves the brokers running; another process then `attach`es to them by
+the pids in the run's state file, and `stop_all` ends them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from weeble.broker.runtime.config import BrokerConfig, split_address
+from weeble.broker.runtime.links import LINK_SERVICE
+from weeble.broker.runtime.linkshaper import LinkShape
+from weeble.broker.runtime.process import BrokerProcess, BrokerStartError
+from weeble.orchestrator.backend import (
+    AdminAccess,
+    Backend,
+    BackendError,
+    BrokerAddress,
+    LinkShapeChange,
+)
+from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
+
+# ---- cleanup on every way out ---------------------------------------------------------------
+
+_open_backends: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_backends() -> None:
+    for backend in list(_open_backends):
+        with contextlib.suppress(Exception):
+            backend.close()
+
+
+@contextlib.contextmanager
+def signals_raise(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """Turn SIGTERM/SIGHUP into SystemExit while inside, so `with` blocks and `finally`
+    clauses stop the brokers, as they do for Ctrl-C's KeyboardInterrupt. (A signal's default
+    action would end the orchestrator without running them, leaving the brokers behind.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; its owner handles the signals
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+# ---- small helpers --------------------------------------------------------------------------
+
+
+def free_port(host: str) -> int:
+    """A port that is free on `host` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_free(address: str, what: str) -> None:
+    """Raise BackendError naming `address` if something already listens there."""
+    host, port = split_address(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # a TIME_WAIT leftover of an earlier run does not stop gRPC (it sets SO_REUSEADDR too)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise BackendError(
+                f"{what} {address}: {e.strerror or e}; is another run up? (`weeble status`, "
+                "`weeble down`), or choose other addresses (live.base_host, live.*_port)"
+            ) from None
+
+
+def pid_alive(pid: int, marker: str) -> bool:
+    """Is `pid` a running process whose command line contains `marker`?
+
+    The marker (the broker's config path) guards against a recycled pid. A zombie counts as
+    dead: a broker whose `weeble up` parent has exited may never be reaped here."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no procfs: fall back to "a process with this pid exists"
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X") and marker in cmdline.replace(b"\0", b" ").decode(
+        errors="replace")
+
+
+class _Admin:
+    """A blocking admin stub for one broker: the backend's control calls are synchronous."""
+
+    def __init__(self, broker_id: str, address: str, access: AdminAccess,
+                 timeout: float = 5.0) -> None:
+        self.broker_id = broker_id
+        self.timeout = timeout
+        self._metadata = (("authorization", f"Bearer {access.token}"),)
+        if access.ca is not None:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=access.ca.read_bytes(),
+                private_key=access.client_key.read_bytes() if access.client_key else None,
+                certificate_chain=access.client_cert.read_bytes() if access.client_cert else None,
+            )
+            self._channel = grpc.secure_channel(address, creds)
+        else:
+            self._channel = grpc.insecure_channel(address)
+        self._stub = admin_pb2_grpc.AdminStub(self._channel)
+
+    def call(self, method: str, request: Any) -> Any:
+        try:
+            return getattr(self._stub, method)(request, metadata=self._metadata,
+                                               timeout=self.timeout)
+        except grpc.RpcError as e:
+            code = e.code().name if hasattr(e, "code") else "ERROR"
+            details = e.details() if hasattr(e, "details") else str(e)
+            raise BackendError(f"{self.broker_id}: admin {method}: {code}: {details}") from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def wait_serving(address: str, timeout: float, *, links: bool, alive: Any,
+                 name: str) -> None:
+    """Poll gRPC health at `address` until SERVING (the link service: all links up)."""
+    deadline = time.monotonic() + timeout
+    service = LINK_SERVICE if links else ""
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if not alive():
+                raise BackendError(f"broker {name} is not running")
+            with contextlib.suppress(grpc.RpcError):
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            if time.monotonic() > deadline:
+                raise BackendError(f"broker {name} not {'linked' if links else 'serving'}"
+                                   f" after {timeout:g}s")
+            time.sleep(0.05)
+
+
+# ---- the backend ----------------------------------------------------------------------------
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, workdir: Path | str, access: AdminAccess, *,
+                 python: str = sys.executable, log_level: str = "INFO") -> None:
+        self.workdir = Path(workdir).resolve()
+        self.access = access
+        self.python = python
+        self.log_level = log_level
+        self._configs: dict[str, BrokerConfig] = {}
+        self._procs: dict[str, BrokerProcess] = {}  # started here
+        self._attached: dict[str, int] = {}  # started by another process: pid
+        self._admins: dict[str, _Admin] = {}
+        self._cuts: set[frozenset[str]] = set()
+        self._shapes: dict[tuple[str, str], LinkShape] = {}  # (from, to) -> current shape
+        self._detached = False
+        _open_backends.add(self)
+
+    @classmethod
+    def attach(cls, workdir: Path | str, access: AdminAccess,
+               brokers: dict[str, tuple[BrokerConfig, int | None]]) -> LocalBackend:
+        """Take over brokers another process started (their configs and pids). Closing the
+        result does not stop them; `stop_all` does."""
+        backend = cls(workdir, access)
+        backend._detached = True
+        for broker_id, (config, pid) in brokers.items():
+            backend._configs[broker_id] = config
+            if pid is not None:
+                backend._attached[broker_id] = pid
+        return backend
+
+    # ---- brokers ----------------------------------------------------------------------------
+
+    def _config(self, broker_id: str) -> BrokerConfig:
+        try:
+            return self._configs[broker_id]
+        except KeyError:
+            known = ", ".join(self._configs) or "none"
+            raise BackendError(f"unknown broker {broker_id!r} (brokers: {known})") from None
+
+    def config_path(self, broker_id: str) -> Path:
+        return self.workdir / f"{broker_id}.json"
+
+    def log_path(self, broker_id: str) -> Path:
+        return self.workdir / f"{broker_id}.log"
+
+    def check_addresses(self, config: BrokerConfig) -> None:
+        check_free(config.listen_address, f"broker {config.broker_id}: listen address")
+        check_free(config.admin_address, f"broker {config.broker_id}: admin address")
+        if config.metrics_address is not None:
+            check_free(config.metrics_address, f"broker {config.broker_id}: metrics address")
+
+    def start_broker(self, config: BrokerConfig) -> None:
+        broker_id = config.broker_id
+        if broker_id in self._configs and self.alive(broker_id):
+            raise BackendError(f"broker {broker_id} is already running")
+        self.check_addresses(config)
+        self._configs[broker_id] = config
+        self._attached.pop(broker_id, None)
+        proc = BrokerProcess(config, self.workdir, python=self.python, log_level=self.log_level)
+        try:
+            proc.start()
+        except OSError as e:
+            raise BackendError(f"broker {broker_id}: cannot start {self.python}: {e}") from None
+        self._procs[broker_id] = proc
+
+    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
+        proc = self._procs.get(broker_id)
+        if proc is not None:
+            try:
+                proc.wait_ready(timeout, links=links)
+            except BrokerStartError as e:
+                raise BackendError(str(e)) from None
+            return
+        config = self._config(broker_id)
+        wait_serving(config.listen_address, timeout, links=links, name=broker_id,
+                     alive=lambda: self.alive(broker_id))
+
+    def alive(self, broker_id: str) -> bool:
+        proc = self._procs.get(broker_id)
+        if proc is not None:
+            return proc.alive
+        pid = self._attached.get(broker_id)
+        return pid is not None and pid_alive(pid, str(self.config_path(broker_id)))
+
+    def handle(self, broker_id: str) -> str | None:
+        proc = self._procs.get(broker_id)
+        pid = proc.pid if proc is not None else self._attached.get(broker_id)
+        return None if pid is None else str(pid)
+
+    def brokers(self) -> list[str]:
+        return list(self._configs)
+
+    def address(self, broker_id: str) -> BrokerAddress:
+        c = self._config(broker_id)
+        return BrokerAddress(broker_id, c.listen_address, c.admin_address, c.metrics_address)
+
+    def _signal(self, broker_id: str, signum: int) -> None:
+        proc = self._procs.get(broker_id)
+        if proc is not None and proc.popen is not None:
+            if proc.popen.poll() is None:
+                proc.popen.send_signal(signum)
+            return
+        pid = self._attached.get(broker_id)
+        if pid is not None and self.alive(broker_id):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    def _wait_dead(self, broker_id: str, deadline: float) -> bool:
+        proc = self._procs.get(broker_id)
+        if proc is not None and proc.popen is not None:
+            with contextlib.suppress(Exception):
+                proc.popen.wait(max(0.0, deadline - time.monotonic()))
+            return proc.popen.poll() is not None
+        while self.alive(broker_id):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _exit_code(self, broker_id: str) -> int | None:
+        proc = self._procs.get(broker_id)
+        return proc.returncode if proc is not None else None
+
+    def stop_broker(self, broker_id: str, timeout: float = 10.0) -> int | None:
+        return self.stop_all(timeout, only=[broker_id])[broker_id]
+
+    def stop_all(self, timeout: float = 10.0, *,
+                 only: list[str] | None = None) -> dict[str, int | None]:
+        """SIGTERM to all at once (they drain in parallel), SIGKILL to those still up at the
+        deadline."""
+        targets = [self._config(b).broker_id for b in only] if only else self.brokers()
+        for b in targets:
+            self._signal(b, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for b in targets:
+            if not self._wait_dead(b, deadline):
+                self._signal(b, signal.SIGKILL)
+                self._wait_dead(b, time.monotonic() + 5)
+        self._drop_admins(targets)
+        return {b: self._exit_code(b) for b in targets}
+
+    def kill_broker(self, broker_id: str) -> None:
+        self._config(broker_id)
+        self._signal(broker_id, signal.SIGKILL)
+        self._wait_dead(broker_id, time.monotonic() + 5)
+        self._drop_admins([broker_id])
+
+    def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
+        """Kill the broker if it still runs, start a fresh process and return once it serves.
+
+        The new process starts from the config with empty RAM; the link shapes and cuts this
+        backend set are put back (a cut cable stays cut across a reboot)."""
+        config = self._config(broker_id)
+        if self.alive(broker_id):
+            self.kill_broker(broker_id)
+        shapes = {to: shape for (frm, to), shape in self._shapes.items() if frm == broker_id}
+        if shapes:
+            config = config.model_copy(update={"links": {**config.links, **shapes}})
+        self._configs.pop(broker_id)  # start_broker re-adds it
+        try:
+            self.start_broker(config)
+        except BackendError:
+            self._configs[broker_id] = config
+            raise
+        self.wait_healthy(broker_id, timeout)
+        for cut in self._cuts:
+            if broker_id in cut:
+                (other,) = cut - {broker_id}
+                self._admin(broker_id).call("CutLink", admin_pb2.LinkRequest(neighbor=other))
+
+    # ---- links ------------------------------------------------------------------------------
+
+    def _admin(self, broker_id: str) -> _Admin:
+        admin = self._admins.get(broker_id)
+        if admin is None:
+            admin = _Admin(broker_id, self._config(broker_id).admin_address, self.access)
+            self._admins[broker_id] = admin
+        return admin
+
+    def _drop_admins(self, brokers: list[str]) -> None:
+        for b in brokers:
+            admin = self._admins.pop(b, None)
+            if admin is not None:
+                admin.close()
+
+    def _ends(self, a: str, b: str) -> list[tuple[str, str]]:
+        """Both directions of link a-b, at the ends that are running."""
+        for x, y in ((a, b), (b, a)):
+            if y not in self._config(x).neighbors:
+                raise BackendError(f"no link {a}-{b}: {y} is not a neighbour of {x}")
+        return [(x, y) for x, y in ((a, b), (b, a)) if self.alive(x)]
+
+    def cut_link(self, a: str, b: str) -> None:
+        # Cut at both ends: each end drops what it would send and what it receives, so the
+        # link stays cut even while one end restarts.
+        self._cuts.add(frozenset((a, b)))
+        for x, y in self._ends(a, b):
+            self._admin(x).call("CutLink", admin_pb2.LinkRequest(neighbor=y))
+
+    def heal_link(self, a: str, b: str) -> None:
+        self._cuts.discard(frozenset((a, b)))
+        for x, y in self._ends(a, b):
+            self._admin(x).call("HealLink", admin_pb2.LinkRequest(neighbor=y))
+
+    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
+                   both_ways: bool = True) -> None:
+        ends = self._ends(a, b)
+        for x, y in ends if both_ways else [e for e in ends if e == (a, b)]:
+            reply = self._admin(x).call(
+                "SetLink", admin_pb2.SetLinkRequest(neighbor=y, **change.fields()))
+            s = reply.link.shape
+            self._shapes[x, y] = LinkShape(s.delay_ms, s.jitter_ms, s.loss, s.duplicate,
+                                           s.rate_bps, s.corrupt)
+
+    def link_cut(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self._cuts
+
+    # ---- results ----------------------------------------------------------------------------
+
+    def collect_traces(self, dest: Path) -> list[Path]:
+        """The brokers write their traces straight to files here; copy any kept elsewhere."""
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        out = []
+        for config in self._configs.values():
+            path = config.trace_path
+            if path is None or not Path(path).exists():
+                continue
+            target = dest / Path(path).name
+            if Path(path).resolve() != target.resolve():
+                shutil.copy2(path, target)
+            out.append(target)
+        return out
+
+    def log_tail(self, broker_id: str, lines: int = 30) -> str:
+        try:
+            text = self.log_path(broker_id).read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    @property
+    def detached(self) -> bool:
+        return self._detached
+
+    def detach(self) -> None:
+        """Leave the brokers running when this backend closes (`weeble up`)."""
+        self._detached = True
+        _open_backends.discard(self)
+
+    def close(self) -> None:
+        if not self._detached:
+            running = [b for b in self._procs if self.alive(b)]
+            if running:
+                self.stop_all(only=running)
+        self._drop_admins(list(self._admins))
+        _open_backends.discard(self)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,380 @@
+"""Testbed: a scenario's broker tree, live on a backend, with a run directory to show for it.
+
+    with Testbed.plan(scenario) as bed:          # configs, tokens, certificates; nothing runs
+        bed.up()                                  # start all, wait until serving and linked
+        async with bed.admin("b0") as admin: ...  # the chaos module drives it from here
+        bed.cut("b0", "b1"); bed.restart("b3")
+        bed.down()                                # SIGTERM, drain, collect the traces
+
+Everything a run leaves is under `runs/<id>/`:
+
+    testbed.json   the state file: brokers, pids, addresses, tokens (mode 0600), state
+    scenario.json  the validated scenario the run used (for replay in simulation)
+    brokers/       each broker's BrokerConfig (<id>.json) and log (<id>.log)
+    traces/        one JSON-lines trace per node, brokers and clients alike
+    tls/           the run's throwaway CA and certificates, when admin uses TLS
+
+`weeble status` and `weeble down` find a run by its state file (`Testbed.attach`), so they work
+from any process, not only the one that started the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from weeble.broker.runtime.admin_client import AdminClient
+from weeble.broker.runtime.certs import generate_run_certs
+from weeble.broker.runtime.config import BrokerConfig, TlsConfig
+from weeble.broker.runtime.linkshaper import LinkShape
+from weeble.orchestrator.backend import AdminAccess, BackendError, BrokerAddress, LinkShapeChange
+from weeble.orchestrator.local import LocalBackend, free_port
+from weeble.orchestrator.scenario import Scenario
+
+STATE_FILE = "testbed.json"
+TRACE_DIR = "traces"  # runs/<id>/traces/: one JSON-lines file per node
+STATE_VERSION = 1
+
+
+class RunNotFound(BackendError):
+    """No run matches what the user named (or no run exists yet)."""
+
+
+def new_run_id(name: str) -> str:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def host_of(base: str, index: int) -> str:
+    return str(ipaddress.IPv4Address(base) + index)
+
+
+class Testbed:
+    __test__ = False  # not a pytest test class, despite its name
+
+    def __init__(self, *, run_id: str, run_dir: Path, scenario: dict[str, Any],
+                 configs: dict[str, BrokerConfig], backend: LocalBackend, access: AdminAccess,
+                 root: str, edges: list[tuple[str, str]], link_token: str,
+                 created: str | None = None, state: str = "planned",
+                 startup_timeout: float = 30.0) -> None:
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.scenario = scenario  # the scenario as JSON data (attach has no Scenario object)
+        self.configs = configs
+        self.backend = backend
+        self.access = access
+        self.root = root
+        self.edges = edges
+        self.link_token = link_token
+        self.created = created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        self.state = state
+        self.startup_timeout = startup_timeout
+
+    # ---- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def plan(cls, scenario: Scenario, *, runs_dir: Path | str = "runs",
+             run_id: str | None = None, base_host: str | None = None,
+             any_ports: bool = False, log_level: str = "INFO") -> Testbed:
+        """Write the run directory and every broker's config; start nothing.
+
+        `base_host` overrides live.base_host; `any_ports` picks free ports instead of the
+        scenario's fixed ones (tests, and runs beside others)."""
+        run_id = run_id or new_run_id(scenario.name)
+        run_dir = (Path(runs_dir) / run_id).resolve()
+        if (run_dir / STATE_FILE).exists():
+            raise BackendError(f"run {run_id!r} exists already in {run_dir.parent}")
+        live = scenario.live
+        if base_host is not None:
+            live = live.model_copy(update={"base_host": base_host})
+        topology = scenario.build_topology()
+        brokers = list(topology.brokers)
+        hosts = {b: host_of(live.base_host, i) for i, b in enumerate(brokers)}
+        if not all(ipaddress.IPv4Address(h).is_loopback for h in hosts.values()):
+            raise BackendError(f"base host {live.base_host}: {len(brokers)} brokers do not fit"
+                               " in 127.0.0.0/8 from there")
+
+        def port(host: str, fixed: int | None) -> int:
+            return free_port(host) if any_ports or not fixed else fixed
+
+        listen = {b: f"{h}:{port(h, live.listen_port)}" for b, h in hosts.items()}
+        admin = {b: f"{h}:{port(h, live.admin_port)}" for b, h in hosts.items()}
+        metrics = {b: None if live.metrics_port is None else f"{h}:{port(h, live.metrics_port)}"
+                   for b, h in hosts.items()}
+
+        for sub in ("brokers", TRACE_DIR):
+            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+        admin_token = secrets.token_urlsafe(32)
+        link_token = secrets.token_urlsafe(24)
+        access = AdminAccess(admin_token)
+        tls: TlsConfig | None = None
+        if live.tls:
+            certs = generate_run_certs(run_dir / "tls", list(hosts.values()), run_id=run_id)
+            tls = TlsConfig(cert=certs.server_cert, key=certs.server_key, ca=certs.ca)
+            access = AdminAccess(admin_token, certs.ca, certs.client_cert, certs.client_key)
+
+        root = scenario.root_broker
+        parents = topology.parent_map(root)
+        params = scenario.params
+        shape = LinkShape(**live.links.model_dump())
+        shaped = shape != LinkShape()
+        r = scenario.routing
+        configs: dict[str, BrokerConfig] = {}
+        for i, b in enumerate(brokers):
+            neighbors = topology.neighbors(b)
+            configs[b] = BrokerConfig(
+                broker_id=b,
+                algorithm=r.algorithm,
+                params={"pi": params.pi, "rho": params.rho, "delta_min": params.delta_min,
+                        "delta_max": params.delta_max, "d": params.d},
+                root=root,
+                parent=parents[b],
+                hierarchical=r.hierarchical,
+                wrapper=r.wrapper,
+                options={"flag_rule": r.flag_rule, "unsub_counts_all": r.unsub_counts_all},
+                neighbors={n: listen[n] for n in neighbors},
+                listen_address=listen[b],
+                admin_address=admin[b],
+                admin_token=admin_token,
+                link_token=link_token,
+                tls=tls,
+                trace_path=run_dir / TRACE_DIR / f"{b}.jsonl" if scenario.trace.enabled else None,
+                metrics_address=metrics[b],
+                links={n: shape for n in neighbors} if shaped else {},
+                tuning={"link_batch_max": live.link_batch, "drain_timeout_s": live.drain,
+                        "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i},
+            )
+        backend = LocalBackend(run_dir / "brokers", access, log_level=log_level)
+        bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
+                  configs=configs, backend=backend, access=access, root=root,
+                  edges=[(a, b) for a, b in topology.links], link_token=link_token,
+                  startup_timeout=live.startup_timeout)
+        (run_dir / "scenario.json").write_text(json.dumps(bed.scenario, indent=2) + "\n")
+        bed.save_state()
+        return bed
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def up(self, on_event: Callable[[str], None] | None = None) -> None:
+        """Start every broker at once, wait until each serves and then until each has all its
+        links up. On any failure every broker is stopped again and BackendError says why."""
+        say = on_event or (lambda _msg: None)
+        self.state = "starting"
+        try:
+            for config in self.configs.values():  # fail before starting anything
+                self.backend.check_addresses(config)
+            for config in self.configs.values():
+                self.backend.start_broker(config)
+            self.save_state()
+            say(f"started {len(self.configs)} brokers")
+            for b in self.configs:
+                self.backend.wait_healthy(b, self.startup_timeout)
+            say("all brokers serving")
+            for b in self.configs:
+                self.backend.wait_healthy(b, self.startup_timeout, links=True)
+            say("all links up")
+        except BaseException as e:
+            self.backend.stop_all(timeout=5)
+            self.state = "failed"
+            self.save_state()
+            if isinstance(e, BackendError):
+                raise BackendError(f"run {self.run_id}: {e}") from None
+            raise
+        self.state = "up"
+        self.save_state()
+
+    def down(self, timeout: float = 15.0) -> dict[str, int | None]:
+        """Stop every broker (SIGTERM, drain, SIGKILL at the deadline); collect the traces."""
+        codes = self.backend.stop_all(timeout)
+        self.backend.collect_traces(self.trace_dir)
+        self.state = "down"
+        self.save_state()
+        return codes
+
+    def detach(self) -> None:
+        """Leave the brokers running after this process exits (`weeble up`)."""
+        self.backend.detach()
+
+    def close(self) -> None:
+        """Stop whatever this process started and still runs (idempotent)."""
+        if self.state in ("starting", "up") and not self.backend.detached:
+            self.down()
+        self.backend.close()
+
+    def __enter__(self) -> Testbed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- what the chaos module drives -------------------------------------------------------
+
+    @property
+    def trace_dir(self) -> Path:
+        """Where every node of the run (brokers, clients, chaos) writes its trace."""
+        return self.run_dir / TRACE_DIR
+
+    @property
+    def brokers(self) -> list[str]:
+        return list(self.configs)
+
+    def address(self, broker_id: str) -> BrokerAddress:
+        return self.backend.address(broker_id)
+
+    def addresses(self) -> dict[str, BrokerAddress]:
+        return {b: self.backend.address(b) for b in self.configs}
+
+    def admin(self, broker_id: str, timeout: float = 10.0) -> AdminClient:
+        return self.access.client(self.backend.address(broker_id).admin, timeout)
+
+    async def snapshot(self, broker_id: str) -> dict[str, Any]:
+        async with self.admin(broker_id) as admin:
+            return await admin.snapshot()
+
+    async def snapshots(self, brokers: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Admin snapshots of the given (default: all running) brokers, taken concurrently."""
+        names = brokers if brokers is not None else [b for b in self.configs
+                                                     if self.backend.alive(b)]
+        replies = await asyncio.gather(*(self.snapshot(b) for b in names))
+        return dict(zip(names, replies, strict=True))
+
+    def kill(self, broker_id: str) -> None:
+        self.backend.kill_broker(broker_id)
+        self.save_state()
+
+    def restart(self, broker_id: str) -> None:
+        self.backend.restart_broker(broker_id)
+        self.save_state()
+
+    def cut(self, a: str, b: str) -> None:
+        self.backend.cut_link(a, b)
+
+    def heal(self, a: str, b: str) -> None:
+        self.backend.heal_link(a, b)
+
+    def shape(self, a: str, b: str, *, both_ways: bool = True, **shape: float) -> None:
+        self.backend.shape_link(a, b, LinkShapeChange(**shape), both_ways=both_ways)
+
+    # ---- the state file ---------------------------------------------------------------------
+
+    @property
+    def state_path(self) -> Path:
+        return self.run_dir / STATE_FILE
+
+    def save_state(self) -> None:
+        data = {
+            "version": STATE_VERSION,
+            "run_id": self.run_id,
+            "created": self.created,
+            "state": self.state,
+            "backend": self.backend.name,
+            "orchestrator_pid": os.getpid(),
+            "root": self.root,
+            "edges": self.edges,
+            "startup_timeout": self.startup_timeout,
+            "admin": {"token": self.access.token,
+                      "ca": _str(self.access.ca), "client_cert": _str(self.access.client_cert),
+                      "client_key": _str(self.access.client_key)},
+            "link_token": self.link_token,
+            "brokers": {
+                b: {"pid": _int(self.backend.handle(b)),
+                    "config": str(self.backend.config_path(b)),
+                    "log": str(self.backend.log_path(b)),
+                    "listen": c.listen_address, "admin": c.admin_address,
+                    "metrics": c.metrics_address,
+                    "trace": _str(c.trace_path)}
+                for b, c in self.configs.items()
+            },
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        # it holds the admin token: readable by the owner only, and never half-written
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, self.state_path)
+
+    @classmethod
+    def attach(cls, run: str | Path | None = None, *, runs_dir: Path | str = "runs",
+               active: bool = False) -> Testbed:
+        """The testbed of a run started by any process: by run id, run directory, or (None)
+        the newest run in `runs_dir` (with `active`, the newest that is up)."""
+        run_dir = find_run(run, runs_dir=runs_dir, active=active)
+        data = read_state(run_dir)
+        a = data["admin"]
+        access = AdminAccess(a["token"], _path(a.get("ca")), _path(a.get("client_cert")),
+                             _path(a.get("client_key")))
+        configs: dict[str, BrokerConfig] = {}
+        procs: dict[str, tuple[BrokerConfig, int | None]] = {}
+        for b, info in data["brokers"].items():
+            config = BrokerConfig.load(info["config"]) if Path(info["config"]).exists() else None
+            if config is None:
+                raise BackendError(f"run {data['run_id']}: broker {b}: config file"
+                                   f" {info['config']} is missing")
+            configs[b] = config
+            procs[b] = (config, info.get("pid"))
+        backend = LocalBackend.attach(run_dir / "brokers", access, procs)
+        scenario_path = run_dir / "scenario.json"
+        scenario = json.loads(scenario_path.read_text()) if scenario_path.exists() else {}
+        return cls(run_id=data["run_id"], run_dir=run_dir, scenario=scenario, configs=configs,
+                   backend=backend, access=access, root=data["root"],
+                   edges=[tuple(e) for e in data["edges"]],  # type: ignore[misc]
+                   link_token=data["link_token"], created=data["created"],
+                   state=data["state"], startup_timeout=data.get("startup_timeout", 30.0))
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunNotFound(f"{run_dir}: not a run directory (no {STATE_FILE})") from None
+    except (OSError, ValueError) as e:
+        raise BackendError(f"{path}: unreadable state file: {e}") from None
+    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        raise BackendError(f"{path}: not a version-{STATE_VERSION} state file")
+    return data
+
+
+def runs(runs_dir: Path | str = "runs") -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every run in `runs_dir` with its state, newest first."""
+    found = []
+    for path in Path(runs_dir).glob(f"*/{STATE_FILE}"):
+        try:
+            found.append((path.parent, read_state(path.parent)))
+        except BackendError:
+            continue
+    found.sort(key=lambda item: (item[1].get("created", ""), item[0].name), reverse=True)
+    yield from found
+
+
+def find_run(run: str | Path | None, *, runs_dir: Path | str = "runs",
+             active: bool = False) -> Path:
+    if run is not None:
+        for candidate in (Path(runs_dir) / str(run), Path(run)):
+            if (candidate / STATE_FILE).exists():
+                return candidate.resolve()
+        raise RunNotFound(f"no run {str(run)!r} in {runs_dir}/ (and no such run directory)")
+    for run_dir, data in runs(runs_dir):
+        if not active or data.get("state") in ("starting", "up"):
+            return run_dir.resolve()
+    what = "no run is up" if active else "no runs"
+    raise RunNotFound(f"{what} in {runs_dir}/ (start one with `weeble up SCENARIO`)")
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: str | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
