@@ -61,3 +61,31 @@ def test_notebook_runs_on_a_run(handmade_run: Path, handmade_summary: dict) -> N
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 3  # correctness, stabilization, latency
+
+
+def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
+                                                               tmp_path: Path) -> None:
+    """Tables in `snapshot` records, checked here, give the simulator's own legitimacy verdicts
+    (same problem counts at the same instants), faults included."""
+    from weeble.analytics.ingest import ingest
+    from weeble.analytics.jobs import oracle, stabilization
+    from weeble.analytics.jobs.context import Context
+    from weeble.analytics.schema import load_meta
+    from weeble.broker.sim.run import simulate
+    from weeble.orchestrator.scenario import load_scenario
+
+    s = load_scenario(ROOT / "scenarios" / "sim-small.yaml")
+    fault = s.faults[0].model_copy(update={"at": 20.0})  # the root forgets its table
+    s = s.model_copy(update={"duration": 40.0, "faults": [fault], "check_every": 1.0,
+                             "trace": s.trace.model_copy(update={"snapshots_every": 2.0})})
+    simulate(s, tmp_path, progress=False)
+    out = tmp_path / "analysis"
+    report = ingest(spark, tmp_path, out)
+    ctx = Context.open(spark, tmp_path, load_meta(tmp_path), report.t_min_ns, report.t_max_ns)
+    ctx.write("subscriptions", oracle.intervals(ctx))
+    checks = stabilization._checks(ctx).toPandas()
+    by_source = {src: dict(zip(g["ts"], g["problems"], strict=True))
+                 for src, g in checks.groupby("source")}
+    snap, sim = by_source["snapshot"], by_source["legitimacy"]
+    assert len(snap) == 20 and any(snap.values())  # the fault shows
+    assert all(snap[t] == sim[t] for t in snap)
