@@ -7,17 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyspark  # noqa: F401  (a missing Spark must fail the suite, never skip it)
 import pytest
 
 from tests.analytics import handmade
-
-pytest.importorskip("pyspark")
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     if shutil.which("java") is None:
-        pytest.skip("no Java: Spark cannot start")
+        pytest.fail("no Java on PATH: Spark cannot start (scripts/setup.sh installs it)")
     from weeble.analytics.spark import session
 
     s = session("local[2]")
