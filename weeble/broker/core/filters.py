@@ -174,6 +174,17 @@ def _successor_prefix(p: str) -> str | None:
 # intersect / subset_of / union / contains / compile / render.
 
 
+def _with_holes(check: Check, excluded: frozenset[Value]) -> Check:
+    """`check`, minus the excluded points (returned as is when there are none)."""
+    if not excluded:
+        return check
+
+    def check_with_holes(v: Value) -> bool:
+        return check(v) and v not in excluded
+
+    return check_with_holes
+
+
 def _always(v: Value) -> bool:
     return True
 
@@ -259,13 +270,7 @@ class _Num:
         if lo == hi:
             return _num_point_check(lo)
         check = _NUM_RANGE_CHECKS[self.lo_inc, self.hi_inc](lo, hi)
-        if not excluded:
-            return check
-
-        def check_with_holes(v: Value) -> bool:
-            return check(v) and v not in excluded
-
-        return check_with_holes
+        return _with_holes(check, excluded)
 
     def render(self, name: str) -> list[str]:
         lo, hi = self.lo, self.hi
@@ -414,13 +419,7 @@ class _Str:
             def check(v: Value) -> bool:
                 return (type(v) is str or isinstance(v, str)) and lo <= v < hi
 
-        if not excluded:
-            return check
-
-        def check_with_holes(v: Value) -> bool:
-            return check(v) and v not in excluded
-
-        return check_with_holes
+        return _with_holes(check, excluded)
 
     def render(self, name: str) -> list[str]:
         lo, hi = self.lo, self.hi
