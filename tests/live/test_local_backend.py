@@ -15,13 +15,14 @@ from pathlib import Path
 import grpc
 import pytest
 import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.live.helpers import run
 from tests.live.livebed import REPO, next_base_host, scenario, start, wait_for, weeble
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.trace import read_trace
-from weeble.orchestrator.local import pid_alive
+from weeble.orchestrator.local import free_port, pid_alive
 from weeble.orchestrator.testbed import Testbed
 
 CHAIN = {"kind": "chain", "brokers": 3}  # b0 - b1 - b2
@@ -249,3 +250,48 @@ def test_address_in_use_is_refused_before_anything_starts(tmp_path: Path) -> Non
         result = weeble("up", str(path), "--runs-dir", str(tmp_path / "runs"))
     assert result.returncode == 2, result.stderr
     assert f"{host}:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_pause_link_state_and_run_time_membership(chain: Testbed, tmp_path: Path) -> None:
+    """The interface's evidence and run-time calls on the local backend: a paused broker is
+    stopped in the kernel's process table and serves again after resume; a cut shows at both
+    ends; a broker and a link added at run time serve and dial, and go again when removed."""
+    backend = chain.backend
+    paused = backend.pause_broker("b1")
+    assert paused.paused and paused.running and paused.detail == "T"
+    with grpc.insecure_channel(backend.address("b1").listen) as ch, \
+            pytest.raises(grpc.RpcError):  # a frozen process answers nothing
+        health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=0.5)
+    resumed = backend.resume_broker("b1")
+    assert resumed.running and not resumed.paused and resumed.detail != "T"
+    backend.wait_healthy("b1", 10)
+
+    assert not backend.link_state("b0", "b1").cut
+    backend.cut_link("b0", "b1")
+    state = backend.link_state("b0", "b1")
+    assert state.cut and state.ends == {"b0": "cut", "b1": "cut"}
+    backend.heal_link("b0", "b1")
+    assert not backend.link_state("b0", "b1").cut
+
+    # a fourth broker joins at run time as a leaf of b2
+    assert backend.links() == [("b0", "b1"), ("b1", "b2")]
+    base = backend.config("b2")
+    host = "127.0.0.1"
+    new = base.model_copy(update={
+        "broker_id": "b3", "parent": None, "neighbors": {}, "links": {},
+        "listen_address": f"{host}:{free_port(host)}", "admin_address": f"{host}:{free_port(host)}",
+        "metrics_address": None, "trace_path": tmp_path / "b3.jsonl"})
+    backend.add_broker(new)
+    backend.wait_healthy("b3", 20)
+    backend.add_link("b2", "b3")
+    assert backend.links() == [("b0", "b1"), ("b1", "b2"), ("b2", "b3")]
+    assert backend.peer_address("b3", "b2") == new.listen_address
+    assert backend.config("b2").neighbors["b3"] == new.listen_address
+    backend.restart_broker("b3")  # restarted from the config that knows its new neighbour
+    assert backend.broker_state("b3").running
+    backend.remove_link("b2", "b3")
+    assert "b3" not in backend.config("b2").neighbors
+    backend.remove_broker("b3")
+    assert "b3" not in backend.brokers() and backend.links() == [("b0", "b1"), ("b1", "b2")]
+    logs = backend.collect_logs(tmp_path / "logs")
+    assert {p.name for p in logs} >= {"b0.log", "b1.log", "b2.log"}

@@ -6,11 +6,12 @@
 Each injection starts at its planned offset from `run()`'s start, as its own task, so faults
 overlap when the schedule says so. A live action (one per fault kind, `@live(kind)`) carries
 the fault out through the admin API (state faults, injected messages, link shaping) or the
-backend's own controls (cuts, SIGKILL and restart, SIGSTOP/SIGCONT), then reads back what the
-system reports — that is the evidence. A lasting fault's action returns how to end it; the
-runner ends it at its planned end, or, on cancellation (Ctrl-C, the end of `weeble run`), at
-once: a testbed is never left paused, and a cut or a shaped link with a planned end is healed.
-A `cut` or `crash` without a duration stays until a later `heal` or `restart` ends it.
+backend's own controls (cuts, kill and restart, pause and resume), then reads back what the
+system and the backend report — that is the evidence. A lasting fault's action returns how to
+end it; the runner ends it at its planned end, or, on cancellation (Ctrl-C, the end of
+`weeble run`), at once: a testbed is never left paused, and a cut or a shaped link with a
+planned end is healed. A `cut` or `crash` without a duration stays until a later `heal` or
+`restart` ends it.
 
 One failed injection (a broker that is down, a table with no entry to corrupt) is recorded
 with `took_effect: false` and its error; the experiment goes on.
@@ -21,9 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
-import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from weeble.chaos import faults as F
 from weeble.chaos.evidence import TRACE_FILE, ChaosTrace, fault_fields, now_ns, state_diff
 from weeble.chaos.experiment import Experiment, Injection
 from weeble.chaos.selectors import Tree, link_key, link_name
+from weeble.orchestrator.backend import BackendError
 from weeble.orchestrator.testbed import Testbed
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class Live:
     params: Params
     trace_dir: Path
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    paused: set[int] = field(default_factory=set)  # pids stopped right now: always resumed
+    paused: set[str] = field(default_factory=set)  # brokers paused right now: always resumed
 
     async def backend(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A blocking backend call, off the loop, one at a time (the backend is synchronous
@@ -288,10 +288,10 @@ class ChaosRunner:
                     "ended_by": fault_id, "evidence": step.evidence})
 
     async def _resume_paused(self) -> None:
-        for pid in list(self.live.paused):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-            self.live.paused.discard(pid)
+        for b in list(self.live.paused):
+            with contextlib.suppress(BackendError):
+                await self.live.backend(self.bed.backend.resume_broker, b)
+            self.live.paused.discard(b)
 
 
 @dataclass
@@ -480,14 +480,21 @@ for _kind in ("drop", "duplicate", "garble", "delay"):
 
 
 async def _cut_links(ctx: Live, links: list[tuple[str, str]], cut: bool) -> Step:
+    """Cut (or heal) through the backend; the evidence is its mechanism's reading of each link
+    (each broker's own link state locally, interface or network state on Mininet/Docker)."""
     for a, b in links:
         await ctx.backend(ctx.bed.cut if cut else ctx.bed.heal, a, b)
-    states = await ctx.link_states(links)
     names = [link_name(x) for x in links]
-    evidence = {b: {n: s["state"] for n, s in ends.items() if isinstance(s, dict)}
-                if "error" not in ends else ends for b, ends in states.items()}
-    ok = all((s == "cut") == cut for ends in evidence.values() if "error" not in ends
-             for s in ends.values())
+    evidence: dict[str, Any] = {}
+    ok = True
+    for (a, b), name in zip(links, names, strict=True):
+        try:
+            state = await ctx.backend(ctx.bed.backend.link_state, a, b)
+        except BackendError as e:
+            evidence[name] = {"error": str(e)}
+            continue
+        evidence[name] = state.evidence()
+        ok = ok and state.cut == cut
     return Step(names, ok, evidence, links=names, undoes={link_key(x) for x in links},
                 error=None if ok else f"a link is not {'cut' if cut else 'healed'}")
 
@@ -551,34 +558,19 @@ async def _flap(ctx: Live, f: F.FlapFault, call: Call) -> Step:
 # ---- processes ------------------------------------------------------------------------------
 
 
-def _pid(ctx: Live, broker: str) -> int | None:
-    handle = ctx.bed.backend.handle(broker)
-    return int(handle) if handle is not None and ctx.bed.backend.alive(broker) else None
-
-
-def _proc_state(pid: int) -> str:
-    """The kernel's state letter of a process (R, S, T = stopped, Z, ...); '-' if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "-"
-    return stat.rsplit(")", 1)[-1].split()[0]
-
-
 async def _kill(ctx: Live, brokers: list[str]) -> Step:
     evidence: dict[str, Any] = {}
     errors = []
     for b in brokers:
-        pid = _pid(ctx, b)
-        if pid is None:
+        before = ctx.bed.backend.broker_state(b)
+        if not before.running:
             errors.append(f"{b}: not running")
             continue
         await ctx.backend(ctx.bed.kill, b)
-        alive = ctx.bed.backend.alive(b)
-        evidence[b] = {"pid": pid, "signal": "SIGKILL", "alive": alive,
-                       "process": _proc_state(pid)}
-        if alive:
-            errors.append(f"{b}: still running after SIGKILL")
+        after = ctx.bed.backend.broker_state(b)
+        evidence[b] = {**after.evidence(), "killed": before.handle}
+        if after.running:
+            errors.append(f"{b}: still running after the kill")
     return Step(brokers, not errors, evidence, error="; ".join(errors) or None)
 
 
@@ -614,45 +606,34 @@ async def _restart_action(ctx: Live, f: F.RestartFault, call: Call) -> Step:
     return await _restart(ctx, f.target.resolve(ctx.tree, call.rng))
 
 
-async def _signal(ctx: Live, brokers: list[str], pids: dict[str, int], sig: int,
-                  want: str) -> Step:
+async def _freeze(ctx: Live, brokers: list[str], pause: bool) -> Step:
+    """Pause (or resume) each broker through the backend; its state afterwards is the evidence."""
     evidence: dict[str, Any] = {}
     errors = []
     for b in brokers:
-        pid = pids.get(b)
-        if pid is None:
+        if pause and not ctx.bed.backend.alive(b):
             errors.append(f"{b}: not running")
             continue
         try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            errors.append(f"{b}: process {pid} is gone")
+            act = ctx.bed.backend.pause_broker if pause else ctx.bed.backend.resume_broker
+            state = await ctx.backend(act, b)
+        except BackendError as e:
+            errors.append(f"{b}: {e}")
             continue
-        if sig == signal.SIGSTOP:
-            ctx.paused.add(pid)
-        else:
-            ctx.paused.discard(pid)
-        state = "-"
-        for _ in range(50):  # the kernel applies the signal asynchronously
-            state = _proc_state(pid)
-            if (state == "T") == (want == "T"):
-                break
-            await asyncio.sleep(0.01)
-        evidence[b] = {"pid": pid, "signal": signal.Signals(sig).name, "process": state}
-        if (state == "T") != (want == "T"):
-            errors.append(f"{b}: process state {state!r} after {signal.Signals(sig).name}")
+        (ctx.paused.add if pause else ctx.paused.discard)(b)
+        evidence[b] = state.evidence()
+        if state.paused != pause:
+            errors.append(f"{b}: {'not paused' if pause else 'still paused'}"
+                          f" ({state.detail})")
     return Step(brokers, not errors, evidence, error="; ".join(errors) or None)
 
 
 @live("pause")
 async def _pause(ctx: Live, f: F.PauseFault, call: Call) -> Step:
     brokers = f.target.resolve(ctx.tree, call.rng)
-    if ctx.bed.backend.name != "local":
-        return Step(brokers, False, {}, error=f"pause needs process ids: not on the"
-                                              f" {ctx.bed.backend.name} backend")
-    pids = {b: pid for b in brokers if (pid := _pid(ctx, b)) is not None}
-    step = await _signal(ctx, brokers, pids, signal.SIGSTOP, "T")
-    step.end = lambda: _signal(ctx, brokers, pids, signal.SIGCONT, "running")
+    step = await _freeze(ctx, brokers, pause=True)
+    paused = [b for b in brokers if b in ctx.paused]
+    step.end = lambda: _freeze(ctx, paused, pause=False)
     return step
 
 

@@ -1,9 +1,15 @@
 """The backend interface: where a live run's brokers are and how the orchestrator handles them.
 
-One small interface for every place brokers can run (local processes today; network
-namespaces, Docker and Kubernetes later), so the testbed and the chaos module drive them all
-the same way. It is deliberately synchronous: each call is a short control action (start a
-process, flip a link), and an asyncio caller runs one with `asyncio.to_thread`.
+One interface for every place brokers can run (local processes, Mininet hosts, Docker
+containers, Kubernetes pods), so the testbed, the reconfiguration controllers and the chaos
+module drive them all the same way, and chaos never reaches around it (no `os.kill`, no
+`/proc` outside a backend). It is deliberately synchronous: each call is a short control
+action (start a process, flip a link), and an asyncio caller runs one with `asyncio.to_thread`.
+
+What a backend answers as evidence is its own mechanism's word: `broker_state` says what the
+process, container or pod is (running, paused, gone, with the kernel's or the engine's
+status), `link_state` says whether a link is cut and by what (user space at both ends, an
+interface down, a network disconnected, a NetworkPolicy).
 
 Broker state lives in the broker: `restart_broker` starts a fresh process with empty RAM (the
 same ROM, from the same config), which is what a crash-and-recover looks like to the others.
@@ -14,7 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.config import BrokerConfig
@@ -65,8 +71,53 @@ class AdminAccess:
                            client_key=self.client_key, timeout=timeout)
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    """What the backend sees of one broker's process, container or pod, as evidence.
+
+    `running`: it exists and has not exited (a paused broker is running); `paused`: it is
+    frozen (SIGSTOP, the cgroup freezer); `detail`: the backend's own word for it (the kernel's
+    process state letter, the container's status, the pod's phase)."""
+
+    broker_id: str
+    running: bool
+    paused: bool
+    handle: str | None  # pid, container id, pod name
+    detail: str
+    exit_code: int | None = None
+
+    def evidence(self) -> dict[str, Any]:
+        return {"handle": self.handle, "running": self.running, "paused": self.paused,
+                "process": self.detail,
+                **({"exit_code": self.exit_code} if self.exit_code is not None else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkState:
+    """Whether the overlay link a-b is cut, by which mechanism, and what each end shows.
+
+    `mechanism`: "user-space" (both brokers drop the link's traffic), "interface" (the link's
+    interfaces are down), "network" (a container left the link's network), "network-policy".
+    `ends`: per broker, what the mechanism reads there (link state, interface operstate)."""
+
+    a: str
+    b: str
+    cut: bool
+    mechanism: str
+    ends: dict[str, str]
+
+    def evidence(self) -> dict[str, Any]:
+        return {"cut": self.cut, "mechanism": self.mechanism, **self.ends}
+
+
 class Backend(ABC):
-    """Start, stop, crash and restart brokers; cut, heal and shape links; find and collect."""
+    """Start, stop, crash, restart, pause and resume brokers; cut, heal and shape links; add
+    and remove brokers and links at run time; find brokers; collect traces and logs; clean up.
+
+    Every backend keeps the run's configs (the brokers' ROM) and link set, so `restart_broker`
+    and `add_broker` start a broker the way the run knows it now. A backend object is a context
+    manager: leaving it (normally, by an exception, by Ctrl-C) calls `close()`, which stops and
+    removes everything it created unless `detach()` handed the brokers on (`weeble up`)."""
 
     name: ClassVar[str]
 
@@ -78,9 +129,9 @@ class Backend(ABC):
 
     @abstractmethod
     def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
-        """Return once the broker serves (with `links`: once every link of it is up).
-
-        Raises BackendError, with what the broker said, if it died or the time ran out."""
+        """Return once the broker's gRPC health says SERVING (with `links`: once every link
+        of it is up). Raises BackendError, with what the broker said, if it died or the time
+        ran out."""
 
     @abstractmethod
     def stop_broker(self, broker_id: str, timeout: float = 10.0) -> int | None:
@@ -95,22 +146,72 @@ class Backend(ABC):
         """Crash the broker: no drain, no goodbye, its RAM is lost."""
 
     @abstractmethod
-    def restart_broker(self, broker_id: str) -> None:
-        """Start a fresh process of a stopped or killed broker (same config, empty RAM)."""
+    def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
+        """Start a fresh process of the broker (killing it first if it runs): same config,
+        empty RAM. Returns once it serves. Link shapes and cuts this backend set stay."""
 
     @abstractmethod
-    def alive(self, broker_id: str) -> bool: ...
+    def pause_broker(self, broker_id: str) -> BrokerState:
+        """Freeze the broker (it keeps its RAM and sockets but does nothing); returns its state
+        after the freeze took hold."""
 
     @abstractmethod
+    def resume_broker(self, broker_id: str) -> BrokerState:
+        """Undo `pause_broker`; returns the state after it runs again."""
+
+    @abstractmethod
+    def broker_state(self, broker_id: str) -> BrokerState:
+        """What the backend sees of the broker right now (evidence for chaos)."""
+
+    def alive(self, broker_id: str) -> bool:
+        return self.broker_state(broker_id).running
+
     def handle(self, broker_id: str) -> str | None:
         """What identifies the running broker on this backend (a pid, a container id)."""
+        return self.broker_state(broker_id).handle
 
     @abstractmethod
     def brokers(self) -> list[str]:
         """Every broker this backend knows, running or not, in start order."""
 
     @abstractmethod
-    def address(self, broker_id: str) -> BrokerAddress: ...
+    def config(self, broker_id: str) -> BrokerConfig:
+        """The broker's config as this backend starts it now (links added and removed)."""
+
+    @abstractmethod
+    def address(self, broker_id: str) -> BrokerAddress:
+        """Where the orchestrator (admin, clients, health) reaches the broker."""
+
+    @abstractmethod
+    def peer_address(self, broker_id: str, neighbor: str) -> str:
+        """Where `neighbor` reaches `broker_id` over their link (host:port)."""
+
+    # ---- run-time membership ----------------------------------------------------------------
+
+    @abstractmethod
+    def add_broker(self, config: BrokerConfig) -> None:
+        """Make room for a broker that was not in the plan (a host, a container) and start
+        it; its config's neighbours must already be linked to it (`add_link`) or be none."""
+
+    @abstractmethod
+    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
+        """Stop the broker and take away what `add_broker`/`start_broker` made for it; its
+        links go with it."""
+
+    @abstractmethod
+    def add_link(self, a: str, b: str) -> None:
+        """Connect a and b at the network level and record b as a's neighbour and a as b's
+        (in the configs a restart uses). Telling running brokers about the new neighbour is the
+        reconfiguration's job (admin API), not the backend's."""
+
+    @abstractmethod
+    def remove_link(self, a: str, b: str) -> None:
+        """Undo `add_link`: the network path between a and b goes, and so do the neighbour
+        entries in their configs."""
+
+    @abstractmethod
+    def links(self) -> list[tuple[str, str]]:
+        """Every overlay link this backend has connected, each once (a < b)."""
 
     # ---- links ------------------------------------------------------------------------------
 
@@ -120,6 +221,10 @@ class Backend(ABC):
 
     @abstractmethod
     def heal_link(self, a: str, b: str) -> None: ...
+
+    @abstractmethod
+    def link_state(self, a: str, b: str) -> LinkState:
+        """Whether a-b is cut, as this backend's mechanism reads it (evidence for chaos)."""
 
     @abstractmethod
     def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
@@ -133,5 +238,31 @@ class Backend(ABC):
         """Bring every broker's trace file into `dest`; returns the files there."""
 
     @abstractmethod
+    def collect_logs(self, dest: Path) -> list[Path]:
+        """Bring every broker's log into `dest`; returns the files there."""
+
+    @abstractmethod
+    def log_tail(self, broker_id: str, lines: int = 30) -> str:
+        """The last lines of the broker's log (for error messages)."""
+
+    # ---- the end ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def detach(self) -> None:
+        """Leave the brokers running when this backend closes (`weeble up`)."""
+
+    @property
+    @abstractmethod
+    def detached(self) -> bool: ...
+
+    @abstractmethod
     def close(self) -> None:
-        """Stop whatever is still running (idempotent): the last word of every run."""
+        """Stop and remove whatever this backend created and still runs (idempotent): the last
+        word of every run, also on an exception and on Ctrl-C. A detached backend leaves its
+        brokers running."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -3,7 +3,9 @@
 Each broker gets its own loopback address (127.0.0.x), so a broker is one host, as on a real
 network, and all of them can use the same port numbers. Link cuts and shaping go through the
 admin API of the brokers at both ends (CutLink/HealLink/SetLink): the kernel here has no netem,
-so the brokers emulate links in user space (DESIGN.md, "Network emulation").
+so the brokers emulate links in user space (DESIGN.md, "Network emulation"). A pause is
+SIGSTOP/SIGCONT, and the evidence of a process's state is the kernel's state letter from
+/proc: this module is the one place of the project that signals or reads broker processes.
 
 No process outlives the run by accident. Every broker a LocalBackend starts is stopped when the
 backend closes: at the end of its `with` block, on an exception, on Ctrl-C, on SIGTERM/SIGHUP
@@ -40,7 +42,9 @@ from weeble.orchestrator.backend import (
     Backend,
     BackendError,
     BrokerAddress,
+    BrokerState,
     LinkShapeChange,
+    LinkState,
 )
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
 
@@ -124,6 +128,23 @@ def pid_alive(pid: int, marker: str) -> bool:
         errors="replace")
 
 
+def proc_state(pid: int) -> str:
+    """The kernel's state letter of a process (R, S, T = stopped, Z, ...); '-' if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "-"
+    return stat.rsplit(")", 1)[-1].split()[0]
+
+
+def _without(config: BrokerConfig, neighbor: str) -> BrokerConfig:
+    """The config with one neighbour (and its shaping, and the parent pointer to it) gone."""
+    return config.model_copy(update={
+        "neighbors": {n: a for n, a in config.neighbors.items() if n != neighbor},
+        "links": {n: s for n, s in config.links.items() if n != neighbor},
+        "parent": None if config.parent == neighbor else config.parent})
+
+
 class _Admin:
     """A blocking admin stub for one broker: the backend's control calls are synchronous."""
 
@@ -193,6 +214,7 @@ class LocalBackend(Backend):
         self._attached: dict[str, int] = {}  # started by another process: pid
         self._admins: dict[str, _Admin] = {}
         self._cuts: set[frozenset[str]] = set()
+        self._paused: set[str] = set()  # SIGSTOPped here: always continued before a stop
         self._shapes: dict[tuple[str, str], LinkShape] = {}  # (from, to) -> current shape
         self._detached = False
         _open_backends.add(self)
@@ -257,6 +279,10 @@ class LocalBackend(Backend):
         wait_serving(config.listen_address, timeout, links=links, name=broker_id,
                      alive=lambda: self.alive(broker_id))
 
+    def _pid(self, broker_id: str) -> int | None:
+        proc = self._procs.get(broker_id)
+        return proc.pid if proc is not None else self._attached.get(broker_id)
+
     def alive(self, broker_id: str) -> bool:
         proc = self._procs.get(broker_id)
         if proc is not None:
@@ -265,9 +291,42 @@ class LocalBackend(Backend):
         return pid is not None and pid_alive(pid, str(self.config_path(broker_id)))
 
     def handle(self, broker_id: str) -> str | None:
-        proc = self._procs.get(broker_id)
-        pid = proc.pid if proc is not None else self._attached.get(broker_id)
+        pid = self._pid(broker_id)
         return None if pid is None else str(pid)
+
+    def broker_state(self, broker_id: str) -> BrokerState:
+        self._config(broker_id)
+        pid = self._pid(broker_id)
+        running = self.alive(broker_id)
+        letter = proc_state(pid) if pid is not None and running else "-"
+        return BrokerState(broker_id, running=running, paused=letter == "T",
+                           handle=None if pid is None else str(pid), detail=letter,
+                           exit_code=None if running else self._exit_code(broker_id))
+
+    def _await_letter(self, broker_id: str, stopped: bool, timeout: float = 1.0) -> BrokerState:
+        """The state once the kernel applied SIGSTOP/SIGCONT (it does so asynchronously)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.broker_state(broker_id)
+            if state.paused == stopped or not state.running or time.monotonic() > deadline:
+                return state
+            time.sleep(0.01)
+
+    def pause_broker(self, broker_id: str) -> BrokerState:
+        if not self.alive(broker_id):
+            raise BackendError(f"broker {broker_id} is not running")
+        self._signal(broker_id, signal.SIGSTOP)
+        self._paused.add(broker_id)
+        return self._await_letter(broker_id, stopped=True)
+
+    def resume_broker(self, broker_id: str) -> BrokerState:
+        self._config(broker_id)
+        self._signal(broker_id, signal.SIGCONT)
+        self._paused.discard(broker_id)
+        return self._await_letter(broker_id, stopped=False)
+
+    def config(self, broker_id: str) -> BrokerConfig:
+        return self._config(broker_id)
 
     def brokers(self) -> list[str]:
         return list(self._configs)
@@ -275,6 +334,58 @@ class LocalBackend(Backend):
     def address(self, broker_id: str) -> BrokerAddress:
         c = self._config(broker_id)
         return BrokerAddress(broker_id, c.listen_address, c.admin_address, c.metrics_address)
+
+    def peer_address(self, broker_id: str, neighbor: str) -> str:
+        # one loopback address per broker: its neighbours dial the address clients use
+        self._config(neighbor)
+        return self._config(broker_id).listen_address
+
+    # ---- run-time membership ----------------------------------------------------------------
+
+    def add_broker(self, config: BrokerConfig) -> None:
+        if config.broker_id in self._configs:
+            raise BackendError(f"broker {config.broker_id} exists already")
+        unlinked = [n for n in config.neighbors if n not in self._configs
+                    or config.broker_id not in self._configs[n].neighbors]
+        if unlinked:
+            raise BackendError(f"broker {config.broker_id}: neighbour(s) {unlinked} are not"
+                               " linked to it (add_link first)")
+        self.start_broker(config)
+
+    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
+        config = self._config(broker_id)
+        if self.alive(broker_id):
+            self.stop_broker(broker_id, timeout)
+        for n in list(config.neighbors):
+            if n in self._configs:
+                self._configs[n] = _without(self._configs[n], broker_id)
+            self._cuts.discard(frozenset((broker_id, n)))
+        self._shapes = {k: v for k, v in self._shapes.items() if broker_id not in k}
+        del self._configs[broker_id]
+        self._procs.pop(broker_id, None)
+        self._attached.pop(broker_id, None)
+
+    def add_link(self, a: str, b: str) -> None:
+        ca, cb = self._config(a), self._config(b)
+        if a == b:
+            raise BackendError(f"link {a}-{b}: a broker is not its own neighbour")
+        # on loopback every broker already reaches every other: the link is the neighbour entry
+        self._configs[a] = ca.model_copy(
+            update={"neighbors": {**ca.neighbors, b: self.peer_address(b, a)}})
+        self._configs[b] = cb.model_copy(
+            update={"neighbors": {**cb.neighbors, a: self.peer_address(a, b)}})
+
+    def remove_link(self, a: str, b: str) -> None:
+        self._ends(a, b)  # raises if there is no such link
+        self._configs[a] = _without(self._configs[a], b)
+        self._configs[b] = _without(self._configs[b], a)
+        self._cuts.discard(frozenset((a, b)))
+        self._shapes.pop((a, b), None)
+        self._shapes.pop((b, a), None)
+
+    def links(self) -> list[tuple[str, str]]:
+        return sorted({(min(a, n), max(a, n)) for a, c in self._configs.items()
+                       for n in c.neighbors if n in self._configs})
 
     def _signal(self, broker_id: str, signum: int) -> None:
         proc = self._procs.get(broker_id)
@@ -313,6 +424,9 @@ class LocalBackend(Backend):
         targets = [self._config(b).broker_id for b in only] if only else self.brokers()
         for b in targets:
             self._signal(b, signal.SIGTERM)
+            if b in self._paused:  # a stopped process acts on SIGTERM only once continued
+                self._signal(b, signal.SIGCONT)
+                self._paused.discard(b)
         deadline = time.monotonic() + timeout
         for b in targets:
             if not self._wait_dead(b, deadline):
@@ -324,6 +438,7 @@ class LocalBackend(Backend):
     def kill_broker(self, broker_id: str) -> None:
         self._config(broker_id)
         self._signal(broker_id, signal.SIGKILL)
+        self._paused.discard(broker_id)
         self._wait_dead(broker_id, time.monotonic() + 5)
         self._drop_admins([broker_id])
 
@@ -397,6 +512,21 @@ class LocalBackend(Backend):
     def link_cut(self, a: str, b: str) -> bool:
         return frozenset((a, b)) in self._cuts
 
+    def link_state(self, a: str, b: str) -> LinkState:
+        """Each running end's own word on the link (Snapshot): "cut" at every running end."""
+        ends: dict[str, str] = {}
+        for x, y in ((a, b), (b, a)):
+            if y not in self._config(x).neighbors:
+                raise BackendError(f"no link {a}-{b}: {y} is not a neighbour of {x}")
+            if not self.alive(x):
+                ends[x] = "not running"
+                continue
+            reply = self._admin(x).call("Snapshot", admin_pb2.SnapshotRequest())
+            ends[x] = next((ls.state for ls in reply.links if ls.neighbor == y), "absent")
+        running = [s for s in ends.values() if s != "not running"]
+        cut = all(s == "cut" for s in running) if running else self.link_cut(a, b)
+        return LinkState(a, b, cut=cut, mechanism="user-space", ends=ends)
+
     # ---- results ----------------------------------------------------------------------------
 
     def collect_traces(self, dest: Path) -> list[Path]:
@@ -410,6 +540,20 @@ class LocalBackend(Backend):
                 continue
             target = dest / Path(path).name
             if Path(path).resolve() != target.resolve():
+                shutil.copy2(path, target)
+            out.append(target)
+        return out
+
+    def collect_logs(self, dest: Path) -> list[Path]:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        out = []
+        for b in self._configs:
+            path = self.log_path(b)
+            if not path.exists():
+                continue
+            target = dest / path.name
+            if path.resolve() != target.resolve():
                 shutil.copy2(path, target)
             out.append(target)
         return out
@@ -431,6 +575,8 @@ class LocalBackend(Backend):
         _open_backends.discard(self)
 
     def close(self) -> None:
+        for b in list(self._paused):  # a frozen broker would outlive a detached run frozen
+            self.resume_broker(b)
         if not self._detached:
             running = [b for b in self._procs if self.alive(b)]
             if running:
@@ -440,6 +586,3 @@ class LocalBackend(Backend):
 
     def __enter__(self) -> LocalBackend:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
