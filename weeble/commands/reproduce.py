@@ -1,0 +1,112 @@
+"""`weeble reproduce NAME --out DIR`: regenerate a paper's numbers and figures.
+
+Exit status: 0 when every claim is met within its tolerance, 1 when one is not, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from weeble.commands import UsageError
+
+
+def register(subparsers: Any) -> None:
+    from weeble.analytics.reproduce import EXPERIMENTS
+
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "reproduce",
+        help="reproduce a paper's numbers and figures: table, figures, verdict per claim",
+        description="Evaluate the experiment's grid (resuming from DIR/points), check every "
+                    "claim of the paper against its tolerance and write DIR/report.md, "
+                    "DIR/claims.json and the figures. Exits 1 if a claim is not met.",
+    )
+    p.add_argument("name", metavar="NAME", choices=[*EXPERIMENTS, "all"],
+                   help=f"what to reproduce: {', '.join(EXPERIMENTS)}, or all")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR",
+                   help="results directory (DIR/NAME for 'all'); rerunning resumes")
+    p.add_argument("--full", action="store_true",
+                   help="the paper's grid (default: a short grid that runs in minutes)")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from weeble.analytics.reproduce import EXPERIMENTS, experiment
+    from weeble.analytics.reproduce.framework import ReproduceError
+    from weeble.analytics.reproduce.framework import run as run_experiment
+
+    names = list(EXPERIMENTS) if args.name == "all" else [args.name]
+    console = Console(stderr=True, quiet=args.quiet)
+    status = 0
+    for name in names:
+        out = args.out / name if args.name == "all" else args.out
+        try:
+            with Progress(TextColumn(f"reproduce {name}"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.description}"), console=console,
+                          transient=True) as bar:
+                task = bar.add_task("", total=None)
+
+                def progress(done: int, total: int, what: str, task: Any = task,
+                             bar: Progress = bar) -> None:
+                    bar.update(task, completed=done, total=total, description=what)
+
+                result = run_experiment(experiment(name), out=out, full=args.full,
+                                        progress=progress)
+        except ReproduceError as exc:
+            raise UsageError(str(exc)) from None
+        if not args.quiet:
+            print_summary(result)
+        status = max(status, 0 if result.met else 1)
+    return status
+
+
+def print_summary(result: Any) -> None:
+    """The claims table (compact groups as one line each), then where everything is."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from weeble.analytics.reproduce.framework import difference, fmt
+
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
+        console = Console(width=200)
+    experiment = result.experiment
+    groups: dict[str, list[Any]] = {}
+    for o in result.outcomes:
+        groups.setdefault(o.claim.group, []).append(o)
+    for group, members in groups.items():
+        if group in experiment.compact_groups:
+            unmet = [o for o in members if not o.met]
+            console.print(f"{group}: {len(members) - len(unmet)} of {len(members)} values met"
+                          + "".join(f"\n  NOT met: {o.claim.statement}" for o in unmet))
+            continue
+        table = Table(title=group, title_justify="left")
+        for column in ("claim", "paper", "tolerance", *result.columns, "difference", "verdict"):
+            table.add_column(column, overflow="fold")
+        for o in members:
+            first = next((o.values[c] for c in result.columns if o.values.get(c) is not None),
+                         None)
+            rel = "" if o.claim.relation == "≈" else o.claim.relation + " "
+            table.add_row(
+                o.claim.statement, rel + fmt(o.claim.paper),
+                o.claim.tolerance.describe(o.claim.paper),
+                *(fmt(o.values.get(c)) if o.values.get(c) is not None
+                  else ("later" if c in experiment.pending else "—") for c in result.columns),
+                difference(first, o.claim.paper, o.claim.relation),
+                "[green]met[/]" if o.met else "[red bold]NOT met[/]")
+        console.print(table)
+    met = sum(o.met for o in result.outcomes)
+    console.print(f"{met} of {len(result.outcomes)} claims met; {result.evaluated} point "
+                  f"evaluations, {result.reused} reused from {result.report.parent / 'points'}")
+    for column, why in experiment.pending.items():
+        console.print(f"[dim]{column}: not computed yet: {why}[/]")
+    console.print(f"report: {result.report}")
+    for path, _ in result.figures:
+        console.print(f"figure: {path}")
+    sys.stdout.flush()
