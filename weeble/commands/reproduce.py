@@ -95,7 +95,7 @@ def print_summary(result: Any) -> None:
             rel = "" if o.claim.relation == "≈" else o.claim.relation + " "
             table.add_row(
                 o.claim.statement, rel + fmt(o.claim.paper),
-                o.claim.tolerance.describe(o.claim.paper),
+                o.claim.describe_tolerance(),
                 *(fmt(o.values.get(c)) if o.values.get(c) is not None
                   else ("later" if c in experiment.pending else "—") for c in result.columns),
                 difference(first, o.claim.paper, o.claim.relation),
