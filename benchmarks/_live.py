@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from weeble.orchestrator.scenario import parse_scenario
+from weeble.model.scenario import parse_scenario
 from weeble.orchestrator.testbed import Testbed
 from weeble.proto.v1 import client_pb2, client_pb2_grpc
 

@@ -34,7 +34,7 @@ EPS = 1e-9
 
 def make_trace(cache: Path, records: int) -> Path:
     from weeble.broker.sim.run import simulate
-    from weeble.orchestrator.scenario import load_scenario
+    from weeble.model.scenario import load_scenario
 
     duration = max(10.0, round(records / RECORDS_PER_SIM_SECOND / 10) * 10.0)
     run = cache / f"sim-small-x10-{int(duration)}s"

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _live import median, next_base_host, rss_mb, table
 from live_throughput import relays
 
-from weeble.orchestrator.scenario import load_scenario
+from weeble.model.scenario import load_scenario
 from weeble.orchestrator.testbed import Testbed
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml"

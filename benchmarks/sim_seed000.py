@@ -26,7 +26,7 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
 
 def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
     from weeble.broker.sim.run import simulate
-    from weeble.orchestrator.scenario import load_scenario
+    from weeble.model.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)
     if duration is not None:

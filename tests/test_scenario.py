@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from weeble.broker.core.rom import Algorithm
-from weeble.orchestrator.scenario import (
+from weeble.model.scenario import (
     CorruptFault,
     DropFault,
     ScenarioError,

@@ -27,7 +27,7 @@ from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.broker.sim.engine import Engine
 from weeble.broker.sim.run import simulate
 from weeble.broker.sim.workload import Clients, ClientSub
-from weeble.orchestrator.scenario import Scenario, Trace, load_scenario, parse_scenario
+from weeble.model.scenario import Scenario, Trace, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "scenarios" / "sim-small.yaml"

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from weeble.broker.core.rom import ConfigError
-from weeble.orchestrator.topology import Topology, chain, from_edges, kary_tree, random_tree
+from weeble.model.topology import Topology, chain, from_edges, kary_tree, random_tree
 
 
 def test_kary_tree_matches_the_thesis_setup() -> None:

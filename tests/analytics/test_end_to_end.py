@@ -72,7 +72,7 @@ def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
     from weeble.analytics.jobs.context import Context
     from weeble.analytics.schema import load_meta
     from weeble.broker.sim.run import simulate
-    from weeble.orchestrator.scenario import load_scenario
+    from weeble.model.scenario import load_scenario
 
     s = load_scenario(ROOT / "scenarios" / "sim-small.yaml")
     fault = s.faults[0].model_copy(update={"at": 20.0})  # the root forgets its table

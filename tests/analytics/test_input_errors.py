@@ -84,7 +84,7 @@ def test_every_field_has_one_type_across_kinds() -> None:
 def test_simulator_trace_is_valid_v1(tmp_path: Path) -> None:
     """Every record the simulator writes reads back under the schema (aliases applied)."""
     from weeble.broker.sim.run import simulate
-    from weeble.orchestrator.scenario import load_scenario
+    from weeble.model.scenario import load_scenario
 
     scenario = load_scenario(Path(__file__).parents[2] / "scenarios" / "sim-small.yaml")
     short = scenario.model_copy(update={"duration": 20.0, "faults": scenario.faults[:0]})

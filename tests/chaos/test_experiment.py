@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from weeble.chaos import faults as F
-from weeble.chaos.evidence import state_diff
-from weeble.chaos.experiment import ExperimentError, load_experiment, parse_experiment
-from weeble.chaos.selectors import BrokerSelector, LinkSelector, Tree
-from weeble.orchestrator.scenario import ScenarioError, parse_scenario
-from weeble.orchestrator.topology import kary_tree
+from weeble.model import faults as F
+from weeble.model.experiment import ExperimentError, load_experiment, parse_experiment
+from weeble.model.faults import state_diff
+from weeble.model.scenario import ScenarioError, parse_scenario
+from weeble.model.selectors import BrokerSelector, LinkSelector, Tree
+from weeble.model.topology import kary_tree
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = kary_tree(2, 3)  # b0; b1 b2; b3 b4 (under b1) b5 b6 (under b2)

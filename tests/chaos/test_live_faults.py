@@ -23,9 +23,9 @@ from tests.live.livebed import scenario, start, wait_for, weeble
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.sim.run import simulate
 from weeble.chaos.evidence import TRACE_FILE
-from weeble.chaos.experiment import parse_experiment
 from weeble.chaos.runner import ChaosRunner, Outcome
-from weeble.orchestrator.scenario import parse_scenario
+from weeble.model.experiment import parse_experiment
+from weeble.model.scenario import parse_scenario
 from weeble.orchestrator.testbed import Testbed
 
 PI, RHO = 2.0, 1.0

@@ -11,7 +11,7 @@ import yaml
 
 from weeble.broker.sim.run import simulate
 from weeble.chaos.evidence import TRACE_FILE
-from weeble.orchestrator.scenario import parse_scenario
+from weeble.model.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())

@@ -19,7 +19,7 @@ from typing import Any
 
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.legitimacy import LiveSub, SnapshotView, check
-from weeble.orchestrator.scenario import Scenario, parse_scenario
+from weeble.model.scenario import Scenario, parse_scenario
 from weeble.orchestrator.testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,38 +22,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from weeble.chaos.experiment import Injection
+from weeble.model.experiment import Injection
 
 NODE = "chaos"
 TRACE_FILE = "chaos.jsonl"
-SAMPLE = 20  # entries shown per side of a table diff; the counts are always complete
-
-
-def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """What changed in a broker's RAM between two core snapshots ({} = nothing)."""
-    diff: dict[str, Any] = {}
-    for key in ("next_timer", "rebuild_bit"):
-        if before.get(key) != after.get(key):
-            diff[key] = {"before": before.get(key), "after": after.get(key)}
-    for key in ("tables", "mergers"):
-        old, new = _entries(before.get(key)), _entries(after.get(key))
-        removed = sorted(old - new)
-        added = sorted(new - old)
-        if removed or added:
-            diff[key] = {"removed": len(removed), "added": len(added),
-                         "removed_sample": [json.loads(e) for e in removed[:SAMPLE]],
-                         "added_sample": [json.loads(e) for e in added[:SAMPLE]]}
-    return diff
-
-
-def _entries(value: Any) -> set[str]:
-    """Table entries (or mergers) as canonical JSON strings, tagged with their table index."""
-    if not value:
-        return set()
-    if isinstance(value, list) and value and isinstance(value[0], list):  # tables: [[...], ...]
-        return {json.dumps({"table": i, **e}, sort_keys=True)
-                for i, table in enumerate(value) for e in table}
-    return {json.dumps(e, sort_keys=True) for e in value}
 
 
 class ChaosTrace:

@@ -32,10 +32,11 @@ import grpc
 
 from weeble.broker.core.rom import Params
 from weeble.broker.runtime.wire import message_to_envelope
-from weeble.chaos import faults as F
-from weeble.chaos.evidence import TRACE_FILE, ChaosTrace, fault_fields, now_ns, state_diff
-from weeble.chaos.experiment import Experiment, Injection
-from weeble.chaos.selectors import Tree, link_key, link_name
+from weeble.chaos.evidence import TRACE_FILE, ChaosTrace, fault_fields, now_ns
+from weeble.model import faults as F
+from weeble.model.experiment import Experiment, Injection
+from weeble.model.faults import state_diff
+from weeble.model.selectors import Tree, link_key, link_name
 from weeble.orchestrator.backend import BackendError
 from weeble.orchestrator.testbed import Testbed
 

@@ -31,10 +31,11 @@ from weeble.broker.core.events import Corrupt, Receive, Start
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.rom import Params
 from weeble.broker.sim.engine import Engine
-from weeble.chaos import faults as F
-from weeble.chaos.evidence import NODE, fault_fields, state_diff
-from weeble.chaos.experiment import Experiment, Injection
-from weeble.chaos.selectors import Tree, link_key, link_name
+from weeble.chaos.evidence import NODE, fault_fields
+from weeble.model import faults as F
+from weeble.model.experiment import Experiment, Injection
+from weeble.model.faults import state_diff
+from weeble.model.selectors import Tree, link_key, link_name
 
 
 class TraceSink(Protocol):

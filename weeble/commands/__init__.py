@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from weeble.broker.core.filters import FilterSyntaxError
 from weeble.broker.core.rom import ConfigError
+from weeble.model.scenario import ScenarioError
 from weeble.orchestrator.backend import BackendError
-from weeble.orchestrator.scenario import ScenarioError
 
 
 class UsageError(Exception):

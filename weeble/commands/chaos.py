@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
         "chaos",
         help="run a chaos experiment against a live run",
         description="Inject the faults of EXPERIMENT (a YAML schedule, see"
-                    " weeble/chaos/experiment.py) into the brokers of RUN (default: the newest"
+                    " weeble/model/experiment.py) into the brokers of RUN (default: the newest"
                     " run that is up), and record each with its evidence in the run's"
                     " traces/chaos.jsonl.",
     )
@@ -32,10 +32,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from weeble.chaos.experiment import ExperimentError, load_experiment
     from weeble.chaos.runner import ChaosRunner
     from weeble.chaos.verdict import outcome_table
     from weeble.commands import UsageError
+    from weeble.model.experiment import ExperimentError, load_experiment
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.testbed import Testbed
 

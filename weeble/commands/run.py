@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from weeble.commands import UsageError
+    from weeble.model.scenario import load_scenario
     from weeble.orchestrator.local import signals_raise
-    from weeble.orchestrator.scenario import load_scenario
     from weeble.orchestrator.summary import summarize
     from weeble.orchestrator.testbed import Testbed
     from weeble.orchestrator.workload import LiveWorkload, WorkloadStats

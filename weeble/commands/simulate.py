@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from weeble.broker.sim.run import simulate
-    from weeble.orchestrator.scenario import load_scenario
+    from weeble.model.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     summary = simulate(scenario, args.out, progress=not args.quiet)

@@ -38,8 +38,8 @@ def warn_unsupported(scenario: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from weeble.model.scenario import load_scenario
     from weeble.orchestrator.local import signals_raise
-    from weeble.orchestrator.scenario import load_scenario
     from weeble.orchestrator.testbed import Testbed
 
     scenario = load_scenario(args.scenario)

@@ -34,9 +34,9 @@ from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.config import BrokerConfig, TlsConfig
 from weeble.broker.runtime.linkshaper import LinkShape
+from weeble.model.scenario import Scenario
 from weeble.orchestrator.backend import AdminAccess, BackendError, BrokerAddress, LinkShapeChange
 from weeble.orchestrator.local import LocalBackend, free_port
-from weeble.orchestrator.scenario import Scenario
 
 STATE_FILE = "testbed.json"
 TRACE_DIR = "traces"  # runs/<id>/traces/: one JSON-lines file per node

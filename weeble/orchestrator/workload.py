@@ -39,7 +39,7 @@ import grpc
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.core.filters import Filter, Value
 from weeble.broker.runtime.trace import TraceWriter
-from weeble.orchestrator.scenario import Scenario
+from weeble.model.scenario import Scenario
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from weeble.broker.core.legitimacy import LiveSub, check
 from weeble.broker.core.messages import Message, Notification
 from weeble.broker.core.rom import Algorithm, Options, Params, Rom
 from weeble.broker.sim.engine import Engine, Node
-from weeble.orchestrator.topology import Topology
+from weeble.model.topology import Topology
 
 
 @dataclass(slots=True)

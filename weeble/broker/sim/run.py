@@ -38,7 +38,7 @@ from weeble.broker.core.rom import Rom
 from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
 from weeble.broker.sim.trace import SIM, TraceWriter, message_fields
 from weeble.broker.sim.workload import Clients, ClientSub
-from weeble.orchestrator.scenario import (
+from weeble.model.scenario import (
     CorruptFault,
     CrashFault,
     DelayFault,
@@ -510,7 +510,7 @@ def _chaos(scenario: Scenario, engine: Engine, brokers: dict[str, Broker], clien
     if scenario.chaos is None:
         return []
     from weeble.chaos import sim as chaos_sim
-    from weeble.chaos.experiment import tree_of_scenario
+    from weeble.model.experiment import tree_of_scenario
 
     target = chaos_sim.Sim(engine, brokers, tree_of_scenario(scenario), scenario.params, clients)
     seed = scenario.chaos.seed if scenario.chaos.seed is not None else scenario.seed

@@ -32,7 +32,7 @@ from weeble.broker.core.events import ClientPublish, ClientSubscribe, ClientUnsu
 from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.messages import Notification
 from weeble.broker.sim.engine import Engine
-from weeble.orchestrator.scenario import Scenario
+from weeble.model.scenario import Scenario
 
 INF = math.inf
 

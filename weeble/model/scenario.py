@@ -25,7 +25,7 @@ Example (every field that has a default may be left out):
     trace: {sends: false, snapshots_every: null}
     check_every: 1.0
     live: {base_host: 127.0.0.2, listen_port: 7000, tls: false}   # live runs only
-    chaos:                   # a chaos experiment (weeble/chaos/experiment.py), live and sim
+    chaos:                   # a chaos experiment (weeble/model/experiment.py), live and sim
       faults:
         - {kind: cut, link: [b0, b1], at: 60, duration: 5}
 """
@@ -45,9 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from weeble.broker.core.corruption import TARGETS as CORRUPT_TARGETS
 from weeble.broker.core.filters import Filter, FilterSyntaxError
 from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params
-from weeble.chaos.experiment import Experiment, ExperimentError, tree_of_scenario
-from weeble.orchestrator import topology as topo
-from weeble.orchestrator.topology import Topology
+from weeble.model import topology as topo
+from weeble.model.experiment import Experiment, ExperimentError, tree_of_scenario
+from weeble.model.topology import Topology
 
 
 class ScenarioError(ValueError):

@@ -34,6 +34,7 @@ simulated one in sim.py (`@simulated("kind")`).
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any, ClassVar, Literal
 
@@ -46,11 +47,12 @@ from weeble.broker.core.messages import Message as CoreMessage
 from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.broker.core.rom import Params, Rom
 from weeble.broker.core.table import Entry
-from weeble.chaos.selectors import BrokerSelector, LinkSelector, SelectorError, Tree
+from weeble.model.selectors import BrokerSelector, LinkSelector, SelectorError, Tree
 
 Lasting = Literal["never", "optional", "required"]
 Direction = Literal["both", "forward", "backward"]
 RANDOM_FIELD = "random"  # corrupt: a random type-correct fault drawn from the broker's state
+SAMPLE = 20  # entries shown per side of a table diff; the counts are always complete
 ENTRY_FIELDS = ("entry.filter", "entry.sub_id", "entry.dest", "entry.flag", "entry.delete")
 
 
@@ -439,8 +441,6 @@ def _random_effective(rom: Rom, core: dict[str, Any],
                       rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
     """A random type-correct fault (core.corruption.random_fault) that changes the state: one
     that would not (a flag set to the flag it has) is drawn again, up to 20 times."""
-    from weeble.chaos.evidence import state_diff
-
     filters = sorted({Filter.parse(e["filter"]) for t in core["tables"] for e in t}, key=str)
     for _ in range(20):
         fault = random_fault(replica(rom, core), rng, filters)
@@ -472,3 +472,30 @@ def _parses(value: str) -> str:
     except FilterSyntaxError as e:
         raise ValueError(f"{value!r}: {e}") from None
     return value
+
+
+def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What changed in a broker's RAM between two core snapshots ({} = nothing)."""
+    diff: dict[str, Any] = {}
+    for key in ("next_timer", "rebuild_bit"):
+        if before.get(key) != after.get(key):
+            diff[key] = {"before": before.get(key), "after": after.get(key)}
+    for key in ("tables", "mergers"):
+        old, new = _entries(before.get(key)), _entries(after.get(key))
+        removed = sorted(old - new)
+        added = sorted(new - old)
+        if removed or added:
+            diff[key] = {"removed": len(removed), "added": len(added),
+                         "removed_sample": [json.loads(e) for e in removed[:SAMPLE]],
+                         "added_sample": [json.loads(e) for e in added[:SAMPLE]]}
+    return diff
+
+
+def _entries(value: Any) -> set[str]:
+    """Table entries (or mergers) as canonical JSON strings, tagged with their table index."""
+    if not value:
+        return set()
+    if isinstance(value, list) and value and isinstance(value[0], list):  # tables: [[...], ...]
+        return {json.dumps({"table": i, **e}, sort_keys=True)
+                for i, table in enumerate(value) for e in table}
+    return {json.dumps(e, sort_keys=True) for e in value}

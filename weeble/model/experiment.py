@@ -33,8 +33,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from weeble.broker.core.rom import Params
-from weeble.chaos.faults import KINDS, Fault, FaultError
-from weeble.chaos.selectors import Tree
+from weeble.model.faults import KINDS, Fault, FaultError
+from weeble.model.selectors import Tree
 
 # Every registered kind, told apart by `kind` (pydantic reports an unknown kind by name).
 FaultSpec = Annotated[Union[tuple(KINDS.values())], Field(discriminator="kind")]  # noqa: UP007
