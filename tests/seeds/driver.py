@@ -195,3 +195,78 @@ class SkipRingWorld:
             m = self.member(v)
             out[v] = (m.label, m.left, m.right, m.ring, dict(m.shortcuts), m.store.root)
         return out
+
+
+class SketchWorld:
+    """Brokers of seed 002's model on a tree, over FIFO links, with per-edge stabilization."""
+
+    def __init__(self, edges: Iterable[tuple[str, str]], *, params: Any, seed: int = 0,
+                 delay: tuple[float, float] = (0.005, 0.02)) -> None:
+        from weeble.broker.core.sketch.edge import AntiEntropyNode
+
+        self.net = Net(seed=seed, delay=delay, fifo=True)
+        self.tree: dict[str, set[str]] = {}
+        for a, b in edges:
+            self.tree.setdefault(a, set()).add(b)
+            self.tree.setdefault(b, set()).add(a)
+        self.nodes = {v: AntiEntropyNode(v, ns, params=params, seed=seed)
+                      for v, ns in self.tree.items()}
+        self._timer_gen: Counter[tuple[str, str]] = Counter()
+        self.delivered: Counter[str] = Counter()
+        for v, node in self.nodes.items():
+            self.net.handlers[v] = lambda src, msg, v=v: self.emit(
+                v, self.nodes[v].receive(self.net.now, src, msg))
+            self.emit(v, node.start(0.0))
+
+    def emit(self, v: str, effects: Iterable[Any]) -> None:
+        from weeble.broker.core.events import SetTimer
+        from weeble.broker.core.sketch.edge import Delivered as EventDelivered
+
+        for e in effects:
+            if isinstance(e, Send):
+                self.net.send(v, e.neighbor, e.message)
+            elif isinstance(e, SetTimer):
+                key = (v, e.timer)
+                self._timer_gen[key] += 1
+                gen = self._timer_gen[key]
+                self.net.at(max(e.at, self.net.now), self._fire, v, e.timer, gen)
+            elif isinstance(e, EventDelivered):
+                self.delivered[v] += 1
+
+    def _fire(self, v: str, name: str, gen: int) -> None:
+        if self._timer_gen[(v, name)] == gen:
+            self.emit(v, self.nodes[v].timer(self.net.now, name))
+
+    def cut(self, a: str, b: str) -> None:
+        self.net.cut.add(frozenset((a, b)))
+        self.tree[a].discard(b)
+        self.tree[b].discard(a)
+        self.emit(a, self.nodes[a].link_down(self.net.now, b))
+        self.emit(b, self.nodes[b].link_down(self.net.now, a))
+
+    def heal(self, a: str, b: str) -> None:
+        self.net.cut.discard(frozenset((a, b)))
+        self.tree[a].add(b)
+        self.tree[b].add(a)
+        self.emit(a, self.nodes[a].link_up(self.net.now, b))
+        self.emit(b, self.nodes[b].link_up(self.net.now, a))
+
+    def held(self) -> dict[tuple[str, str], set[Any]]:
+        return {(a, b): set(self.nodes[a].router.held.get(b, ()))
+                for a, ns in self.tree.items() for b in ns}
+
+    def local(self) -> dict[str, set[Any]]:
+        return {v: set(n.router.local) for v, n in self.nodes.items()}
+
+    def legal(self) -> bool:
+        from weeble.broker.core.sketch.routing import globally_legal
+
+        return globally_legal(self.tree, self.held(), self.local())
+
+    def run_until_legal(self, limit: float, step: float = 0.5) -> float | None:
+        start = self.net.now
+        while self.net.now - start < limit:
+            self.net.run(self.net.now + step)
+            if self.legal():
+                return self.net.now - start
+        return None
