@@ -65,14 +65,15 @@ def baseline(run: Path) -> tuple[dict[str, float], dict[str, Any]]:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from weeble.analytics.schema import load_meta
     from weeble.broker.core.filters import Filter
+    from weeble.trace.reader import read_header
 
-    meta = load_meta(run)
+    info = read_header(run)
+    meta = info.header
     events = run / "analysis" / "events"
     ingest = json.loads((run / "analysis" / "ingest.json").read_text())
-    t0 = meta.t0_ns or ingest["t_min_ns"]
-    end = meta.duration or (ingest["t_max_ns"] - t0) / 1e9
+    t0 = info.t0_ns
+    end = ((info.end_ns or ingest["t_max_ns"]) - t0) / 1e9
     A, D, linger = meta.activation, meta.deactivation, meta.crash_linger
     times: dict[str, float] = {}
 

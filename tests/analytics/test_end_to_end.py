@@ -70,9 +70,9 @@ def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
     from weeble.analytics.ingest import ingest
     from weeble.analytics.jobs import oracle, stabilization
     from weeble.analytics.jobs.context import Context
-    from weeble.analytics.schema import load_meta
     from weeble.broker.sim.run import simulate
     from weeble.model.scenario import load_scenario
+    from weeble.trace.reader import read_header
 
     s = load_scenario(ROOT / "scenarios" / "sim-small.yaml")
     fault = s.faults[0].model_copy(update={"at": 20.0})  # the root forgets its table
@@ -81,7 +81,8 @@ def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
     simulate(s, tmp_path, progress=False)
     out = tmp_path / "analysis"
     report = ingest(spark, tmp_path, out)
-    ctx = Context.open(spark, tmp_path, load_meta(tmp_path), report.t_min_ns, report.t_max_ns)
+    info = read_header(tmp_path)
+    ctx = Context.open(spark, tmp_path, info.header, info.t0_ns, info.end_ns, report.t_max_ns)
     ctx.write("subscriptions", oracle.intervals(ctx))
     checks = stabilization._checks(ctx).toPandas()
     by_source = {src: dict(zip(g["ts"], g["problems"], strict=True))

@@ -51,7 +51,7 @@ def test_quickstart_prints_a_verdict_table_and_exits_by_it(tmp_path: Path) -> No
 
     run_dir = runs / "q"
     records = [json.loads(line) for line in
-               (run_dir / "traces" / "chaos.jsonl").read_text().splitlines()]
+               (run_dir / "trace" / "chaos.jsonl").read_text().splitlines()]
     begins = {r["fault_id"]: r for r in records if r["kind"] == "fault_begin"}
     assert set(begins) == {"table", "clock"}
     assert all(r["took_effect"] and r["evidence"] for r in begins.values())

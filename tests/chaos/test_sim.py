@@ -61,7 +61,7 @@ def test_every_kind_takes_effect_in_simulation(tmp_path: Path) -> None:
     recs = records(tmp_path)
     for fault_id, rs in recs.items():  # one begin and one end each, in the trace schema
         assert [r["kind"] for r in rs] == ["fault_begin", "fault_end"], fault_id
-        assert all(r["v"] == 1 and r["node"] == "chaos" for r in rs)
+        assert all(r["v"] == 2 and r["node"] == "chaos" for r in rs)
     assert recs["open"][1]["ended_by"] == "heal" and recs["down"][1]["ended_by"] == "up"
     assert recs["open"][1]["t"] == 21e9 and recs["down"][1]["t"] == 23e9
     added = recs["inject"][0]["evidence"]["b3->b1"]["changed"]["tables"]["added_sample"]

@@ -20,9 +20,9 @@ from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.links import CONNECT_METHOD
 from weeble.broker.runtime.server import BrokerServer
-from weeble.broker.runtime.trace import read_trace
 from weeble.broker.runtime.wire import hello
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
+from weeble.trace.reader import read_trace
 
 Configs = Callable[..., BrokerConfig]
 

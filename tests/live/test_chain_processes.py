@@ -11,7 +11,7 @@ from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.process import BrokerProcess
-from weeble.broker.runtime.trace import read_trace
+from weeble.trace.reader import read_trace
 
 N = 60
 

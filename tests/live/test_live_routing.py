@@ -26,8 +26,8 @@ from tests.live.livebed import legitimacy, live_sub, scenario, start, wait_for
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.rom import Algorithm
-from weeble.broker.runtime.trace import read_trace
 from weeble.orchestrator.testbed import Testbed
+from weeble.trace.reader import read_trace
 
 PI, RHO, DELTA_MAX, D = 2.0, 1.0, 0.05, 4
 SUBS = {  # client: (broker, filter)
@@ -72,7 +72,7 @@ def test_tree_routes_each_notification_exactly_once(tree: Testbed) -> None:
     codes = bed.down()
     assert all(code == 0 for code in codes.values()), codes
     for b in bed.brokers:  # the core never failed on an event
-        errors = [r for r in read_trace(bed.run_dir / "traces" / f"{b}.jsonl")
+        errors = [r for r in read_trace(bed.run_dir / "trace" / f"{b}.jsonl")
                   if r["kind"] == "error"]
         assert not errors, (b, errors[:3])
 

@@ -21,9 +21,9 @@ from tests.live.helpers import run
 from tests.live.livebed import REPO, next_base_host, scenario, start, wait_for, weeble
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.runtime.admin_client import AdminClient
-from weeble.broker.runtime.trace import read_trace
 from weeble.orchestrator.local import free_port, pid_alive
 from weeble.orchestrator.testbed import Testbed
+from weeble.trace.reader import read_trace
 
 CHAIN = {"kind": "chain", "brokers": 3}  # b0 - b1 - b2
 
@@ -107,7 +107,7 @@ def test_kill_restart_cut_heal_shape(chain: Testbed) -> None:
     run(scenario_run(), timeout=120)
     codes = bed.down()
     assert set(codes.values()) == {0}, codes
-    starts = [r for r in read_trace(bed.run_dir / "traces" / "b1.jsonl") if r["kind"] == "start"]
+    starts = [r for r in read_trace(bed.run_dir / "trace" / "b1.jsonl") if r["kind"] == "start"]
     assert len(starts) == 2  # the restarted process continued b1's trace file
 
 
@@ -178,7 +178,7 @@ def test_up_status_down_from_separate_processes(tmp_path: Path) -> None:
         assert not any(pid_alive(p, c) for p, c in zip(pids, configs, strict=True))
         assert json.loads((runs / "r1" / "testbed.json").read_text())["state"] == "down"
         for b in ("b0", "b1", "b2"):
-            records = list(read_trace(runs / "r1" / "traces" / f"{b}.jsonl"))
+            records = list(read_trace(runs / "r1" / "trace" / f"{b}.jsonl"))
             assert records[-1]["kind"] == "stop"  # drained and flushed, not killed
 
         again = weeble("down", "--runs-dir", str(runs))
@@ -200,7 +200,7 @@ def test_weeble_run_quickstart_end_to_end(tmp_path: Path) -> None:
     assert summary["duplicate_deliveries"] == 0
     assert summary["messages"]["sub"] > 0 and summary["messages"]["notify"] > 0
     run_dir = runs / "q"
-    traces = {p.stem for p in (run_dir / "traces").glob("*.jsonl")}
+    traces = {p.stem for p in (run_dir / "trace").glob("*.jsonl")}
     assert {f"b{i}" for i in range(7)} <= traces
     assert {"alice", "bob", "c0"} <= traces  # clients trace too, one file per node
     state = json.loads((run_dir / "testbed.json").read_text())

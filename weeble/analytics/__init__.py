@@ -1,6 +1,6 @@
 """Analytics: the one definition of correctness, computed with PySpark over a run's traces.
 
-    schema.py     the trace schema (v1), the run directory and its metadata (run.json)
+    errors.py     the errors a user can fix (the trace schema is weeble/trace)
     spark.py      the SparkSession (local[*], or $WEEBLE_SPARK_MASTER)
     ingest.py     node traces (JSON lines) -> Parquet, partitioned by kind, validated
     jobs/         faults, oracle, ordering, overhead, stabilization, latency, verdict

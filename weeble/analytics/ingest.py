@@ -1,14 +1,14 @@
 """Raw node traces (JSON lines) -> one Parquet dataset partitioned by kind, validated.
 
-`RUN/analysis/events/kind=<kind>/` holds every record of the run in the canonical form of
-`schema.py`: a column per field of its kind (the bulk kinds share one column set, the other kinds
-another: read the whole dataset with `mergeSchema`), plus `file` (the trace file it came from)
-and `ord` (its position in the read, which follows the file order: the tie-break when two
-records of a kind share a time).
+`RUN/analysis/events/kind=<kind>/` holds every record of the run in the form of the trace
+schema (`weeble/trace/schema.py`): a column per field of its kind (the bulk kinds share one
+column set, the other kinds another: read the whole dataset with `mergeSchema`), plus `file`
+(the trace file it came from) and `ord` (its position in the read, which follows the file
+order: the tie-break when two records of a kind share a time).
 
-The rules are the reference reader's (`schema.read_trace`): a torn last line of a file is
-skipped; a record of an unknown version, a line that is not a record, or a record of a known kind
-without one of its required fields stops the ingest with an error naming the file.
+The rules are the reference reader's (`weeble.trace.reader.read_trace`): a torn last line of a
+file is skipped; a record of an unknown version, a line that is not a record, or a record of a
+known kind without one of its required fields stops the ingest with an error naming the file.
 """
 
 from __future__ import annotations
@@ -19,18 +19,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weeble.analytics import schema
-from weeble.analytics.schema import (
-    ALIASES,
-    KINDS,
+from weeble.trace import schema
+from weeble.trace.reader import (
     TraceFormatError,
     TraceVersionError,
-    Type,
     check_version,
     torn_tail,
     trace_files,
     validate,
 )
+from weeble.trace.schema import KINDS, Type
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,11 +57,11 @@ class IngestReport:
 # and the other ~50 columns would be null here. The other kinds are few; they are found by a
 # cheap substring test on the raw lines and parsed with the full schema.
 BULK_KINDS = ("deliver", "send", "receive", "publish", "drop", "subscribe", "refresh",
-              "unsubscribe", "crash", "client_crash")
+              "unsubscribe", "crash")
 
 
 def spark_schema(kinds: tuple[str, ...] | None = None) -> Any:
-    """The Spark schema of the given kinds (all kinds by default), aliases and CORRUPT included."""
+    """The Spark schema of the given kinds (all kinds by default), CORRUPT included."""
     from pyspark.sql import types as T
 
     spark_type = {
@@ -74,7 +72,6 @@ def spark_schema(kinds: tuple[str, ...] | None = None) -> Any:
     wanted = set(schema.HEADER)
     for kind in kinds if kinds is not None else tuple(KINDS):
         wanted |= set(KINDS[kind].fields)
-        wanted |= {alias for (k, _), alias in ALIASES.items() if k == kind}
     fields = [T.StructField(name, spark_type[typ])
               for name, typ in schema.all_fields().items() if name in wanted]
     return T.StructType([*fields, T.StructField(CORRUPT, T.StringType())])
@@ -120,7 +117,7 @@ def _bulk(spark: SparkSession, paths: list[str]) -> DataFrame:
     df = (spark.read.schema(spark_schema(BULK_KINDS))
           .option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
           .json(paths))
-    df = _canonical(_located(df))
+    df = _known_columns(_located(df))
     return df.where(F.col("kind").isin(*BULK_KINDS) | F.col(CORRUPT).isNotNull())
 
 
@@ -133,7 +130,7 @@ def _rest(spark: SparkSession, paths: list[str]) -> DataFrame:
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     parsed = _located(lines).select(F.from_json("value", spark_schema(), options).alias("r"),
                                     "file", "ord")
-    df = _canonical(parsed.select("r.*", "file", "ord"))
+    df = _known_columns(parsed.select("r.*", "file", "ord"))
     return df.where(~F.col("kind").isin(*BULK_KINDS) | F.col(CORRUPT).isNotNull())
 
 
@@ -174,17 +171,10 @@ def _write(df: DataFrame, events: Path, mode: str, kinds: tuple[str, ...]) -> di
     return dict(observation.get)
 
 
-def _canonical(df: DataFrame) -> DataFrame:
-    """Fill canonical fields from the writers' aliases, then drop the alias-only columns."""
-    from pyspark.sql import functions as F
-
-    present = set(df.columns)
-    for (kind, name), alias in ALIASES.items():
-        if name in present and alias in present:
-            df = df.withColumn(name, F.when((F.col("kind") == kind) & F.col(name).isNull(),
-                                            F.col(alias)).otherwise(F.col(name)))
-    canonical = set(schema.HEADER).union(*(kind.fields for kind in KINDS.values()))
-    keep = [name for name in df.columns if name in canonical]
+def _known_columns(df: DataFrame) -> DataFrame:
+    """The schema's columns, the corrupt-record column and the location."""
+    known = set(schema.HEADER).union(*(kind.fields for kind in KINDS.values()))
+    keep = [name for name in df.columns if name in known]
     return df.select(*keep, CORRUPT, "file", "ord")
 
 

@@ -14,12 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weeble.analytics import schema
+from weeble.analytics.errors import AnalyticsError
 from weeble.analytics.ingest import EVENTS, ingest
 from weeble.analytics.jobs import faults, latency, oracle, ordering, overhead, stabilization
 from weeble.analytics.jobs import verdict as verdict_job
 from weeble.analytics.jobs.context import Context
-from weeble.analytics.schema import ANALYSIS_DIR, SIM_SUMMARY, load_meta, trace_files
+from weeble.trace.header import RunHeader
+from weeble.trace.reader import read_header, trace_files
+from weeble.trace.schema import ANALYSIS_DIR, SUMMARY_FILE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -52,7 +54,7 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
     """
     run_dir = Path(run_dir)
     files = trace_files(run_dir)  # the clear errors come before Spark's slow start
-    meta = load_meta(run_dir)
+    info = read_header(run_dir)
     say = progress or (lambda _: None)
     out = run_dir / ANALYSIS_DIR
     timings: dict[str, float] = {}
@@ -78,7 +80,8 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
         with step("ingest"):
             ingested = ingest(spark, run_dir, out).as_dict()
         ingest_json.write_text(json.dumps(ingested, indent=2) + "\n")
-    ctx = Context.open(spark, run_dir, meta, ingested["t_min_ns"], ingested["t_max_ns"])
+    ctx = Context.open(spark, run_dir, info.header, info.t0_ns, info.end_ns,
+                       ingested["t_max_ns"])
 
     wanted = _with_dependencies(only or list(JOBS))
     done: dict[str, dict[str, Any]] = {}
@@ -91,8 +94,8 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
 
     summary = {
         "v": SUMMARY_VERSION,
-        "run": {**meta.as_dict(), "dir": str(run_dir), "trace_files": len(files),
-                "t0_ns": ctx.t0_ns, "end": ctx.end},
+        "run": _run_view(info.header, run_dir=run_dir, files=len(files), t0_ns=ctx.t0_ns,
+                         end=ctx.end),
         "verdict": {k: v for k, v in done["verdict"].items() if k != "faults"},
         "faults": done["verdict"]["faults"],
         "deliveries": done["oracle"],
@@ -101,7 +104,7 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
         "overhead": done["overhead"],
         "latency": done["latency"],
         "ingest": ingested,
-        "simulator": _simulator_view(run_dir) if meta.source == "sim" else None,
+        "simulator": _simulator_view(run_dir) if info.header.backend == "sim" else None,
         "timings": timings,
     }
     if report:
@@ -113,10 +116,22 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
     return summary
 
 
+def _run_view(h: RunHeader, *, run_dir: Path, files: int, t0_ns: int,
+              end: float) -> dict[str, Any]:
+    p = h.params
+    return {"name": h.scenario, "source": h.backend, "algorithm": h.algorithm.value,
+            "wrapper": h.wrapper, "hierarchical": h.hierarchical, "seed": h.seed,
+            "params": {"pi": p.pi, "rho": p.rho, "delta_min": p.delta_min,
+                       "delta_max": p.delta_max, "d": p.d},
+            "bound": h.bound, "activation": h.activation, "deactivation": h.deactivation,
+            "crash_linger": h.crash_linger, "dir": str(run_dir), "trace_files": files,
+            "t0_ns": t0_ns, "end": end, "header": h.fields()}
+
+
 def _with_dependencies(names: Sequence[str]) -> set[str]:
     unknown = [n for n in names if n not in JOBS]
     if unknown:
-        raise schema.AnalyticsError(f"unknown job(s) {unknown}; known: {', '.join(JOBS)}")
+        raise AnalyticsError(f"unknown job(s) {unknown}; known: {', '.join(JOBS)}")
     wanted: set[str] = set()
     todo = list(names)
     while todo:
@@ -130,7 +145,7 @@ def _with_dependencies(names: Sequence[str]) -> set[str]:
 def _simulator_view(run_dir: Path) -> dict[str, Any] | None:
     """The simulator's own online oracle, to compare with (it judges by the same windows)."""
     try:
-        data = json.loads((run_dir / SIM_SUMMARY).read_text())
+        data = json.loads((run_dir / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         return None
     return {k: data.get(k) for k in ("deliveries", "legitimacy", "stabilization_time", "ratio",

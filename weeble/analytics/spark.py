@@ -11,7 +11,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from weeble.analytics.schema import AnalyticsError
+from weeble.analytics.errors import AnalyticsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

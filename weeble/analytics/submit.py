@@ -16,8 +16,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    from weeble.analytics.errors import USER_ERRORS
     from weeble.analytics.pipeline import JOBS, analyze
-    from weeble.analytics.schema import AnalyticsError
 
     parser = argparse.ArgumentParser(prog="submit.py", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir")
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         result = analyze(args.run_dir, only=only, reuse_ingest=args.reuse_ingest,
                          report=not args.no_report,
                          progress=lambda step: print(f"analyze: {step}", file=sys.stderr))
-    except AnalyticsError as exc:
+    except USER_ERRORS as exc:
         print(f"weeble: error: {exc}", file=sys.stderr)
         return 2
     shown = result if only else {k: result[k] for k in ("verdict", "faults", "timings")}

@@ -33,9 +33,9 @@ import grpc
 
 from weeble.broker.core.filters import Value
 from weeble.broker.core.messages import Notification
-from weeble.broker.runtime.trace import TraceWriter
 from weeble.broker.runtime.wire import notification_from_pb, notification_to_pb
 from weeble.proto.v1 import client_pb2, client_pb2_grpc
+from weeble.trace.writer import LiveSink
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
@@ -64,7 +64,7 @@ class Delivery:
 
 class Publisher:
     def __init__(self, target: str, publisher_id: str, *, start_seq: int = 1,
-                 trace: TraceWriter | None = None, timeout: float = 10.0) -> None:
+                 trace: LiveSink | None = None, timeout: float = 10.0) -> None:
         self.target = target
         self.publisher_id = publisher_id
         self.next_seq = start_seq
@@ -140,7 +140,7 @@ class Subscriber:
         reconnect_max: float = 2.0,
         queue_limit: int = 100_000,
         max_batch: int = 256,
-        trace: TraceWriter | None = None,
+        trace: LiveSink | None = None,
     ) -> None:
         """max_batch: the broker may send up to this many waiting notifications in one stream
         message (1 = never batch); batching never holds a notification back."""

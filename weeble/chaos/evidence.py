@@ -1,12 +1,12 @@
 """The record of a fault: fault_begin / fault_end trace records, and the evidence in them.
 
-Every injection leaves two records in the trace schema (analytics/schema.py), in the run's
+Every injection leaves two records in the trace schema (weeble/trace/schema.py), in the run's
 trace directory as `chaos.jsonl` (node "chaos"):
 
-    {"v": 1, "t": <ns>, "node": "chaos", "kind": "fault_begin", "fault_id": "f2",
+    {"v": 2, "t": <ns>, "node": "chaos", "kind": "fault_begin", "fault_id": "f2",
      "type": "cut", "target": "b0-b1", "targets": ["b0-b1"], "links": ["b0-b1"],
      "spec": "", "took_effect": true, "evidence": {"b0": {"b1": "cut"}, "b1": {"b0": "cut"}}}
-    {"v": 1, "t": <ns>, "node": "chaos", "kind": "fault_end", "fault_id": "f2", "type": "cut",
+    {"v": 2, "t": <ns>, "node": "chaos", "kind": "fault_end", "fault_id": "f2", "type": "cut",
      ..., "ok": true, "evidence": {...}}
 
 `took_effect` is never assumed: it is read from what the system reports after the action — the
@@ -17,48 +17,37 @@ failed, or that changed nothing, says `took_effect: false` (with `error` when th
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from weeble.model.experiment import Injection
+from weeble.trace.reader import read_trace
+from weeble.trace.writer import LiveSink
 
 NODE = "chaos"
 TRACE_FILE = "chaos.jsonl"
 
 
 class ChaosTrace:
-    """Appends fault records to `chaos.jsonl`, flushed at once: a record must survive the
-    orchestrator being killed right after the fault it describes."""
+    """Fault records of the chaos runner (node `chaos`), through the one trace writer, flushed
+    at once: a record must survive the orchestrator being killed right after its fault."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        self._sink = LiveSink(path, NODE)
 
     def known_ids(self) -> set[str]:
         """Fault ids already in the file (an earlier experiment against the same run)."""
-        ids = set()
-        with self.path.open(encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    ids.add(json.loads(line).get("fault_id"))
-                except (ValueError, AttributeError):
-                    continue
-        return ids
+        self._sink.flush()
+        return {r["fault_id"] for r in read_trace(self.path) if r.get("fault_id")}
 
-    def write(self, kind: str, t_ns: int, fields: dict[str, Any]) -> dict[str, Any]:
-        record = {"v": 1, "t": t_ns, "node": NODE, "kind": kind, **fields}
-        if self._file is not None:
-            self._file.write(json.dumps(record, default=str) + "\n")
-            self._file.flush()
-        return record
+    def write(self, kind: str, t_ns: int, fields: dict[str, Any]) -> None:
+        self._sink.record_at(t_ns, kind, fields)
+        self._sink.flush()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._sink.close()
 
 
 def fault_fields(inj: Injection, fault_id: str, targets: list[str],

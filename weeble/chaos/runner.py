@@ -657,7 +657,7 @@ async def _until_closed(ctx: Live, broker: str, stream: str,
 @live("client_crash")
 async def _client_crash(ctx: Live, f: F.ClientCrashFault, call: Call) -> Step:
     from weeble.broker.client import Subscriber
-    from weeble.broker.runtime.trace import TraceWriter
+    from weeble.trace.writer import LiveSink
 
     brokers = f.target.resolve(ctx.tree, call.rng)
     evidence: dict[str, Any] = {}
@@ -666,7 +666,7 @@ async def _client_crash(ctx: Live, f: F.ClientCrashFault, call: Call) -> Step:
     for b in brokers:
         client = f"chaos-{call.fault_id}-{b}".replace(".", "-")
         sub_id = f"{client}/0"
-        trace = TraceWriter(ctx.trace_dir / f"{client}.jsonl", client)
+        trace = LiveSink(ctx.trace_dir / f"{client}.jsonl", client)
         trace.record("client_start", broker=b, address=ctx.bed.address(b).listen)
         sub = Subscriber(ctx.bed.address(b).listen, client, rho=ctx.params.rho, trace=trace)
         try:
@@ -675,7 +675,7 @@ async def _client_crash(ctx: Live, f: F.ClientCrashFault, call: Call) -> Step:
             await sub.subscribe(f.filter, sub_id)
             await asyncio.sleep(max(0.0, call.strike - asyncio.get_running_loop().time()))
             before = await ctx.admin_call(b, "snapshot")
-            trace.record("crash", client=client, sub_id=sub_id, broker=b)  # the schema's kind
+            trace.record("crash", client=client, sub_id=sub_id, broker=b)
             struck = struck or now_ns()
             await sub.close()  # no unsubscription: the refreshes just stop (F12)
             after = await _until_closed(ctx, b, f"{client}/{sub_id}")

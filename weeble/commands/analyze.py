@@ -29,8 +29,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from weeble.analytics.errors import USER_ERRORS
     from weeble.analytics.pipeline import analyze
-    from weeble.analytics.schema import AnalyticsError
 
     def progress(step: str) -> None:
         if not args.quiet:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = analyze(args.run_dir, master=args.master, report=not args.no_report,
                           progress=progress)
-    except AnalyticsError as exc:
+    except USER_ERRORS as exc:
         raise UsageError(str(exc)) from None
     if not args.quiet:
         print_verdict(summary)

@@ -1,7 +1,7 @@
 """`weeble chaos EXPERIMENT.yaml [--run RUN]`: run a chaos experiment against a live testbed.
 
 The testbed is one started by `weeble up` (the newest run that is up, or --run). Every
-injection is recorded, with the evidence that it took effect, in the run's traces/chaos.jsonl;
+injection is recorded, with the evidence that it took effect, in the run's trace/chaos.jsonl;
 the table at the end says which faults took effect. Exit status 1 if one did not.
 """
 
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
         description="Inject the faults of EXPERIMENT (a YAML schedule, see"
                     " weeble/model/experiment.py) into the brokers of RUN (default: the newest"
                     " run that is up), and record each with its evidence in the run's"
-                    " traces/chaos.jsonl.",
+                    " trace/chaos.jsonl.",
     )
     p.add_argument("experiment", help="experiment YAML file")
     p.add_argument("--run", help="run id or run directory (default: the newest run up)")

@@ -1,7 +1,7 @@
 """`weeble run SCENARIO`: a live run end to end — up, the workload and the scenario's chaos
 experiment for the duration, down, analysis, verdict.
 
-The traces land in runs/<id>/traces/ (with chaos.jsonl, the evidence of every injected fault),
+The traces land in runs/<id>/trace/ (with chaos.jsonl, the evidence of every injected fault),
 a summary in runs/<id>/summary.json; a short version of it is printed. Then the analytics
 (weeble.analytics, in this process) judge the run: the verdict table per fault goes to stdout
 with the report's path, and the exit status is 1 when a verdict fails. The brokers are stopped
@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
                 chaos = ChaosRunner(bed, scenario.chaos, until=duration,
                                     on_event=lambda msg: progress.console.print(f"chaos {msg}"))
-            t0_ns = time.time_ns()
             stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick))
             progress.update(task, description="stopping", info="draining, collecting traces")
             bed.down()
-            write_run_json(bed.run_dir, scenario, t0_ns, duration)
     summary: dict[str, Any] = {"run_id": bed.run_id, "duration": duration,
                                "workload": stats.as_dict()}
     if scenario.trace.enabled:
@@ -108,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         "client_errors": stats.errors,
     }
     print(json.dumps(short))
-    print(f"wrote {bed.run_dir}/summary.json and traces/", file=sys.stderr)
+    print(f"wrote {bed.run_dir}/summary.json and trace/", file=sys.stderr)
     if stats.last_error:
         print(f"weeble: warning: last client error: {stats.last_error}", file=sys.stderr)
     if args.no_analysis:
@@ -131,26 +128,11 @@ async def _drive(workload: Any, chaos: Any, duration: float,
     return stats, chaos.results() if chaos is not None else []
 
 
-def write_run_json(run_dir: Path, scenario: Any, t0_ns: int, duration: float) -> None:
-    """The live run's metadata for the analytics (analytics/schema.py RUN_JSON_EXAMPLE)."""
-    from weeble.analytics.schema import RUN_JSON, RUN_JSON_VERSION
-
-    p = scenario.params
-    data = {"v": RUN_JSON_VERSION, "name": scenario.name, "t0_ns": t0_ns, "duration": duration,
-            "routing": {"algorithm": scenario.routing.algorithm.value,
-                        "hierarchical": scenario.routing.hierarchical,
-                        "wrapper": scenario.routing.wrapper},
-            "params": {"pi": p.pi, "rho": p.rho, "delta_min": p.delta_min,
-                       "delta_max": p.delta_max, "d": p.d},
-            "seed": scenario.seed}
-    (run_dir / RUN_JSON).write_text(json.dumps(data, indent=2) + "\n")
-
-
 def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
     """Analyze the run in this process, print the verdict table and the report's path;
     1 if a verdict fails."""
+    from weeble.analytics.errors import USER_ERRORS
     from weeble.analytics.pipeline import analyze
-    from weeble.analytics.schema import AnalyticsError
     from weeble.chaos.verdict import print_verdict, run_passes, verdict_rows
     from weeble.commands import UsageError
 
@@ -160,7 +142,7 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
 
     try:
         analysis = analyze(run_dir, progress=progress)
-    except AnalyticsError as exc:
+    except USER_ERRORS as exc:
         raise UsageError(f"analysis of {run_dir}: {exc}") from None
     rows = verdict_rows(outcomes, analysis)
     passed = run_passes(rows, analysis)

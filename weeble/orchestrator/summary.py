@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from weeble.broker.runtime.trace import TraceFormatError, read_trace
+from weeble.trace.reader import TraceError, read_trace
 
 
 def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
                         dropped[fate] += 1
                 elif kind == "drop":
                     dropped[rec.get("reason", "?")] += 1
-        except (OSError, TraceFormatError) as e:
+        except (OSError, TraceError) as e:
             unreadable.append(f"{path.name}: {e}")
     return {
         "publications": kinds["client_publish"],
@@ -51,7 +51,7 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
         "undeliverable": kinds["undeliverable"],
         "subscriptions": kinds["client_subscribe"],
         "unsubscriptions": kinds["client_unsubscribe"],
-        "crashes": kinds["client_crash"],
+        "crashes": kinds["crash"],
         "client_errors": kinds["client_error"],
         "lease_expiries": kinds["expire"],
         "messages": dict(sorted(sent.items())) | {"total": sum(sent.values())},

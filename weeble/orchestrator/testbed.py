@@ -11,7 +11,7 @@ Everything a run leaves is under `runs/<id>/`:
     testbed.json   the state file: brokers, pids, addresses, tokens (mode 0600), state
     scenario.json  the validated scenario the run used (for replay in simulation)
     brokers/       each broker's BrokerConfig (<id>.json) and log (<id>.log)
-    traces/        one JSON-lines trace per node, brokers and clients alike
+    trace/         one JSON-lines trace per node, brokers and clients alike (run.jsonl: header)
     tls/           the run's throwaway CA and certificates, when admin uses TLS
 
 `weeble status` and `weeble down` find a run by its state file (`Testbed.attach`), so they work
@@ -37,9 +37,12 @@ from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.model.scenario import Scenario
 from weeble.orchestrator.backend import AdminAccess, BackendError, BrokerAddress, LinkShapeChange
 from weeble.orchestrator.local import LocalBackend, free_port
+from weeble.trace.header import RunHeader
+from weeble.trace.schema import TRACE_DIR
+from weeble.trace.writer import write_header, write_run_end
 
 STATE_FILE = "testbed.json"
-TRACE_DIR = "traces"  # runs/<id>/traces/: one JSON-lines file per node
+ORCHESTRATOR = "orchestrator"  # the node of the run header records
 STATE_VERSION = 1
 
 
@@ -76,6 +79,9 @@ class Testbed:
         self.created = created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         self.state = state
         self.startup_timeout = startup_timeout
+        # the fields of the run's header record, written once the testbed is up (None for a
+        # testbed attached from another process: its header is written already)
+        self.header: dict[str, Any] | None = None
 
     # ---- building ---------------------------------------------------------------------------
 
@@ -157,6 +163,8 @@ class Testbed:
                   edges=[(a, b) for a, b in topology.links], link_token=link_token,
                   startup_timeout=live.startup_timeout)
         (run_dir / "scenario.json").write_text(json.dumps(bed.scenario, indent=2) + "\n")
+        bed.header = RunHeader.of_scenario(scenario, backend=backend.name, clock="wall",
+                                           run_id=run_id).fields()
         bed.save_state()
         return bed
 
@@ -180,6 +188,8 @@ class Testbed:
             for b in self.configs:
                 self.backend.wait_healthy(b, self.startup_timeout, links=True)
             say("all links up")
+            if self.header is not None:  # the run's origin: every broker serves, links up
+                write_header(self.run_dir, ORCHESTRATOR, self.header)
         except BaseException as e:
             self.backend.stop_all(timeout=5)
             self.state = "failed"
@@ -192,6 +202,8 @@ class Testbed:
 
     def down(self, timeout: float = 15.0) -> dict[str, int | None]:
         """Stop every broker (SIGTERM, drain, SIGKILL at the deadline); collect the traces."""
+        if self.state == "up":  # the observation ends where the brokers start to stop
+            write_run_end(self.run_dir, ORCHESTRATOR, "the brokers were stopped")
         codes = self.backend.stop_all(timeout)
         self.backend.collect_traces(self.trace_dir)
         self.state = "down"

@@ -16,7 +16,7 @@ must forget it within 2π. The run is bounded in time (the duration) and in coun
 (live.max_subscriptions, live.max_publications).
 
 Each client writes its own trace, `<trace_dir>/<client>.jsonl` (node = client id): client_start
-(its broker), client_subscribe, client_unsubscribe, client_crash, client_error, and, from the
+(its broker), client_subscribe, client_unsubscribe, crash, client_error, and, from the
 library, client_publish and client_deliver. With the brokers' traces these join on sub_id, nid
 (publisher, seq) and node.
 """
@@ -38,8 +38,8 @@ import grpc
 
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.core.filters import Filter, Value
-from weeble.broker.runtime.trace import TraceWriter
 from weeble.model.scenario import Scenario
+from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class _Client:
 
     name: str
     broker: str
-    trace: TraceWriter
+    trace: LiveSink
     subscriber: Subscriber | None = None
     publisher: Publisher | None = None
     consumer: asyncio.Task[None] | None = None
@@ -244,7 +244,7 @@ class LiveWorkload:
         c = self._clients.get((name, broker))
         if c is None:
             path = self.trace_dir / f"{name}.jsonl" if self.trace_dir is not None else None
-            trace = TraceWriter(path, name)
+            trace = LiveSink(path, name)
             trace.start()
             trace.record("client_start", broker=broker, address=self.addresses[broker])
             c = self._clients[name, broker] = _Client(name, broker, trace)
@@ -289,7 +289,7 @@ class LiveWorkload:
         self.stats.live -= 1
         if crash:
             # a crash: no unsubscription, refreshes stop (F12); the leases run out within 2π
-            c.trace.record("client_crash", client=name, sub_id=sub_id, broker=broker)
+            c.trace.record("crash", client=name, sub_id=sub_id, broker=broker)
             self.stats.crashes += 1
             if not c.subs:
                 await c.subscriber.close()

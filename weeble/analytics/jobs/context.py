@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from weeble.analytics import ingest
 from weeble.analytics.ingest import EVENTS
-from weeble.analytics.schema import ANALYSIS_DIR, RunMeta, Type, all_fields
+from weeble.trace.header import RunHeader
+from weeble.trace.schema import ANALYSIS_DIR, Type, all_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -29,16 +30,15 @@ _TYPES = {name: {Type.STR: "string", Type.INT: "long", Type.FLOAT: "double", Typ
 class Context:
     spark: SparkSession
     run_dir: Path
-    meta: RunMeta
-    t0_ns: int  # the time origin of `ts`
-    end: float  # the run's end, in seconds since the origin
+    header: RunHeader
+    t0_ns: int  # the time origin of `ts`: the run header's time
+    end: float  # the run's end (its run_end record, else its last record), s since the origin
 
     @classmethod
-    def open(cls, spark: SparkSession, run_dir: Path, meta: RunMeta,
-             t_min_ns: int | None, t_max_ns: int | None) -> Context:
-        t0 = meta.t0_ns if meta.t0_ns is not None else (t_min_ns or 0)
-        end = meta.duration if meta.duration is not None else ((t_max_ns or t0) - t0) / 1e9
-        return cls(spark, run_dir, meta, t0, end)
+    def open(cls, spark: SparkSession, run_dir: Path, header: RunHeader, t0_ns: int,
+             end_ns: int | None, t_max_ns: int | None) -> Context:
+        end = end_ns if end_ns is not None else (t_max_ns or t0_ns)
+        return cls(spark, run_dir, header, t0_ns, (end - t0_ns) / 1e9)
 
     @property
     def out(self) -> Path:

@@ -98,7 +98,7 @@ def publications(ctx: Context) -> DataFrame:
     first = F.min(F.struct("ts", "ord", "broker", "attributes", "nid"))
     pubs = pubs.groupBy("publisher", "seq").agg(first.alias("p")).select(
         "publisher", "seq", "p.ts", "p.broker", "p.attributes", "p.nid")
-    return pubs.withColumn("judged", F.col("ts") + ctx.meta.deactivation <= ctx.end + EPS)
+    return pubs.withColumn("judged", F.col("ts") + ctx.header.deactivation <= ctx.end + EPS)
 
 
 def intervals(ctx: Context) -> DataFrame:
@@ -108,11 +108,8 @@ def intervals(ctx: Context) -> DataFrame:
 
     starts = ctx.events("subscribe", "client", "sub_id", "broker", "filter")
     unsubs = ctx.events("unsubscribe", "client", "sub_id").withColumn("how", F.lit("unsubscribe"))
-    # The broker cannot see a client crash: the client side records it (`crash`, or the
-    # workload client's `client_crash`).
-    crashes = (ctx.events("crash", "client", "sub_id")
-               .unionByName(ctx.events("client_crash", "client", "sub_id"))
-               .withColumn("how", F.lit("crash")))
+    # The broker cannot see a client crash: the client side records it.
+    crashes = ctx.events("crash", "client", "sub_id").withColumn("how", F.lit("crash"))
     # A crash without sub_id ends every subscription its client has started by then.
     whole = crashes.where(F.col("sub_id").isNull()).drop("sub_id").alias("c").join(
         starts.select("client", "sub_id", F.col("ts").alias("s_ts")), "client"
@@ -169,7 +166,7 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
     """
     from pyspark.sql import functions as F
 
-    meta = ctx.meta
+    header = ctx.header
     delivered = (ctx.events("deliver", "publisher", "seq", "client")
                  .groupBy("publisher", "seq", "client")
                  .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct("ts", "ord")).alias("first"))
@@ -177,8 +174,8 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
                          F.col("first.ord").alias("first_ord")))
     published = F.broadcast(pubs.select("publisher", "seq", F.col("ts").alias("p_ts"),
                                         "attributes", "judged", F.lit(True).alias("published")))
-    grace = (F.when(F.col("ended_by") == "crash", meta.crash_linger)
-             .otherwise(meta.deactivation))
+    grace = (F.when(F.col("ended_by") == "crash", header.crash_linger)
+             .otherwise(header.deactivation))
     held = F.broadcast(subs.select(
         "client", "filter", "start", F.coalesce("end", F.lit(math.inf)).alias("until_required"),
         F.coalesce(F.col("end") + grace, F.lit(math.inf)).alias("until_allowed")))
@@ -187,8 +184,8 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
                   .join(matches, ["filter", "attributes"], "left"))
     match = F.coalesce(F.col("matching"), F.lit(False))
     required = (match & F.col("judged") & (F.col("client") != F.col("publisher"))
-                & (F.col("p_ts") >= F.col("start") + meta.activation - EPS)
-                & (F.col("p_ts") <= F.col("until_required") - meta.deactivation + EPS))
+                & (F.col("p_ts") >= F.col("start") + header.activation - EPS)
+                & (F.col("p_ts") <= F.col("until_required") - header.deactivation + EPS))
     allowed = (match & (F.col("first_ts") >= F.col("start") - EPS)
                & (F.col("first_ts") <= F.col("until_allowed") + EPS))
     judged = candidates.groupBy("publisher", "seq", "client").agg(
@@ -216,10 +213,10 @@ def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
     """
     from pyspark.sql import functions as F
 
-    meta = ctx.meta
-    width = max(meta.activation, ctx.end / 1000, 1e-3)
-    lo = F.col("start") + meta.activation
-    hi = F.coalesce(F.col("end"), F.lit(math.inf)) - meta.deactivation
+    header = ctx.header
+    width = max(header.activation, ctx.end / 1000, 1e-3)
+    lo = F.col("start") + header.activation
+    hi = F.coalesce(F.col("end"), F.lit(math.inf)) - header.deactivation
     last = F.least(F.col("hi"), F.lit(ctx.end))
     required = (subs.select("client", "filter", lo.alias("lo"), hi.alias("hi"))
                 .where(F.col("lo") <= last)

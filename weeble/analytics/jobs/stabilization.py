@@ -40,8 +40,8 @@ def run(ctx: Context) -> dict[str, Any]:
     checks = ctx.write("legitimacy", _checks(ctx))
     check_rows = [(r["ts"], r["ok"]) for r in ctx.rows(checks.orderBy("ts"))]
     pubs = ctx.table("publications").where(F.col("judged"))
-    bound = ctx.meta.bound
-    D = ctx.meta.deactivation
+    bound = ctx.header.bound
+    D = ctx.header.deactivation
     rows = []
     for e in episodes:
         row: dict[str, Any] = {"episode": e["episode"], "faults": e["faults"],
@@ -120,7 +120,7 @@ def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bo
         rounds[r["round"] if r["round"] is not None else r["ts"]].append(r)
     brokers = {r["node"] for rs in rounds.values() for r in rs}
     subs = ctx.rows(ctx.table("subscriptions"))
-    meta = ctx.meta
+    header = ctx.header
     out = []
     for snaps in rounds.values():
         if {s["node"] for s in snaps} != brokers:
@@ -131,7 +131,7 @@ def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bo
             "parent": s["parent"], "algorithm": s["algorithm"],
             "hierarchical": s["hierarchical"], "tables": json.loads(s["tables"])})
             for s in snaps}
-        required, allowed = _live(subs, t, meta.path, 2 * meta.params.pi + meta.path)
+        required, allowed = _live(subs, t, header.path, 2 * header.params.pi + header.path)
         problems = check(views, required, allowed)
         out.append((t, not problems, len(problems), "snapshot"))
     return out

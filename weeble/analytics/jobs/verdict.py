@@ -25,11 +25,11 @@ EPS = 1e-9
 def run(ctx: Context, stabilization: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    bound = ctx.meta.bound
+    bound = ctx.header.bound
     episodes = {e["episode"]: e for e in stabilization["episodes"]}
     first_begin = min((e["begin"] for e in episodes.values()), default=None)
     # Before the first fault, up to the last publication the fault cannot have touched.
-    prefix_end = first_begin - ctx.meta.deactivation if first_begin is not None else 1e300
+    prefix_end = first_begin - ctx.header.deactivation if first_begin is not None else 1e300
     windows = [(-1, -1e300, prefix_end)] + [
         (e["episode"], e["begin"], e["observed_until"]) for e in episodes.values()]
     ranges = ctx.spark.createDataFrame(windows, "episode long, lo double, hi double")

@@ -43,7 +43,7 @@ def apply(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
         )
     before = _view(broker, fault)
     effects = handler(broker, now, fault)
-    evidence = {"target": fault.target, "args": _jsonable(fault.args),
+    evidence = {"field": fault.target, "args": _jsonable(fault.args),
                 "value": _jsonable(fault.value), "before": before, "after": _view(broker, fault)}
     effects.append(Trace("fault", evidence))
     return effects

@@ -28,9 +28,9 @@ from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.links import Link
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.metrics import Metrics
-from weeble.broker.runtime.trace import TraceWriter
-from weeble.broker.runtime.wire import WireError, envelope_to_message, message_ids
+from weeble.broker.runtime.wire import WireError, envelope_to_message
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
+from weeble.trace.writer import LiveSink, message_ids
 
 ADMIN_SERVICE = "weeble.v1.Admin"
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
@@ -44,7 +44,7 @@ class AdminTarget(Protocol):
 
     config: BrokerConfig
     links: dict[str, Link]
-    trace: TraceWriter
+    trace: LiveSink
     metrics: Metrics
 
     @property
@@ -226,7 +226,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         ids = message_ids(message)
         me = t.config.broker_id
         t.trace.record("fault_begin", ids, fault_id=fault_id, type="inject", target=me,
-                       link=link.neighbor, source="admin")
+                       peer=link.neighbor, source="admin")
         try:
             effects = t.step_checked(Receive(link.neighbor, message))
         except Exception as e:  # the core failed on it; the broker itself goes on
@@ -236,7 +236,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
             raise AssertionError("unreachable") from None
         t.trace.record("fault_end", fault_id=fault_id, type="inject", target=me,
-                       link=link.neighbor, ok=True)
+                       peer=link.neighbor, ok=True)
         t.metrics.fault("inject")
         tally: dict[str, int] = {}
         for effect in effects:

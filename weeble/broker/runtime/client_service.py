@@ -26,7 +26,6 @@ from weeble.broker.core.events import ClientPublish, ClientSubscribe, ClientUnsu
 from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.messages import Notification
 from weeble.broker.runtime.metrics import Metrics
-from weeble.broker.runtime.trace import TraceWriter
 from weeble.broker.runtime.wire import (
     WireError,
     notification_from_pb,
@@ -34,6 +33,7 @@ from weeble.broker.runtime.wire import (
     parse_filter,
 )
 from weeble.proto.v1 import client_pb2, client_pb2_grpc
+from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class ClientService(client_pb2_grpc.ClientServicer):
         broker_id: str,
         reserved_ids: frozenset[str],
         step: Callable[[Event], bool],
-        trace: TraceWriter,
+        trace: LiveSink,
         metrics: Metrics,
         queue_limit: int,
     ) -> None:
@@ -86,9 +86,10 @@ class ClientService(client_pb2_grpc.ClientServicer):
                                seq=n.seq, reason="no_stream")
             return
         attrs = n.attributes
-        target = next((s for s in streams.values() if _matches(s.filter, attrs)), None)
-        if target is None:
-            target = next(iter(streams.values()))
+        matched = next((s for s in streams.values() if _matches(s.filter, attrs)), None)
+        # none matches: a wrong table delivered it; the client still gets it (and the trace
+        # shows a delivery without a sub_id)
+        target = matched if matched is not None else next(iter(streams.values()))
         try:
             target.queue.put_nowait(n)
         except asyncio.QueueFull:
@@ -97,7 +98,8 @@ class ClientService(client_pb2_grpc.ClientServicer):
                                seq=n.seq, reason="stream_full")
             return
         self._metrics.delivery()
-        self._trace.record("deliver", client=client, sub_id=target.sub_id, nid=n.id,
+        self._trace.record("deliver", client=client, broker=self.broker_id,
+                           sub_id=matched.sub_id if matched is not None else None, nid=n.id,
                            publisher=n.publisher, seq=n.seq, published_at=n.published_at)
 
     def close_all(self) -> None:
@@ -129,7 +131,8 @@ class ClientService(client_pb2_grpc.ClientServicer):
         for n in notifications:
             self._metrics.publish()
             # the attributes too: the analytics match them against the subscriptions
-            self._trace.record("publish", client=client, nid=n.id, publisher=n.publisher,
+            self._trace.record("publish", client=client, broker=self.broker_id, nid=n.id,
+                               publisher=n.publisher,
                                seq=n.seq, published_at=n.published_at,
                                attributes=dict(n.attributes))
             self._step(ClientPublish(client, n))
@@ -218,7 +221,8 @@ class ClientService(client_pb2_grpc.ClientServicer):
             f = known
         self._filters.pop((client, sub_id), None)
         self._metrics.client_request("unsubscribe")
-        self._trace.record("unsubscribe", client=client, sub_id=sub_id, filter=str(f))
+        self._trace.record("unsubscribe", client=client, broker=self.broker_id, sub_id=sub_id,
+                           filter=str(f))
         self._step(ClientUnsubscribe(client, sub_id, f))
         stream = self.streams.get(client, {}).get(sub_id)
         if stream is not None:
@@ -233,7 +237,8 @@ class ClientService(client_pb2_grpc.ClientServicer):
         kind = "refresh" if key in self._filters else "subscribe"
         self._filters[key] = f
         self._metrics.client_request(op)
-        self._trace.record(kind, client=client, sub_id=sub_id, filter=str(f), rpc=op)
+        self._trace.record(kind, client=client, broker=self.broker_id, sub_id=sub_id,
+                           filter=str(f), rpc=op)
         self._step(ClientSubscribe(client, sub_id, f))
 
     async def _subscription(

@@ -37,17 +37,16 @@ from weeble.broker.core.messages import Message
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.linkshaper import Fate, LinkShape, ShapedQueue
 from weeble.broker.runtime.metrics import Metrics
-from weeble.broker.runtime.trace import TraceWriter
 from weeble.broker.runtime.wire import (
     WireError,
     batch_bytes,
     envelope_to_message,
     hello,
     kind_of,
-    message_ids,
     message_to_envelope,
 )
 from weeble.proto.v1 import link_pb2
+from weeble.trace.writer import LiveSink, message_ids
 
 LINK_SERVICE = "weeble.v1.Link"
 CONNECT_METHOD = f"/{LINK_SERVICE}/Connect"
@@ -101,7 +100,7 @@ class Link:
         neighbor: str,
         *,
         receive: Callable[[str, Message], None],
-        trace: TraceWriter,
+        trace: LiveSink,
         metrics: Metrics,
         rng: random.Random,
     ) -> None:
@@ -147,7 +146,7 @@ class Link:
 
     def set_shape(self, shape: LinkShape) -> None:
         self.queue.shape = shape
-        self._trace.record("link_shape", link=self.neighbor, **shape.as_dict())
+        self._trace.record("link_shape", peer=self.neighbor, **shape.as_dict())
 
     def set_cut(self, cut: bool) -> None:
         """Cut: drop everything both ways at this broker, including what is queued; heal: stop."""
@@ -159,7 +158,7 @@ class Link:
             if flushed:
                 self._drop("cut", flushed)
         self._metrics.link_state(self.neighbor, self.state)
-        self._trace.record("link_cut" if cut else "link_heal", link=self.neighbor)
+        self._trace.record("link_cut" if cut else "link_heal", peer=self.neighbor)
 
     def _drop(self, reason: str, n: int = 1) -> None:
         self.counters[f"dropped_{reason}"] += n
@@ -173,7 +172,8 @@ class Link:
         if self.cut:
             self._drop("cut")
             if tracing:
-                self._trace.record("drop", message_ids(message), link=self.neighbor, reason="cut")
+                self._trace.record("drop", message_ids(message), reason="cut",
+                                   **{"from": self.config.broker_id, "to": self.neighbor})
             return
         try:
             data = message_to_envelope(message, self._seq + 1).SerializeToString()
@@ -198,7 +198,8 @@ class Link:
         else:
             self._drop(fate.value)
         if tracing:
-            self._trace.record("send", message_ids(message), link=self.neighbor, lseq=self._seq,
+            self._trace.record("send", message_ids(message), lseq=self._seq,
+                               **{"from": self.config.broker_id, "to": self.neighbor},
                                fate=fate.value)
 
     async def _write_loop(self, session: Session) -> None:
@@ -237,7 +238,7 @@ class Link:
         except DecodeError as e:
             self._drop("malformed")
             log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor, len(data), e)
-            self._trace.record("garbage", link=self.neighbor, why="undecodable", size=len(data))
+            self._trace.record("garbage", peer=self.neighbor, why="undecodable", size=len(data))
             return
         self._receive_envelope(env, nested=False)
 
@@ -258,7 +259,7 @@ class Link:
         except WireError as e:
             self._drop("malformed")
             log.warning("link %s: dropped %s envelope: %s", self.neighbor, kind, e)
-            self._trace.record("garbage", link=self.neighbor, why=str(e))
+            self._trace.record("garbage", peer=self.neighbor, why=str(e))
             return
         if env.seq <= self._last_in_seq:
             self.counters["seq_repeat_or_reorder"] += 1  # duplicates or a peer restart
@@ -268,7 +269,8 @@ class Link:
         self.counters["received"] += 1
         self._metrics.message("in", kind, self.neighbor)
         if self._trace.enabled:
-            self._trace.record("receive", message_ids(message), link=self.neighbor, lseq=env.seq)
+            self._trace.record("receive", message_ids(message), lseq=env.seq,
+                               **{"from": self.neighbor, "to": self.config.broker_id})
         self._receive(self.neighbor, message)
 
     # ---- sessions ---------------------------------------------------------------------------
@@ -281,7 +283,7 @@ class Link:
         self._last_in_seq = 0
         self._set_state(LinkState.UP)
         self.counters["sessions"] += 1
-        self._trace.record("link_up", link=self.neighbor, dialer=self.dialer)
+        self._trace.record("link_up", peer=self.neighbor, dialer=self.dialer)
         log.info("link %s up", self.neighbor)
         tasks = [
             asyncio.create_task(self._read_loop(session), name=f"read-{self.neighbor}"),
@@ -305,7 +307,7 @@ class Link:
             if self._session is session:
                 self._session = None
                 self._set_state(LinkState.DOWN)
-            self._trace.record("link_down", link=self.neighbor, why=why)
+            self._trace.record("link_down", peer=self.neighbor, why=why)
             log.info("link %s down: %s", self.neighbor, why)
 
     # ---- dialing ----------------------------------------------------------------------------

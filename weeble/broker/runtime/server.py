@@ -45,8 +45,8 @@ from weeble.broker.runtime.client_service import ClientService
 from weeble.broker.runtime.config import BrokerConfig, split_address
 from weeble.broker.runtime.links import LINK_SERVICE, Link, LinkService, LinkState
 from weeble.broker.runtime.metrics import Metrics
-from weeble.broker.runtime.trace import TraceWriter
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, link_pb2
+from weeble.trace.writer import LiveSink
 
 CLIENT_SERVICE = "weeble.v1.Client"
 # Health service name that is SERVING only while every neighbour link is up.
@@ -77,7 +77,7 @@ class BrokerServer:
         self.config = config
         self.broker = broker if broker is not None else Broker(config.to_rom())
         t = config.tuning
-        self.trace = TraceWriter(config.trace_path, config.broker_id,
+        self.trace = LiveSink(config.trace_path, config.broker_id,
                                  flush_interval=t.trace_flush_interval_s)
         self.metrics = Metrics(config.broker_id)
         seeds = random.Random(t.seed)

@@ -121,19 +121,6 @@ def kind_of(message: Message) -> str:
 _KINDS: dict[type, str] = {Notify: "notify", Sub: "sub", Unsub: "unsub", Switch: "switch"}
 
 
-def message_ids(message: Message) -> dict[str, Any]:
-    """The ids a trace record needs to join this message with others."""
-    if isinstance(message, Notify):
-        n = message.notification
-        return {"msg": "notify", "nid": n.id, "publisher": n.publisher, "seq": n.seq}
-    if isinstance(message, Sub | Unsub):
-        return {"msg": kind_of(message), "sub_id": message.sub_id,
-                "filter": str(message.filter), "tag": message.tag}
-    if isinstance(message, Switch):
-        return {"msg": "switch", "tag": message.tag}
-    return {"msg": kind_of(message)}
-
-
 def hello(broker_id: str, link_token: str) -> link_pb2.Envelope:
     return link_pb2.Envelope(
         hello=link_pb2.Hello(broker_id=broker_id, link_token=link_token,

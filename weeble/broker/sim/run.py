@@ -36,7 +36,6 @@ from weeble.broker.core.legitimacy import LiveSub, check
 from weeble.broker.core.messages import Message, Notification
 from weeble.broker.core.rom import Rom
 from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
-from weeble.broker.sim.trace import SIM, TraceWriter, message_fields
 from weeble.broker.sim.workload import Clients, ClientSub
 from weeble.model.scenario import (
     CorruptFault,
@@ -47,8 +46,11 @@ from weeble.model.scenario import (
     Scenario,
     fault_end,
 )
+from weeble.trace.header import RunHeader
+from weeble.trace.writer import SimSink, message_ids
 
 SUMMARY_VERSION = 1
+SIM = "sim"  # the node of the simulator's own records (legitimacy checks, link faults)
 RETENTION_SLACK = 1.0  # s a publication stays open for late deliveries beyond its deadline
 
 
@@ -245,7 +247,7 @@ class Legitimacy:
     an ended one stays allowed for 2π + d·δ_max (second chance removes its last entry by then)."""
 
     def __init__(self, engine: Engine, brokers: dict[str, Broker], clients: Clients,
-                 trace: TraceWriter | None, *, period: float, activation: float, linger: float,
+                 trace: SimSink | None, *, period: float, activation: float, linger: float,
                  until: float) -> None:
         self.engine, self.brokers, self.clients, self.trace = engine, brokers, clients, trace
         self.period, self.activation, self.linger, self.until = period, activation, linger, until
@@ -314,7 +316,7 @@ class Faults:
     """Schedules the scenario's faults and keeps the evidence of what each one did."""
 
     def __init__(self, scenario: Scenario, engine: Engine, clients: Clients,
-                 trace: TraceWriter | None) -> None:
+                 trace: SimSink | None) -> None:
         self.engine, self.clients, self.trace = engine, clients, trace
         self.brokers = scenario.build_topology().brokers
         self.rng = random.Random(f"{scenario.seed}:faults")
@@ -347,7 +349,8 @@ class Faults:
         event = Corrupt(fault.field, fault.value, dict(fault.args))
         for b in self._pick(fault.target):
             entry["targets"].append(b)
-            info = {"fault": entry["id"], "type": "corrupt", "field": fault.field}
+            info = {"fault_id": entry["id"], "type": "corrupt", "target": b, "targets": [b],
+                    "field": fault.field}
             self._record(t, b, b, "fault_begin", info)
             try:
                 self.engine.inject(t, b, event)
@@ -365,7 +368,8 @@ class Faults:
             victims = [s for s in live if s.client == fault.target]
         for sub in victims:
             entry["targets"].append(sub.sub_id)
-            info = {"fault": entry["id"], "type": "crash", "broker": sub.broker,
+            info = {"fault_id": entry["id"], "type": fault.kind, "target": sub.client,
+                    "targets": [sub.client], "client": sub.client, "broker": sub.broker,
                     "sub_id": sub.sub_id}
             self._record(t, sub.broker, sub.client, "fault_begin", info)
             self.clients.crash(t, sub)
@@ -391,8 +395,9 @@ class Faults:
                 self.engine.set_link_fault(a, b, duplicate=fault.probability)
             else:
                 self.engine.set_link_fault(a, b, delay=fault.delay)
-        self._record(t, SIM, SIM, "fault_begin", {"fault": entry["id"], "type": fault.kind,
-                                                  "links": entry["targets"]})
+        self._record(t, SIM, SIM, "fault_begin", {
+            "fault_id": entry["id"], "type": fault.kind, "target": ",".join(entry["targets"]),
+            "targets": entry["targets"], "links": entry["targets"]})
         self.engine.schedule(t + fault.duration, self._link_end, entry, (fault, links))
 
     def _link_end(self, t: float, entry: dict[str, Any], what: tuple[Any, list]) -> None:
@@ -404,8 +409,9 @@ class Faults:
                 self.engine.set_link_fault(a, b, duplicate=0.0)
             else:
                 self.engine.set_link_fault(a, b, clear_delay=True)
-        self._record(t, SIM, SIM, "fault_end", {"fault": entry["id"], "type": fault.kind,
-                                                "links": entry["targets"]})
+        self._record(t, SIM, SIM, "fault_end", {
+            "fault_id": entry["id"], "type": fault.kind, "target": ",".join(entry["targets"]),
+            "targets": entry["targets"], "links": entry["targets"]})
 
 
 # ---- the run --------------------------------------------------------------------------------
@@ -424,7 +430,9 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
                       r.hierarchical, r.wrapper, scenario.options))
         for b in topology.brokers
     }
-    trace = TraceWriter(out) if scenario.trace.enabled else None
+    trace = SimSink(out) if scenario.trace.enabled else None
+    if trace is not None:
+        trace.header(0.0, SIM, run_header(scenario).fields())
     path = params.d * params.delta_max  # the longest a legal message journey takes
     bound = scenario.bound
     last_fault_end = scenario.last_fault_end
@@ -463,6 +471,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
     _run(engine, scenario.duration, progress and sys.stderr.isatty(), scenario.name)
     wall = time.perf_counter() - wall
     if trace is not None:
+        trace.end(scenario.duration, SIM, "the simulation reached its duration")
         trace.close()
 
     stab = monitor.stabilization(last_fault_end) if monitor is not None else None
@@ -505,7 +514,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
 
 
 def _chaos(scenario: Scenario, engine: Engine, brokers: dict[str, Broker], clients: Clients,
-           trace: TraceWriter | None) -> list[dict[str, Any]]:
+           trace: SimSink | None) -> list[dict[str, Any]]:
     """The scenario's chaos experiment, mapped onto the engine (weeble/chaos/sim.py)."""
     if scenario.chaos is None:
         return []
@@ -517,42 +526,53 @@ def _chaos(scenario: Scenario, engine: Engine, brokers: dict[str, Broker], clien
     return chaos_sim.schedule(scenario.chaos, target, trace, seed=seed, until=scenario.duration)
 
 
-def _delivery_observer(oracle: Oracle, trace: TraceWriter | None) -> Any:
+def _delivery_observer(oracle: Oracle, trace: SimSink | None) -> Any:
     if trace is None:
         return oracle.deliver
-    judge, record = oracle.deliver, trace.deliver
+    judge, record, subs_of = oracle.deliver, trace.deliver, oracle.subs_of
 
     def observe(now: float, node: Node, effect: Deliver) -> None:
         judge(now, node, effect)
-        record(now, node.id, effect.client, effect.notification)
+        n = effect.notification
+        # The subscription it matched: the client's first live one whose filter matches (the
+        # live broker picks the same); none when a wrong table delivered it.
+        sub_id = next((s.sub_id for s in subs_of.get(effect.client, ())
+                       if s.filter.matches(n.attributes)), None)
+        record(now, node.id, effect.client, sub_id, n)
 
     return observe
 
 
-def _broker_tracer(trace: TraceWriter) -> Any:
+def _broker_tracer(trace: SimSink) -> Any:
     def observe(now: float, node: Node, effect: Trace) -> None:
         trace.write(node.id, now, node.id, effect.kind, effect.fields)
 
     return observe
 
 
-def _link_tracer(trace: TraceWriter) -> Any:
+def _link_tracer(trace: SimSink) -> Any:
     def observe(now: float, kind: str, src: str, dst: str, msg: Message) -> None:
         node = dst if kind == "receive" else src
-        trace.write(node, now, node, kind, {"from": src, "to": dst, **message_fields(msg)})
+        trace.write(node, now, node, kind, {"from": src, "to": dst, **message_ids(msg)})
 
     return observe
 
 
-def _schedule_snapshots(engine: Engine, brokers: dict[str, Broker], trace: TraceWriter,
+def _schedule_snapshots(engine: Engine, brokers: dict[str, Broker], trace: SimSink,
                         every: float, until: float) -> None:
-    def snap(t: float, _a: object, _b: object) -> None:
+    def snap(t: float, round_: object, _b: object) -> None:
         for b, broker in brokers.items():
-            trace.write(b, t, b, "snapshot", broker.snapshot())
+            trace.write(b, t, b, "snapshot", {**broker.snapshot(), "round": round_})
         if t + every <= until:
-            engine.schedule(t + every, snap)
+            engine.schedule(t + every, snap, round_ + 1)  # type: ignore[operator]
 
-    engine.schedule(every, snap)
+    engine.schedule(every, snap, 1)
+
+
+def run_header(scenario: Scenario) -> RunHeader:
+    """The trace header of a simulated run."""
+    return RunHeader.of_scenario(scenario, backend="sim", clock="virtual",
+                                 snapshot_period=scenario.trace.snapshots_every)
 
 
 def _run(engine: Engine, duration: float, show: bool, name: str) -> None:

@@ -170,8 +170,8 @@ class Clients:
         self.subscriptions += 1
         self.listener.started(t, sub)
         if self.trace is not None:
-            self.trace.write(sub.broker, t, sub.client, "subscribe",
-                             {"broker": sub.broker, "sub_id": sub.sub_id,
+            self.trace.write(sub.broker, t, sub.broker, "subscribe",
+                             {"client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id,
                               "filter": str(sub.filter)})
         self.engine.inject(t, sub.broker, sub.subscribe)
         # A warm-start subscription has been live for a while: its refresh phase is random.
@@ -192,8 +192,8 @@ class Clients:
             return
         self.refreshes += 1
         if self.trace is not None:
-            self.trace.write(sub.broker, t, sub.client, "refresh",
-                             {"broker": sub.broker, "sub_id": sub.sub_id})
+            self.trace.write(sub.broker, t, sub.broker, "refresh",
+                             {"client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
         self.engine.inject(t, sub.broker, sub.subscribe)  # SC-4: same id, same filter
         self._next(t + self.rho, sub)
 
@@ -219,8 +219,11 @@ class Clients:
             self.ended.append(sub)
         self.listener.ended(t, sub)
         if self.trace is not None:
-            self.trace.write(sub.broker, t, sub.client, "crash" if crash else "unsubscribe",
-                             {"broker": sub.broker, "sub_id": sub.sub_id})
+            # A crash is the client's own doing (the broker cannot see it); an unsubscription
+            # is a request the broker receives.
+            self.trace.write(sub.broker, t, sub.client if crash else sub.broker,
+                             "crash" if crash else "unsubscribe",
+                             {"client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
         if crash:
             self.crashes += 1
         else:
@@ -254,7 +257,8 @@ class Clients:
         self.publications += 1
         self.listener.published(t, n, cls)
         if self.trace is not None:
-            self.trace.write(broker, t, publisher, "publish",
-                             {"broker": broker, "id": n.id, "publisher": publisher, "seq": seq,
-                              "attributes": attrs})
+            self.trace.write(broker, t, broker, "publish",
+                             {"client": publisher, "broker": broker, "nid": n.id,
+                              "publisher": publisher, "seq": seq, "attributes": attrs,
+                              "published_at": t})
         self.engine.inject(t, broker, ClientPublish(publisher, n))

@@ -1,0 +1,138 @@
+"""Faults, episodes and stabilization times (rules R10-R12).
+
+Faults closer than Δ form one episode; an episode is measured from its end E (the end of its
+last fault) up to the begin of the next episode (or the run's end). The service level asks
+when publications became correct again, the state level when the routing tables became
+legitimate again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from weeble.check.deliveries import EPS
+from weeble.check.state import Check
+
+
+@dataclass(slots=True)
+class Fault:
+    fault_id: str
+    type: str
+    target: str
+    begin: float
+    end: float | None  # None: never ended
+    took_effect: bool | None = None
+    error: str | None = None
+    episode: int = -1
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def faults_of(records: Iterable[tuple[float, dict[str, Any]]]) -> list[Fault]:
+    """R10: one Fault per fault_id from its (time, fault_begin/fault_end record) pairs."""
+    faults: dict[str, Fault] = {}
+    ends: dict[str, float] = {}
+    for t, r in records:
+        fid = r["fault_id"]
+        f = faults.get(fid)
+        if r["kind"] == "fault_begin":
+            if f is None:
+                faults[fid] = f = Fault(fid, r.get("type") or "?", _target(r), t, None)
+            elif t < f.begin:
+                f.begin = t
+            else:
+                _add_target(f, _target(r))
+        else:
+            ends[fid] = max(ends.get(fid, t), t)
+        if f is not None:
+            if r.get("took_effect") is not None:
+                f.took_effect = bool(r["took_effect"]) or bool(f.took_effect)
+            if r.get("error"):
+                f.error = str(r["error"])
+    for fid, t in ends.items():
+        if fid in faults:  # an end without a begin: nothing to measure from
+            faults[fid].end = t
+    return sorted(faults.values(), key=lambda f: (f.begin, f.fault_id))
+
+
+def _target(r: dict[str, Any]) -> str:
+    if r.get("target"):
+        return str(r["target"])
+    if r.get("links"):
+        return ",".join(r["links"])
+    return str(r.get("node", ""))
+
+
+def _add_target(f: Fault, target: str) -> None:
+    have = f.target.split(",") if f.target else []
+    for t in target.split(","):
+        if t and t not in have:
+            have.append(t)
+    f.target = ",".join(have)
+
+
+@dataclass(slots=True)
+class Episode:
+    index: int
+    begin: float
+    end: float | None  # None: a fault never ended
+    observed_until: float
+    faults: list[str] = field(default_factory=list)
+    service_time: float | None = None
+    service_status: str = ""
+    state_time: float | None = None
+    state_status: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def episodes_of(faults: Sequence[Fault], bound: float, run_end: float) -> list[Episode]:
+    """R10: group faults (sorted by begin) into episodes; sets each fault's `episode`."""
+    out: list[Episode] = []
+    for f in faults:
+        last = out[-1] if out else None
+        if last is not None and (last.end is None or f.begin < last.end + bound - EPS):
+            last.faults.append(f.fault_id)
+            last.end = None if last.end is None or f.end is None else max(last.end, f.end)
+        else:
+            out.append(Episode(len(out), f.begin, f.end, run_end, [f.fault_id]))
+        f.episode = out[-1].index
+    for i, e in enumerate(out):
+        e.observed_until = out[i + 1].begin if i + 1 < len(out) else run_end
+    return out
+
+
+def service_stabilization(e: Episode, pub_times: Sequence[float], pub_ok: Sequence[int],
+                          deactivation: float) -> tuple[float | None, str]:
+    """R11 over the judged publications (times in increasing order, ok flags)."""
+    if e.end is None:
+        return None, "fault never ended"
+    window = [(t, ok) for t, ok in zip(pub_times, pub_ok, strict=True)
+              if e.end - EPS <= t and t + deactivation <= e.observed_until + EPS]
+    return _tail(window, e.end, "no publications observed")
+
+
+def state_stabilization(e: Episode, checks: Sequence[Check]) -> tuple[float | None, str]:
+    """R12 over the legitimacy checks (in time order)."""
+    if e.end is None:
+        return None, "fault never ended"
+    window = [(c.t, c.ok) for c in checks if e.end - EPS <= c.t < e.observed_until - EPS]
+    return _tail(window, e.end, "no checks observed")
+
+
+def _tail(window: list[tuple[float, Any]], end: float, empty: str) -> tuple[float | None, str]:
+    if not window:
+        return None, empty
+    window.sort(key=lambda x: x[0])
+    if not window[-1][1]:
+        return None, "not stabilized"
+    i = len(window)
+    while i > 0 and window[i - 1][1]:
+        i -= 1
+    if i == 0:
+        return 0.0, "stable"
+    return max(0.0, window[i][0] - end), "stabilized"

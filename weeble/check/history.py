@@ -1,0 +1,136 @@
+"""The reference checker over a history: a run directory in, every rule's figures and the verdict
+out. `assess` turns the measurements into the report; the simulator's summary uses it too.
+
+    from weeble.check.history import check_run
+    report = check_run("runs/sim-small")      # {"deliveries": ..., "verdict": ..., ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from weeble.check.deliveries import Deliveries
+from weeble.check.episodes import (
+    Fault,
+    episodes_of,
+    faults_of,
+    service_stabilization,
+    state_stabilization,
+)
+from weeble.check.state import Check, Interval, snapshot_checks
+from weeble.check.timing import Timing, Violation
+from weeble.check.verdict import SERVICE_FROM, STATE_FROM, judge
+from weeble.trace.header import RunHeader
+from weeble.trace.reader import read_run
+
+REPORT_VERSION = 1
+
+
+def deliveries_for(header: RunHeader, retention: float = float("inf")) -> Deliveries:
+    return Deliveries(activation=header.activation, deactivation=header.deactivation,
+                      crash_linger=header.crash_linger, retention=retention)
+
+
+def check_run(run_dir: Path | str) -> dict[str, Any]:
+    """Judge a run from its trace directory alone (rules R1-R14)."""
+    run = read_run(run_dir)
+    h = run.header
+    d = deliveries_for(h)
+    timing = Timing(h)
+    intervals: list[Interval] = []
+    live: dict[tuple[str, str], Interval] = {}
+    fault_records: list[tuple[float, dict[str, Any]]] = []
+    checks: list[Check] = []
+    snapshots: list[tuple[float, dict[str, Any]]] = []
+    for r in run.records:
+        t = run.seconds(r["t"])
+        kind = r["kind"]
+        timing.feed(t, r)
+        if kind == "deliver":
+            d.deliver(t, r["client"], r["publisher"], r["seq"])
+        elif kind == "publish":
+            d.publish(t, r["client"], r["publisher"], r["seq"], r["attributes"])
+        elif kind == "subscribe":
+            key = (r["client"], r["sub_id"])
+            if key not in live:
+                d.subscribe(t, r["client"], r["broker"], r["sub_id"], r["filter"])
+                sub = d.live[key]
+                live[key] = iv = Interval(r["client"], r["sub_id"], r["broker"], sub.filter, t)
+                intervals.append(iv)
+        elif kind in ("unsubscribe", "crash"):
+            sub_id = r.get("sub_id")
+            d.end(t, r["client"], sub_id, crashed=kind == "crash")
+            for key in ([(r["client"], sub_id)] if sub_id is not None
+                        else [k for k in live if k[0] == r["client"]]):
+                iv = live.pop(key, None)
+                if iv is not None:
+                    iv.end = t
+        elif kind in ("fault_begin", "fault_end"):
+            fault_records.append((t, r))
+        elif kind == "legitimacy":
+            checks.append(Check(t, bool(r["ok"]), int(r.get("problems") or 0), "legitimacy"))
+        elif kind == "snapshot":
+            snapshots.append((t, r))
+    d.finish(run.end)
+    checks += snapshot_checks(snapshots, h.topology.brokers, intervals, settle=h.settle,
+                              linger=h.linger)
+    checks.sort(key=lambda c: c.t)
+    report = assess(h, run.end, d, checks, faults_of(fault_records), timing.violations,
+                    timing.summarize())
+    report["run"]["dir"] = str(run.dir)
+    report["run"]["torn_files"] = run.torn
+    return report
+
+
+def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check],
+           faults: list[Fault], violations: Sequence[Violation],
+           timing: dict[str, Any]) -> dict[str, Any]:
+    """Episodes, stabilization, the verdict and the report, from the measurements."""
+    bound = header.bound
+    episodes = episodes_of(faults, bound, end)
+    for e in episodes:
+        e.service_time, e.service_status = service_stabilization(
+            e, d.pub_times, d.pub_ok, header.deactivation)
+        e.state_time, e.state_status = state_stabilization(e, checks)
+    first = episodes[0].begin if episodes else float("inf")
+    prefix = d.before(first - header.deactivation)
+    prefix["fifo"] = sum(1 for x in d.fifo_times if x < first)
+    verdict = judge(bound=bound, deactivation=header.deactivation, run_end=end, faults=faults,
+                    episodes=episodes, prefix=prefix, violations=violations)
+    failed = [c for c in checks if not c.ok]
+    return {
+        "v": REPORT_VERSION,
+        "run": {"scenario": header.scenario, "backend": header.backend, "end": end,
+                "bound": bound, "activation": header.activation,
+                "deactivation": header.deactivation, "crash_linger": header.crash_linger,
+                "header": header.fields()},
+        "deliveries": d.counts.as_dict(),
+        "legitimacy": {"checks": len(checks), "legitimate": len(checks) - len(failed),
+                       "illegitimate": len(failed),
+                       "first_illegitimate": failed[0].t if failed else None,
+                       "last_illegitimate": failed[-1].t if failed else None,
+                       "sample_problems": list(failed[-1].sample) if failed else []},
+        "faults": [f.as_dict() for f in faults],
+        "episodes": [{**e.as_dict(),
+                      "service_measured_from": SERVICE_FROM.format(end=e.end)
+                      if e.end is not None else "a fault never ended",
+                      "state_measured_from": STATE_FROM.format(end=e.end)
+                      if e.end is not None else "a fault never ended"} for e in episodes],
+        "stabilization": _stabilization(episodes),
+        "timing": timing,
+        "verdict": verdict,
+    }
+
+
+def _stabilization(episodes: Iterable[Any]) -> dict[str, Any] | None:
+    """The worst episode's times, or None for a run without faults (R12)."""
+    eps = list(episodes)
+    if not eps:
+        return None
+    service = [e.service_time for e in eps]
+    state = [e.state_time for e in eps]
+    return {"service": None if None in service else max(service),  # type: ignore[type-var]
+            "state": None if not state or None in state else max(state),  # type: ignore[type-var]
+            "episodes": len(eps)}

@@ -1,0 +1,117 @@
+"""The definition of correctness over a trace, in words: the rules R1-R14.
+
+This text is part of docs/trace-schema.md; `weeble.check` implements it (deliveries.py: R1-R7,
+state.py: R8-R9, episodes.py: R10-R12, timing.py: R13, verdict.py: R14) and the PySpark jobs of
+`weeble.analytics` compute the same. Each rule says what to compute from which records, so a
+checker can be written from this text and the schema alone.
+"""
+
+from __future__ import annotations
+
+TIMING_TOLERANCE = 0.010  # s: τ of R13, the measurement slack of the timing-model checks
+
+RULES = f"""\
+All times below are in seconds since the run's origin: `(t - t0) / 1e9`, where `t0` is the `t`
+of the `run` record. The run ends at `end`: the `t` of its `run_end` record (the last one, if
+several), or of its last record if there is none. The constants come from the `run` record:
+**A** = d·δmax + ρ (activation), **D** = d·δmax (deactivation), **L** = 2π + d·δmax (crash
+linger), **Δ** = `bound`. "At the same instant" is decided with a tolerance of 1e-9 s: an event
+exactly on the edge of a window is inside it. Records of one file are in time order; records of
+different files are merged by `t` (ties: any order, except that within one file the file order
+holds).
+
+**R1 Subscriptions.** A subscription is identified by (`client`, `sub_id`). It starts at a
+`subscribe` record and ends at the first later `unsubscribe` or `crash` record of the same
+(`client`, `sub_id`); a `crash` without `sub_id` ends every subscription of that client that has
+started by then. A subscription that never ends lives forever. A `subscribe` or `refresh` of a
+subscription that has started and not ended changes nothing; a `subscribe` after its end starts
+a new subscription with the same id. An end record of a subscription that is not running is
+ignored. Its `filter` is the one of its `subscribe` record; a filter that does not parse matches
+nothing. A subscription *ended by a crash* is one whose end record is a `crash`.
+
+**R2 Publications.** A publication is identified by (`publisher`, `seq`): its first `publish`
+record gives its time t_p, its publishing `client` P and its `attributes`; later `publish`
+records of the same pair are ignored. It is *judged* if t_p + D ≤ end.
+
+**R3 Expected deliveries.** For a judged publication p and a client c ≠ P, the pair (p, c) is
+*expected* if c has a subscription s whose filter matches the attributes of p (see "Filters")
+with s.start ≤ t_p − A and s.end ≥ t_p + D. Why: a subscription needs d·δmax to reach every
+broker, plus one refresh period ρ for a first copy that met a transiently wrong table; a
+publication crosses at most d links, so it must still meet the subscription D after it was
+published. A publisher never receives its own publication (the broker does not echo it), so
+(p, P) is never expected.
+
+**R4 Allowed deliveries.** A delivery of p to c at time t_d is *allowed* if c has a
+subscription s matching p with s.start ≤ t_d ≤ s.end + D, or ≤ s.end + L if s ended by a crash
+(the crashed client's lease lingers up to 2π).
+
+**R5 Verdict per pair and per publication.** Deliveries are the `deliver` records, keyed by
+(`publisher`, `seq`, `client`). Of all deliveries of one published pair (p, c), the first is
+*delivered* if (p, c) is expected, else *in a window* if it is allowed (R4, at its own time),
+else *spurious*; every later one is a *duplicate*. An expected pair without any delivery record
+is *missing*. A judged publication is *correct* if it has no missing pair, no spurious and no
+duplicate delivery. Deliveries of a publication that is not judged are in a window or spurious
+(none is expected).
+
+**R6 Phantoms.** A delivery of a (`publisher`, `seq`) that was never published is a *phantom*
+(e.g. an injected notification); each such record counts once; phantoms are neither spurious
+nor duplicates, and no publication owns them.
+
+**R7 Per-publisher FIFO.** For each (client, publisher), take the first delivery of each
+published `seq` in delivery order (time, then trace order). A delivery whose `seq` is lower
+than a `seq` of that publisher already delivered to that client is a *FIFO violation*.
+
+**R8 Legitimacy checks.** The state is judged at *checks*, each a time and ok/not ok:
+(a) every `legitimacy` record (the simulator's own check: time `t`, verdict `ok`); (b) every
+complete snapshot *round*: the `snapshot` records with the same `round`, one per broker of
+`topology.brokers` (a round missing a broker is skipped), checked at the time of its latest
+record by R9. A check is ok if its set of problems is empty.
+
+**R9 Legitimate routing configuration.** At time t, a subscription (R1) is *required* if it has
+started by t − D and not ended by t, and *allowed* if it has started by t and not ended before
+t − L. The configuration of the snapshots is legitimate iff the routing tables hold, for every
+required subscription, exactly the entries the routing algorithm of the header gives it in the
+tree of the header, and no entry that no allowed subscription explains (weeble computes this
+with `weeble.broker.core.legitimacy.check`: for each algorithm, the entries a legitimate table
+holds are those its routing rule derives from the required subscriptions; see spec §6).
+
+**R10 Faults and episodes.** A fault is all `fault_begin` and `fault_end` records with the same
+`fault_id`; it begins at its earliest `fault_begin` and ends at its latest `fault_end` (no
+`fault_end`: it never ends). Sort faults by begin. A fault belongs to the current episode if it
+begins before the current episode ends + Δ (faults closer than Δ form one episode), or if the
+current episode never ends; otherwise it starts a new episode. An episode begins when its first
+fault begins and ends when its last-ending fault ends; it is *observed until* the next episode
+begins, or the run's end.
+
+**R11 Service-level stabilization of an episode** (measured from the episode's end E, the end
+of its last fault): take the judged publications with E ≤ t_p and t_p + D ≤ the episode's
+observed-until time, in time order. None: "no publications observed", no time. All correct:
+0 s ("stable"). The last one incorrect: "not stabilized", no time. Otherwise the time is
+t_first − E, where t_first is the first correct publication after the last incorrect one.
+An episode that never ends: "fault never ended", no time.
+
+**R12 State-level stabilization of an episode** (from E, as R11): take the checks (R8) with
+E ≤ t < observed-until. None: "no checks observed". All ok: 0 s. The last one not ok: "not
+stabilized". Otherwise: the time of the first ok check after the last failing one, minus E.
+A run without faults has no episode and no stabilization time.
+
+**R13 The timing model.** The algorithms' bounds assume that a message crosses a link in
+[δmin, δmax], that a client refreshes every ρ, and that a broker's timers fire on time. With
+τ = {TIMING_TOLERANCE} s of measurement slack, the trace shows a *timing violation*:
+(a) hop: a `send` and the `receive` with the same (`from`, `to`, `lseq`) (the latest send
+before the receive) more than δmax + τ apart, or less than δmin − τ; the violation lasts from
+the send to the receive; (b) refresh: two consecutive `subscribe`/`refresh` records of a
+running subscription more than ρ + τ apart; it lasts from the first to the second; (c) timer:
+a `timer` record with `late` > τ; it lasts from `t − late` to `t`; (d) path: a `deliver` whose
+`t` minus its publication's t_p exceeds h·δmax + τ, h being the hops between the publishing and
+the delivering broker in `topology`; it lasts from t_p to the delivery. Each violation names
+its broker (the receiver, the subscriber's broker, the timer's node, the delivering broker).
+
+**R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first
+episode) − D (all judged publications if there is none), none has a missing, spurious or
+duplicate delivery and no FIFO violation happens before that time; and (b) every episode
+stabilized (R11, and R12 where it has checks) within Δ. A part (the fault-free prefix, or an
+episode from its begin to its observed-until time) that fails while a timing violation (R13)
+overlaps it is reported "assumptions violated" with the violations' figures rather than as a
+failure of the algorithm; the run then does not pass either.
+"""

@@ -1,0 +1,142 @@
+"""Did the run keep the timing model the bounds assume? (rule R13)
+
+From the trace: per-hop delays (send/receive pairs with the same link sequence number) against
+[δmin, δmax], refresh gaps against ρ, timer lateness, and end-to-end delivery delays against
+hops·δmax. Each violation has a time span and the broker where it showed; `summarize` gives the
+figures per kind and per broker, and `overlapping` the violations inside a time span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from weeble.check.rules import TIMING_TOLERANCE
+from weeble.trace.header import RunHeader
+
+KINDS = ("hop", "refresh", "timer", "path")
+LIMIT_NAMES = {"hop": "δmax", "refresh": "ρ", "timer": "on time", "path": "hops·δmax"}
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: str  # hop, refresh, timer, path
+    begin: float  # s since the run's origin
+    end: float
+    broker: str
+    value: float  # the measured delay, gap or lateness (s)
+    limit: float  # what the model allows (s)
+
+
+class Timing:
+    """Collects the R13 measurements from records fed in time order (seconds since origin)."""
+
+    def __init__(self, header: RunHeader, tolerance: float = TIMING_TOLERANCE) -> None:
+        p = header.params
+        self.dmin, self.dmax, self.rho, self.tau = p.delta_min, p.delta_max, p.rho, tolerance
+        self.hops = header.topology.hops()
+        self.sends: dict[tuple[str, str, int], float] = {}
+        self.last_refresh: dict[tuple[str, str], float] = {}  # running subscriptions
+        self.published: dict[tuple[str, int], tuple[float, str]] = {}  # -> (t_p, broker)
+        self.violations: list[Violation] = []
+        self.measured = {k: 0 for k in KINDS}
+        self.worst = {k: 0.0 for k in KINDS}
+
+    def feed(self, t: float, r: dict[str, Any]) -> None:
+        kind = r["kind"]
+        if kind == "send":
+            if r.get("lseq") is not None and r.get("fate", "sent") != "dropped":
+                self.sends[(r["from"], r["to"], r["lseq"])] = t
+        elif kind == "receive":
+            if r.get("lseq") is not None:
+                sent = self.sends.pop((r["from"], r["to"], r["lseq"]), None)
+                if sent is not None:
+                    self._hop(sent, t, r["to"])
+        elif kind in ("subscribe", "refresh"):
+            key = (r["client"], r["sub_id"])
+            last = self.last_refresh.get(key)
+            self.last_refresh[key] = t
+            if last is not None:
+                self._measure("refresh", t - last, self.rho, last, t, r["broker"])
+        elif kind in ("unsubscribe", "crash"):
+            if r.get("sub_id") is None:
+                for key in [k for k in self.last_refresh if k[0] == r["client"]]:
+                    del self.last_refresh[key]
+            else:
+                self.last_refresh.pop((r["client"], r["sub_id"]), None)
+        elif kind == "timer":
+            late = float(r["late"])
+            self._measure("timer", late, 0.0, t - late, t, r["node"])
+        elif kind == "publish":
+            self.published.setdefault((r["publisher"], r["seq"]), (t, r["broker"]))
+        elif kind == "deliver":
+            pub = self.published.get((r["publisher"], r["seq"]))
+            if pub is not None:
+                hops = self.hops.get(pub[1], {}).get(r["broker"])
+                if hops is not None:
+                    self._measure("path", t - pub[0], hops * self.dmax, pub[0], t, r["broker"])
+
+    def _hop(self, sent: float, received: float, broker: str) -> None:
+        delay = received - sent
+        self.measured["hop"] += 1
+        self.worst["hop"] = max(self.worst["hop"], delay)
+        if delay > self.dmax + self.tau or delay < self.dmin - self.tau:
+            self.violations.append(Violation("hop", sent, received, broker, delay,
+                                             self.dmax if delay > self.dmax else self.dmin))
+
+    def _measure(self, kind: str, value: float, limit: float, begin: float, end: float,
+                 broker: str) -> None:
+        self.measured[kind] += 1
+        if value > self.worst[kind]:
+            self.worst[kind] = value
+        if value > limit + self.tau:
+            self.violations.append(Violation(kind, begin, end, broker, value, limit))
+
+    def summarize(self) -> dict[str, Any]:
+        return summarize(self.violations, self.measured, self.worst, self.tau)
+
+
+def summarize(violations: Iterable[Violation], measured: dict[str, int] | None = None,
+              worst: dict[str, float] | None = None,
+              tolerance: float = TIMING_TOLERANCE) -> dict[str, Any]:
+    """Figures per kind and per broker."""
+    by_kind: dict[str, dict[str, Any]] = {}
+    by_broker: dict[str, dict[str, int]] = {}
+    for v in violations:
+        k = by_kind.setdefault(v.kind, {"violations": 0, "max": 0.0, "limit": v.limit,
+                                        "first": v.begin, "last": v.end, "brokers": set()})
+        k["violations"] += 1
+        k["max"] = max(k["max"], v.value)
+        k["first"], k["last"] = min(k["first"], v.begin), max(k["last"], v.end)
+        k["brokers"].add(v.broker)
+        b = by_broker.setdefault(v.broker, {})
+        b[v.kind] = b.get(v.kind, 0) + 1
+    for k in by_kind.values():
+        k["brokers"] = sorted(k["brokers"])
+    return {"tolerance": tolerance, "measured": measured or {}, "worst": worst or {},
+            "by_kind": by_kind, "by_broker": dict(sorted(by_broker.items())),
+            "violations": sum(k["violations"] for k in by_kind.values())}
+
+
+def overlapping(violations: Iterable[Violation], begin: float, end: float) -> list[Violation]:
+    return [v for v in violations if v.begin <= end and v.end >= begin]
+
+
+def describe(violations: list[Violation]) -> str:
+    """The figures of some violations, in words: "hop delays up to 0.35 s > δmax 0.1 s (12,
+    at b3, b4); ..."."""
+    parts = []
+    for kind in KINDS:
+        vs = [v for v in violations if v.kind == kind]
+        if not vs:
+            continue
+        worst = max(vs, key=lambda v: v.value)
+        brokers = sorted({v.broker for v in vs})
+        where = ", ".join(brokers[:5]) + (f" and {len(brokers) - 5} more" if len(brokers) > 5
+                                          else "")
+        what = {"hop": "hop delays", "refresh": "refresh gaps", "timer": "timers late by",
+                "path": "delivery delays"}[kind]
+        limit = f"{LIMIT_NAMES[kind]} {worst.limit:.3g} s" if kind != "timer" else "0 s"
+        parts.append(f"{what} up to {worst.value:.3g} s > {limit} ({len(vs):,}, at {where})")
+    return "; ".join(parts)

@@ -1,0 +1,213 @@
+"""The run header: the first record of a run (`kind: run`, in `RUN/trace/run.jsonl`).
+
+It says what ran (scenario, algorithm and options, the timing constants π, ρ, δmin, δmax, d and
+the bound Δ, the broker tree, the seed, the backend, the software versions) so that a checker
+needs nothing but the trace directory. The grey zones of the correctness rules
+(`weeble.check.rules`) are functions of these constants; they are defined here, once.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Any
+
+from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params
+from weeble.trace.schema import VERSION
+
+# The run-level fields of the header, in the order they are written.
+RUN_FIELDS = ("scenario", "algorithm", "hierarchical", "wrapper", "options", "pi", "rho",
+              "delta_min", "delta_max", "d", "bound", "topology", "seed", "backend", "clock",
+              "versions", "duration", "snapshot_period", "check_period", "run_id")
+
+
+class HeaderError(ValueError):
+    """A run header that is missing or does not make sense; the message says which field."""
+
+
+def versions() -> dict[str, str]:
+    try:
+        weeble = metadata.version("weeble")
+    except metadata.PackageNotFoundError:  # running from a source tree without install
+        weeble = "unknown"
+    return {"weeble": weeble, "trace": str(VERSION), "python": platform.python_version()}
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The broker tree: brokers, undirected links, the root."""
+
+    brokers: tuple[str, ...]
+    links: tuple[tuple[str, str], ...]
+    root: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"brokers": list(self.brokers), "links": [list(link) for link in self.links],
+                "root": self.root}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Topology:
+        if not isinstance(data, dict):
+            raise HeaderError("topology: not a JSON object")
+        try:
+            links = tuple((str(a), str(b)) for a, b in data["links"])
+            return cls(tuple(map(str, data["brokers"])), links, str(data["root"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeaderError(f"topology: {exc!r}") from None
+
+    def hops(self) -> dict[str, dict[str, int]]:
+        """Hop distance between every pair of brokers (BFS from each; trees are small)."""
+        adjacent: dict[str, list[str]] = {b: [] for b in self.brokers}
+        for a, b in self.links:
+            adjacent.setdefault(a, []).append(b)
+            adjacent.setdefault(b, []).append(a)
+        out: dict[str, dict[str, int]] = {}
+        for src in adjacent:
+            dist = {src: 0}
+            frontier = [src]
+            while frontier:
+                nxt = []
+                for x in frontier:
+                    for y in adjacent[x]:
+                        if y not in dist:
+                            dist[y] = dist[x] + 1
+                            nxt.append(y)
+                frontier = nxt
+            out[src] = dist
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunHeader:
+    scenario: str
+    algorithm: Algorithm
+    hierarchical: bool
+    wrapper: bool
+    params: Params
+    topology: Topology
+    seed: int
+    backend: str  # "sim", "local", "mininet", "docker", "kubernetes"
+    clock: str  # "virtual" (simulator, t from 0) or "wall" (live, Unix epoch)
+    options: Options = field(default_factory=Options)
+    duration: float | None = None  # planned seconds of the run
+    snapshot_period: float | None = None  # s between snapshot rounds (None: no snapshots)
+    check_period: float | None = None  # s between the simulator's legitimacy checks
+    run_id: str | None = None
+    versions: dict[str, str] = field(default_factory=versions)
+
+    # ---- the constants of the correctness rules (weeble.check.rules explains each) ----
+
+    @property
+    def bound(self) -> float:
+        """Δ: the algorithm's worst-case stabilization time (core Params.bound)."""
+        return self.params.bound(self.algorithm, self.wrapper)
+
+    @property
+    def path(self) -> float:
+        """d·δmax: the longest a legal message journey through the tree takes."""
+        return self.params.d * self.params.delta_max
+
+    @property
+    def activation(self) -> float:
+        """A = d·δmax + ρ: a subscription must be served once it is this old."""
+        return self.path + self.params.rho
+
+    @property
+    def deactivation(self) -> float:
+        """D = d·δmax: a subscription must get a publication if it lives this long after it,
+        and may get deliveries up to this long after it ended."""
+        return self.path
+
+    @property
+    def crash_linger(self) -> float:
+        """L = 2π + d·δmax: deliveries to a crashed client are allowed this long after its
+        crash (its lease lingers, fault F12)."""
+        return 2 * self.params.pi + self.path
+
+    @property
+    def settle(self) -> float:
+        """A subscription is required in the routing tables once it is d·δmax old."""
+        return self.path
+
+    @property
+    def linger(self) -> float:
+        """An ended subscription may stay in the tables up to 2π + d·δmax."""
+        return 2 * self.params.pi + self.path
+
+    @classmethod
+    def of_scenario(cls, scenario: Any, *, backend: str, clock: str,
+                    duration: float | None = None, snapshot_period: float | None = None,
+                    run_id: str | None = None) -> RunHeader:
+        """The header of a run of `scenario` (a weeble Scenario: name, routing, params,
+        options, seed, build_topology(), root_broker, duration, check_every)."""
+        topology = scenario.build_topology()
+        r = scenario.routing
+        return cls(
+            scenario=scenario.name, algorithm=r.algorithm, hierarchical=r.hierarchical,
+            wrapper=r.wrapper, params=scenario.params, options=scenario.options,
+            topology=Topology(tuple(topology.brokers), tuple(tuple(x) for x in topology.links),
+                              scenario.root_broker),
+            seed=scenario.seed, backend=backend, clock=clock,
+            duration=scenario.duration if duration is None else duration,
+            snapshot_period=snapshot_period,
+            check_period=scenario.check_every if backend == "sim" else None, run_id=run_id)
+
+    # ---- record <-> header ----
+
+    def fields(self) -> dict[str, Any]:
+        """The fields of the `run` record."""
+        p = self.params
+        out: dict[str, Any] = {
+            "scenario": self.scenario, "algorithm": self.algorithm.value,
+            "hierarchical": self.hierarchical, "wrapper": self.wrapper,
+            "options": asdict(self.options),
+            "pi": p.pi, "rho": p.rho, "delta_min": p.delta_min, "delta_max": p.delta_max,
+            "d": p.d, "bound": self.bound, "topology": self.topology.as_json(),
+            "seed": self.seed, "backend": self.backend, "clock": self.clock,
+            "versions": dict(self.versions),
+        }
+        for name in ("duration", "snapshot_period", "check_period", "run_id"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> RunHeader:
+        """The header of a `run` record; HeaderError names a field that does not make sense."""
+        try:
+            algorithm = Algorithm(rec["algorithm"])
+        except KeyError:
+            raise HeaderError("run record lacks field 'algorithm'") from None
+        except ValueError:
+            raise HeaderError(f"algorithm: unknown {rec['algorithm']!r}") from None
+        try:
+            params = Params(pi=float(rec["pi"]), rho=float(rec["rho"]),
+                            delta_min=float(rec["delta_min"]),
+                            delta_max=float(rec["delta_max"]), d=int(rec["d"]))
+            options = Options(**(rec.get("options") or {}))
+            header = cls(
+                scenario=str(rec["scenario"]), algorithm=algorithm,
+                hierarchical=bool(rec["hierarchical"]), wrapper=bool(rec["wrapper"]),
+                params=params, topology=Topology.from_json(rec["topology"]),
+                seed=int(rec["seed"]), backend=str(rec["backend"]), clock=str(rec["clock"]),
+                options=options, duration=_opt_float(rec.get("duration")),
+                snapshot_period=_opt_float(rec.get("snapshot_period")),
+                check_period=_opt_float(rec.get("check_period")),
+                run_id=rec.get("run_id"), versions=dict(rec.get("versions") or {}))
+        except KeyError as exc:
+            raise HeaderError(f"run record lacks field {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise HeaderError(f"run record: {exc}") from None
+        try:
+            params.validate(algorithm, header.wrapper)
+        except ConfigError as exc:
+            raise HeaderError(f"run record: {exc}") from None
+        if header.clock not in ("virtual", "wall"):
+            raise HeaderError(f"clock: 'virtual' or 'wall', got {header.clock!r}")
+        return header
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,268 @@
+"""The trace schema: record kinds, their fields and types, the version and the run layout.
+
+This module is the one definition of what a trace record is. Every writer of the project (the
+simulator, live brokers, the client library and the live workload, the chaos runner, the
+orchestrator) writes records of these kinds with exactly these field names; the reader
+(`weeble.trace.reader`), the reference checker (`weeble.check`) and the PySpark jobs
+(`weeble.analytics`) read them. `docs/trace-schema.md` is generated from this module and from
+`weeble.trace.header` and `weeble.check.rules` (`python -m weeble.trace.doc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+VERSION = 2  # 2: one name per field across all writers; a run header; `deliver` has sub_id
+
+
+class Type(StrEnum):
+    STR = "str"
+    INT = "int"
+    FLOAT = "float"  # an int is accepted where a float is expected (JSON does not tell them)
+    BOOL = "bool"
+    STR_LIST = "str_list"
+    JSON = "json"  # any JSON value (object, array, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    name: str
+    doc: str
+    writers: str  # who writes it: "sim", "live", "client", "chaos", "orchestrator", or several
+    required: Mapping[str, Type] = field(default_factory=dict)
+    optional: Mapping[str, Type] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> dict[str, Type]:
+        return {**self.required, **self.optional}
+
+
+# Every record has these four fields.
+HEADER: Mapping[str, Type] = {"v": Type.INT, "t": Type.INT, "node": Type.STR, "kind": Type.STR}
+HEADER_DOC = {
+    "v": f"schema version ({VERSION})",
+    "t": "time in integer nanoseconds: virtual time from 0 in the simulator, wall clock (Unix "
+         "epoch) live; the `run` record says which (`clock`)",
+    "node": "the node whose action or observation this is: a broker id, a client id, or `sim`, "
+            "`chaos`, `orchestrator` for records of the simulator, the chaos runner or the "
+            "orchestrator",
+    "kind": "one of the kinds below",
+}
+
+S, N, F, B, L, J = Type.STR, Type.INT, Type.FLOAT, Type.BOOL, Type.STR_LIST, Type.JSON
+
+# The ids that join a link message with others.
+MESSAGE_IDS: Mapping[str, Type] = {
+    "msg": S, "nid": S, "publisher": S, "seq": N, "sub_id": S, "filter": S, "tag": N, "lseq": N}
+# What a fault record says about the fault: see FIELD_DOC.
+FAULT_FIELDS: Mapping[str, Type] = {
+    "type": S, "target": S, "targets": L, "field": S, "broker": S, "client": S, "sub_id": S,
+    "links": L, "value": J, "args": J, "probability": F, "delay_ms": F, "jitter_ms": F,
+    "spec": S, "what": S, "planned_at": F, "planned_end": F, "took_effect": B, "evidence": J,
+    "ok": B, "error": S, "before": J, "after": J, "ended_by": S, "msg": S, "nid": S,
+    "publisher": S, "seq": N, "source": S, "peer": S}
+# A broker's state, as core `Broker.snapshot()` returns it.
+SNAPSHOT_FIELDS: Mapping[str, Type] = {
+    "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
+    "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J}
+
+KIND_LIST = [
+    # ---- the run ----
+    Kind("run", "the run's header: what ran, with which parameters (one per run, the first "
+         "record of `run.jsonl`); see the header section", "sim, orchestrator",
+         {"scenario": S, "algorithm": S, "hierarchical": B, "wrapper": B, "options": J,
+          "pi": F, "rho": F, "delta_min": F, "delta_max": F, "d": N, "bound": F,
+          "topology": J, "seed": N, "backend": S, "clock": S, "versions": J},
+         {"duration": F, "snapshot_period": F, "check_period": F, "run_id": S}),
+    Kind("run_end", "the run's observation ended here (the brokers stop or the simulation "
+         "ends); no record after it is judged", "sim, orchestrator", {}, {"reason": S}),
+    # ---- client requests and deliveries, as the broker saw them (service level) ----
+    Kind("publish", "the broker accepted notification (publisher, seq) from its local client",
+         "sim, live",
+         {"client": S, "broker": S, "nid": S, "publisher": S, "seq": N, "attributes": J},
+         {"published_at": F}),
+    Kind("deliver", "the broker handed notification (publisher, seq) to its local client",
+         "sim, live",
+         {"client": S, "broker": S, "nid": S, "publisher": S, "seq": N},
+         {"sub_id": S, "published_at": F}),
+    Kind("subscribe", "a client subscription starts: the broker's first request for this "
+         "sub_id (a later one while it lives is a refresh)", "sim, live",
+         {"client": S, "broker": S, "sub_id": S, "filter": S}, {"rpc": S}),
+    Kind("refresh", "the client renewed its subscription (every ρ, SC-4)", "sim, live",
+         {"client": S, "broker": S, "sub_id": S}, {"filter": S, "rpc": S}),
+    Kind("unsubscribe", "the client ended its subscription", "sim, live",
+         {"client": S, "broker": S, "sub_id": S}, {"filter": S}),
+    Kind("crash", "the client went silent without unsubscribing (fault F12); without sub_id: "
+         "all of its subscriptions. Written by the client side (the broker cannot see it)",
+         "sim, client, chaos", {"client": S, "broker": S}, {"sub_id": S}),
+    # ---- links (overhead, hop delays) ----
+    Kind("send", "`from` (this node) sent a message to its neighbour `to`; `fate`: what the "
+         "emulated link did with it", "sim, live", {"from": S, "to": S, "msg": S},
+         {"fate": S, **MESSAGE_IDS}),
+    Kind("receive", "`to` (this node) received a message from its neighbour `from`",
+         "sim, live", {"from": S, "to": S, "msg": S}, dict(MESSAGE_IDS)),
+    Kind("drop", "a message from `from` to `to` was lost (link fault, cut link)", "sim, live",
+         {"from": S, "to": S}, {"reason": S, **MESSAGE_IDS}),
+    # ---- faults ----
+    Kind("fault_begin", "an injected fault starts", "sim, chaos, live",
+         {"fault_id": S, "type": S}, dict(FAULT_FIELDS)),
+    Kind("fault_end", "an injected fault ends; `ok`/`error`, `took_effect` and "
+         "`evidence`/`before`/`after` say what it did", "sim, chaos, live",
+         {"fault_id": S, "type": S}, dict(FAULT_FIELDS)),
+    Kind("fault", "the broker core applied a state fault to its RAM: evidence of its effect",
+         "sim, live", {"field": S}, {"fault_id": S, "args": J, "value": J, "before": J,
+                                     "after": J}),
+    # ---- state (state-level stabilization) ----
+    Kind("snapshot", "a broker's state (core `Broker.snapshot()`); the snapshots of one "
+         "`round` are taken at about the same time and form one global state",
+         "sim, live", {"broker": S, "round": N, **{k: SNAPSHOT_FIELDS[k] for k in (
+             "tables", "neighbors", "root", "algorithm", "hierarchical")}},
+         {k: v for k, v in SNAPSHOT_FIELDS.items() if k not in (
+             "tables", "neighbors", "root", "algorithm", "hierarchical")}),
+    Kind("legitimacy", "the simulator's own legitimacy check of all brokers' tables (the "
+         "state-level rule applied online, where snapshots of every broker would be too many)",
+         "sim", {"ok": B, "problems": N}, {"sample": J, "required": N}),
+    # ---- broker internals (core Trace effects) ----
+    Kind("expire", "leased entries expired", "sim, live", {"count": N}, {"entries": J}),
+    Kind("switch", "periodic-rebuild wrapper: rebuild table `tag`", "sim, live", {"tag": N}),
+    Kind("garbage", "a message or request the broker ignored", "sim, live", {"why": S},
+         {"from": S, "peer": S, "size": N}),
+    Kind("merger_invalid", "a merger no longer matches its constituents", "sim, live", {},
+         {"merger_id": S, "filter": S, "dest": S, "constituents": L, "flag": N}),
+    Kind("timer", "a broker timer fired `late` seconds after it was due (timing model)",
+         "live", {"timer": S, "late": F}, {"due": F}),
+    # ---- live runtime ----
+    Kind("start", "broker process started (also after a restart)", "live", {},
+         {"algorithm": S, "listen": S, "admin": S, "neighbors": L, "addresses": J,
+          "snapshot_period": F}),
+    Kind("stop", "broker process stopping", "live", {}, {"undrained": N, "counters": J}),
+    Kind("link_up", "the link to neighbour `peer` is established", "live", {"peer": S},
+         {"dialer": B}),
+    Kind("link_down", "the link to neighbour `peer` was lost", "live", {"peer": S},
+         {"why": S}),
+    Kind("link_shape", "the emulation parameters of the link to `peer` changed", "live",
+         {"peer": S}, {"delay_ms": F, "jitter_ms": F, "loss": F, "duplicate": F,
+                       "rate_bps": F, "corrupt": F}),
+    Kind("link_cut", "the link to `peer` was cut by the admin API", "live", {"peer": S}),
+    Kind("link_heal", "the link to `peer` was healed by the admin API", "live", {"peer": S}),
+    Kind("error", "the runtime caught an error", "live", {"error": S},
+         {"event": S, "effect": S}),
+    Kind("undeliverable", "a delivery found no client stream to go to", "live",
+         {"client": S, "nid": S, "publisher": S, "seq": N}, {"reason": S}),
+    # ---- the client side (live client library and workload) ----
+    Kind("client_start", "a client started, attached to `broker`", "client", {},
+         {"broker": S, "address": S}),
+    Kind("client_publish", "the broker acknowledged a publication of this client", "client",
+         {"publisher": S, "seq": N}, {"nid": S, "published_at": F}),
+    Kind("client_deliver", "a notification arrived at this client", "client",
+         {"client": S, "publisher": S, "seq": N}, {"sub_id": S, "nid": S, "published_at": F}),
+    Kind("client_subscribe", "this client asked for a subscription", "client",
+         {"client": S, "sub_id": S, "broker": S}, {"filter": S}),
+    Kind("client_unsubscribe", "this client asked to end a subscription", "client",
+         {"client": S, "sub_id": S, "broker": S}),
+    Kind("client_error", "a request of this client failed", "client", {"error": S},
+         {"op": S, "sub_id": S, "client": S}),
+]
+KINDS: Mapping[str, Kind] = {k.name: k for k in KIND_LIST}
+
+# What each field means wherever it appears (one meaning per name).
+FIELD_DOC: Mapping[str, str] = {
+    "client": "a client id (the one that published, is delivered to, subscribes, crashed)",
+    "broker": "the broker id the client is attached to (snapshot: the broker whose state it is)",
+    "nid": "notification id, `<publisher>#<seq>`",
+    "publisher": "the publisher name the notification carries",
+    "seq": "the publisher's sequence number, 1, 2, ... per publisher",
+    "attributes": "the notification's attributes, a JSON object (numbers: int or float; "
+                  "`class: 3` and `class: 3.0` are the same value to a filter)",
+    "published_at": "the publication time in seconds, on the clock of `t`",
+    "sub_id": "subscription id (unique per client; a client may hold several)",
+    "filter": "the subscription's filter in its text form (weeble filter syntax)",
+    "rpc": "the client API call that carried it",
+    "from": "the sending broker of a link message",
+    "to": "the receiving broker of a link message",
+    "peer": "the neighbour at the other end of this node's link",
+    "msg": "link message type: notify, sub, unsub, switch, ...",
+    "lseq": "per-link sequence number of the message (live; restarts at 1 with the process)",
+    "tag": "routing-table tag (periodic-rebuild wrapper) of a message or switch",
+    "fate": "what the emulated link did with a sent message: sent, dropped, duplicated, "
+            "corrupted, cut",
+    "reason": "why (a drop, an undeliverable delivery, the end of a run)",
+    "fault_id": "the fault's id, the same in its fault_begin, fault_end and fault records",
+    "type": "the fault's kind in the chaos vocabulary (corrupt, clock, crash, cut, drop, ...)",
+    "target": "what the fault hit, as text: broker ids, client ids or links `a-b`, "
+              "comma-separated (the list is `targets`)",
+    "targets": "what the fault hit, as a list",
+    "field": "the RAM field a state fault set (core corruption target, e.g. entry.filter)",
+    "links": "the links a link fault hit, each `a-b`",
+    "value": "the value a state fault wrote",
+    "args": "arguments of a state fault (e.g. the table index)",
+    "probability": "probability of a link fault per message",
+    "delay_ms": "added one-way delay in ms",
+    "jitter_ms": "delay jitter in ms",
+    "spec": "the fault as written in the experiment",
+    "what": "the fault in words",
+    "planned_at": "planned start, seconds from the experiment's start",
+    "planned_end": "planned end, seconds from the experiment's start",
+    "took_effect": "whether the system shows that the fault changed something",
+    "evidence": "what the system reported before/after the fault (JSON)",
+    "ok": "fault_end: whether the action succeeded; legitimacy: whether the check passed",
+    "error": "an error message",
+    "before": "state before a state fault",
+    "after": "state after a state fault",
+    "ended_by": "fault_end: the fault (heal, restart) that ended this one",
+    "source": "who carried the fault out on this node (`admin`: the broker's admin API)",
+    "round": "snapshot round: snapshots with the same round are one global state",
+    "tables": "routing tables: a list (one per tag) of lists of entries "
+              "{filter, dest, sub_id, flag, ...}",
+    "neighbors": "the broker's neighbours", "root": "the root broker's id",
+    "parent": "the neighbour towards the root (null at the root)",
+    "algorithm": "routing algorithm", "hierarchical": "hierarchical (vs peer-to-peer) routing",
+    "wrapper": "periodic-rebuild wrapper in use", "next_timer": "the broker's next timer time",
+    "rebuild_bit": "the wrapper's current table bit", "mergers": "merger records",
+    "problems": "number of legitimacy problems found", "sample": "a few of the problems",
+    "required": "number of subscriptions the check required",
+    "count": "number of entries", "entries": "the entries",
+    "why": "why it was ignored, or why a link went down", "size": "bytes",
+    "merger_id": "merger id", "dest": "destination of an entry", "constituents": "sub ids",
+    "flag": "entry flag",
+    "timer": "the timer's name", "late": "seconds between the due time and the firing",
+    "due": "the time the timer was due, in seconds on the clock of `t`",
+    "listen": "the address the broker listens on", "admin": "its admin address",
+    "addresses": "its neighbours' addresses", "snapshot_period": "seconds between snapshots",
+    "undrained": "messages not sent at the stop", "counters": "the process's counters",
+    "dialer": "whether this node dialed the link", "loss": "loss probability",
+    "duplicate": "duplication probability", "rate_bps": "rate limit", "corrupt":
+    "corruption probability",
+    "event": "the event being handled", "effect": "the effect being carried out",
+    "address": "the broker address the client uses", "op": "the failed request",
+    # run header
+    "scenario": "the scenario's name", "options": "the core's Options (JSON object)",
+    "pi": "π, s", "rho": "ρ, s", "delta_min": "δmin, s", "delta_max": "δmax, s",
+    "d": "d, the tree's diameter in hops (as configured)", "bound": "Δ, s",
+    "topology": "the broker tree", "seed": "the run's seed",
+    "backend": "sim, local, mininet, docker or kubernetes", "clock": "virtual or wall",
+    "versions": "software versions", "duration": "planned duration of the run, s",
+    "check_period": "seconds between the simulator's legitimacy checks",
+    "run_id": "the live run's id",
+}
+
+
+def all_fields() -> dict[str, Type]:
+    """Every field of every kind with its one type: a field name has one type across kinds."""
+    columns: dict[str, Type] = dict(HEADER)
+    for kind in KIND_LIST:
+        for name, typ in kind.fields.items():
+            known = columns.setdefault(name, typ)
+            if known is not typ:
+                raise AssertionError(f"field {name!r} of {kind.name!r} is {typ}, elsewhere {known}")
+    return columns
+
+
+# ---- the run directory ------------------------------------------------------------------------
+
+TRACE_DIR = "trace"  # RUN/trace/*.jsonl: one file per node, the same in the simulator and live
+RUN_FILE = "run.jsonl"  # RUN/trace/run.jsonl: the `run` header record, and `run_end`
+ANALYSIS_DIR = "analysis"  # RUN/analysis/: written by `weeble analyze`
+SUMMARY_FILE = "summary.json"  # RUN/summary.json: the simulator's or live run's summary

@@ -1,0 +1,353 @@
+"""The trace writer: records of `weeble.trace.schema`, as JSON lines, one file per node.
+
+Two sinks share the record format and encoder:
+
+- `SimSink` (the simulator): one process writes the files of every node. Records are buffered
+  in memory and appended in batches (every `flush_every` records and at the end); each flush
+  opens, appends and closes, so one file is open at a time however many nodes there are.
+- `LiveSink` (a live broker, client or orchestrator process: one node, one file). The caller's
+  hot path only appends the record's parts to a queue; a background thread of the process (one
+  for all its sinks) builds the JSON and writes it every `flush_interval` seconds (0.2 s by
+  default), or sooner when `max_buffer` records are waiting. A process killed with SIGKILL loses
+  at most the records of its last `flush_interval` (those not yet written), and may leave a torn
+  last line, which the reader skips.
+
+A restarted live node appends to its own file (its `start` record marks the restart); a torn
+tail left by the killed predecessor is cut first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from json.encoder import encode_basestring as _quote  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from weeble.broker.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
+from weeble.trace.schema import RUN_FILE, TRACE_DIR, VERSION
+
+log = logging.getLogger(__name__)
+
+_HEADER = ("v", "t", "node", "kind")
+_RESERVED = frozenset(_HEADER)
+
+
+def make_record(t_ns: int, node: str, kind: str, *parts: dict[str, Any] | None) -> dict[str, Any]:
+    """A record: the four header fields, then the fields of `parts` in order.
+
+    A field named like a header field must not overwrite the header: it is kept as `_<name>`.
+    """
+    rec: dict[str, Any] = {"v": VERSION, "t": t_ns, "node": node, "kind": kind}
+    for part in parts:
+        if not part:
+            continue
+        if _RESERVED.isdisjoint(part):
+            rec.update(part)
+        else:
+            for key, value in part.items():
+                rec["_" + key if key in _RESERVED else key] = value
+    return rec
+
+
+def encode(rec: dict[str, Any]) -> bytes:
+    """One JSON line (without its newline). Never raises: what cannot be encoded is named."""
+    # orjson: tracing is a large per-message cost live, and orjson encodes ~4x faster than json.
+    # json covers what orjson refuses (ints beyond 64 bits, non-str keys in nested dicts).
+    try:
+        return orjson.dumps(rec, default=_jsonable, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    try:
+        return json.dumps(rec, separators=(",", ":"), default=_jsonable,
+                          ensure_ascii=False).encode()
+    except (TypeError, ValueError) as e:  # e.g. a circular structure from a fault
+        header = {k: rec[k] for k in _HEADER if k in rec}
+        return json.dumps(header | {"unencodable": str(e)}).encode()
+
+
+def _jsonable(value: Any) -> Any:
+    """Values JSON has no form for: sets sorted (set order depends on hash randomization),
+    anything else (a Filter, an enum) by its text."""
+    if isinstance(value, set | frozenset):
+        return sorted(str(v) for v in value)
+    return str(value)
+
+
+def message_ids(message: Message) -> dict[str, Any]:
+    """The ids of a link message, for send/receive/drop records."""
+    if isinstance(message, Notify):
+        n = message.notification
+        return {"msg": "notify", "nid": n.id, "publisher": n.publisher, "seq": n.seq}
+    if isinstance(message, Sub | Unsub):
+        return {"msg": "sub" if isinstance(message, Sub) else "unsub", "sub_id": message.sub_id,
+                "filter": str(message.filter), "tag": message.tag}
+    if isinstance(message, Switch):
+        return {"msg": "switch", "tag": message.tag}
+    return {"msg": type(message).__name__.lower()}
+
+
+def _number(x: float) -> str:
+    return repr(x) if x == x and abs(x) != float("inf") else "null"  # JSON has no NaN or inf
+
+
+# ---- the simulator's sink -----------------------------------------------------------------
+
+
+class SimSink:
+    """Buffered sink of a whole simulation: `write(file, t, node, kind, fields)`, t in seconds.
+
+    `file` is the node whose file the record goes to. Clients of the simulator have no process of
+    their own (and a large run has 10^5 of them): their records go to their broker's file.
+    """
+
+    def __init__(self, run_dir: Path | str, flush_every: int = 20_000) -> None:
+        self.dir = Path(run_dir) / TRACE_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob("*.jsonl"):  # a previous run into the same directory
+            stale.unlink()
+        self._buffers: dict[str, list[bytes]] = {}
+        self._pending = 0
+        self._flush_every = flush_every
+        self.records = 0
+
+    def write(self, file: str, t: float, node: str, kind: str, fields: dict[str, Any]) -> None:
+        self._append(file, encode(make_record(round(t * 1e9), node, kind, fields)))
+
+    def header(self, t: float, node: str, fields: dict[str, Any]) -> None:
+        """The run's `run` record (or `run_end`, with kind in fields' place: see `end`)."""
+        self._append(RUN_FILE.removesuffix(".jsonl"),
+                     encode(make_record(round(t * 1e9), node, "run", fields)))
+
+    def end(self, t: float, node: str, reason: str) -> None:
+        self._append(RUN_FILE.removesuffix(".jsonl"),
+                     encode(make_record(round(t * 1e9), node, "run_end", {"reason": reason})))
+
+    def deliver(self, t: float, broker: str, client: str, sub_id: str | None,
+                n: Notification) -> None:
+        """The most frequent record by far, so it is formatted by hand (same JSON as `write`)."""
+        sub = f'"sub_id":{_quote(sub_id)},' if sub_id is not None else ""
+        self._append(
+            broker,
+            f'{{"v":{VERSION},"t":{round(t * 1e9)},"node":{_quote(broker)},"kind":"deliver",'
+            f'"client":{_quote(client)},"broker":{_quote(broker)},{sub}"nid":{_quote(n.id)},'
+            f'"publisher":{_quote(n.publisher)},"seq":{n.seq},'
+            f'"published_at":{_number(n.published_at)}}}'.encode(),
+        )
+
+    def _append(self, file: str, line: bytes) -> None:
+        buffer = self._buffers.get(file)
+        if buffer is None:
+            buffer = self._buffers[file] = []
+        buffer.append(line)
+        self.records += 1
+        self._pending += 1
+        if self._pending >= self._flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        for file, lines in self._buffers.items():
+            if lines:
+                name = file.replace("/", "_").replace("\\", "_")
+                with open(self.dir / f"{name}.jsonl", "ab") as fh:
+                    fh.write(b"\n".join(lines))
+                    fh.write(b"\n")
+                lines.clear()
+        self._pending = 0
+
+    def close(self) -> None:
+        self.flush()
+
+
+# ---- the live sink ------------------------------------------------------------------------
+
+
+class LiveSink:
+    """The trace of one live node, written off the caller's hot path (see the module docstring).
+
+        sink = LiveSink(path, "b3")
+        sink.record("deliver", {"client": ...}, sub_id=...)   # cheap: queues the parts
+        sink.close()                                          # writes what is left
+
+    `record` keeps a reference to the dicts it is given until they are written: pass dicts you do
+    not change afterwards. `path=None` gives a disabled sink (every call is a no-op).
+    """
+
+    def __init__(self, path: Path | str | None, node: str, *, flush_interval: float = 0.2,
+                 max_buffer: int = 4096) -> None:
+        self.path = Path(path) if path is not None else None
+        self.node = node
+        self.flush_interval = flush_interval
+        self.max_buffer = max_buffer
+        # (t_ns, kind, fields, more): deque append/popleft are atomic, so the hot path takes
+        # no lock; the flusher drains what was there when it looked.
+        self._queue: deque[tuple[int, str, dict[str, Any] | None, dict[str, Any]]] = deque()
+        self._lock = threading.Lock()  # one writer at a time (flusher thread or close)
+        self._file: IO[bytes] | None = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                drop_torn_tail(self.path)
+            self._file = self.path.open("ab")
+            _FLUSHER.add(self)
+
+    @property
+    def enabled(self) -> bool:
+        return self._file is not None
+
+    def record(self, kind: str, fields: dict[str, Any] | None = None, /, **more: Any) -> None:
+        if self._file is None:
+            return
+        queue = self._queue
+        queue.append((time.time_ns(), kind, fields, more))
+        if len(queue) >= self.max_buffer:
+            _FLUSHER.wake()
+            if len(queue) >= 16 * self.max_buffer:  # the flusher cannot keep up: write here
+                self.flush()
+
+    def record_at(self, t_ns: int, kind: str, fields: dict[str, Any]) -> None:
+        """A record with a time of the caller's (e.g. the moment a fault struck)."""
+        if self._file is not None:
+            self._queue.append((t_ns, kind, fields, {}))
+
+    def flush(self) -> None:
+        """Write every queued record now (from any thread)."""
+        with self._lock:
+            file = self._file
+            if file is None:
+                return
+            queue, node = self._queue, self.node
+            n = len(queue)
+            if not n:
+                return
+            lines = []
+            for _ in range(n):
+                t, kind, fields, more = queue.popleft()
+                lines.append(encode(make_record(t, node, kind, fields, more)))
+            lines.append(b"")
+            try:
+                file.write(b"\n".join(lines))
+                file.flush()
+            except OSError as e:  # a full disk must not take the node down
+                log.error("trace %s: write failed: %s", self.path, e)
+
+    def start(self) -> None:
+        """Kept for callers that start the sink with their event loop: the flusher thread of
+        the process already runs."""
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._file is None:
+            return
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                if self._file is not None:
+                    self._file.close()
+                    self._file = None
+            _FLUSHER.remove(self)
+
+
+class _Flusher:
+    """One daemon thread per process that flushes every open LiveSink on its cadence."""
+
+    def __init__(self) -> None:
+        self._sinks: weakref.WeakSet[LiveSink] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, sink: LiveSink) -> None:
+        import os
+
+        with self._lock:
+            self._sinks.add(sink)
+            if self._thread is None or self._pid != os.getpid():  # none yet, or a forked child
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="weeble-trace-flusher",
+                                                daemon=True)
+                self._thread.start()
+
+    def remove(self, sink: LiveSink) -> None:
+        with self._lock:
+            self._sinks.discard(sink)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def flush_all(self) -> None:
+        with self._lock:
+            sinks = list(self._sinks)
+        for sink in sinks:
+            sink.flush()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                sinks = list(self._sinks)
+            interval = min((s.flush_interval for s in sinks), default=0.2)
+            self._wake.wait(interval)
+            self._wake.clear()
+            for sink in sinks:
+                with contextlib.suppress(Exception):  # never let the flusher die
+                    sink.flush()
+
+
+_FLUSHER = _Flusher()
+atexit.register(_FLUSHER.flush_all)
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut an unterminated last line left by a killed writer, before appending after it."""
+    with path.open("rb+") as f:
+        size = f.seek(0, 2)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        pos = size
+        while pos > 0:  # scan back for the last newline in chunks; traces can be large
+            step = min(65536, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                f.truncate(pos + i + 1)
+                return
+        f.truncate(0)
+
+
+def write_header(run_dir: Path | str, node: str, fields: dict[str, Any],
+                 t_ns: int | None = None) -> Path:
+    """Write the `run` header record of a live run (RUN/trace/run.jsonl), at once and durably."""
+    path = Path(run_dir) / TRACE_DIR / RUN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = encode(make_record(time.time_ns() if t_ns is None else t_ns, node, "run", fields))
+    path.write_bytes(line + b"\n")
+    return path
+
+
+def write_run_end(run_dir: Path | str, node: str, reason: str, t_ns: int | None = None) -> None:
+    """Append the `run_end` record of a live run."""
+    path = Path(run_dir) / TRACE_DIR / RUN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        drop_torn_tail(path)
+    line = encode(make_record(time.time_ns() if t_ns is None else t_ns, node, "run_end",
+                              {"reason": reason}))
+    with path.open("ab") as f:
+        f.write(line + b"\n")
