@@ -80,7 +80,8 @@ def build(run: Path) -> Path:
         rec(25, "b1", "refresh", client="c1", broker="b1", sub_id="c1/0"),
         rec(60, "c4", "crash", client="c4", broker="b1", sub_id="c4/0"),
         # the fault at 40, with the core's evidence between begin and end
-        rec(40, "b1", "fault_begin", fault_id="f1", type="corrupt", target="b1", field="table.clear"),
+        rec(40, "b1", "fault_begin", fault_id="f1", type="corrupt", target="b1",
+            field="table.clear"),
         rec(40, "b1", "fault", field="table.clear", args={}, value=None,
             before={"entries": 3}, after={"entries": 0}),
         rec(40, "b1", "fault_end", fault_id="f1", type="corrupt", target="b1", field="table.clear"),
