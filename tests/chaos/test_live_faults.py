@@ -59,7 +59,7 @@ async def chaos(bed: Testbed, *faults: dict[str, Any]) -> tuple[dict[str, Outcom
     for rec_list in records.values():  # every injection: one begin, one end, in the schema
         assert [r["kind"] for r in sorted(rec_list, key=lambda r: r["t"])] == [
             "fault_begin", "fault_end"], rec_list
-        assert all(r["v"] == 1 and r["node"] == "chaos" for r in rec_list)
+        assert all(r["v"] == 2 and r["node"] == "chaos" for r in rec_list)
     return {o.fault_id: o for o in outcomes}, records
 
 
