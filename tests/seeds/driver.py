@@ -178,14 +178,26 @@ class SkipRingWorld:
                         publications=self.published if publications else None)
 
     def run_until_legitimate(self, limit: float, *, publications: bool = True,
-                             check_every: float | None = None) -> float | None:
-        """Run until the state is legitimate; the (virtual) time it took, or None."""
+                             check_every: float | None = None, settle: int = 5) -> float | None:
+        """Run until the state is legitimate and stays so for `settle` more checks (messages in
+        flight are implicit edges: a state can look right while delegations still travel); the
+        time from the start to the first check of that streak, or None."""
         step = check_every or self.member_period
         start = self.net.now
-        while self.net.now - start < limit:
+        streak_from: float | None = None
+        streak = 0
+        while self.net.now - start < limit + settle * step:
             self.net.run(self.net.now + step)
-            if not self.problems(publications=publications):
-                return self.net.now - start
+            if self.problems(publications=publications):
+                streak_from, streak = None, 0
+                if self.net.now - start >= limit:
+                    return None
+                continue
+            if streak_from is None:
+                streak_from = self.net.now - start
+            streak += 1
+            if streak > settle:
+                return streak_from
         return None
 
     def snapshot(self) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class Unsubscription:
 @dataclass(frozen=True, slots=True)
 class Event:
     item: Item
+    eid: int = 0  # the publication's id, so a driver can follow one event's hops
 
     def size(self) -> int:
         return 8 + len(str(self.item))
@@ -185,6 +186,7 @@ class Delivered:
     """Effect: an event reached a local subscriber."""
 
     item: Item
+    eid: int = 0
 
 
 Effect = Send | SetTimer | Delivered
@@ -242,13 +244,13 @@ class AntiEntropyNode:
         self._forward(self.router.local_unsub(item), unsub=True, out=out)
         return out
 
-    def publish(self, item: Item) -> list[Effect]:
-        return self._route(item, None)
+    def publish(self, item: Item, eid: int = 0) -> list[Effect]:
+        return self._route(item, None, eid)
 
-    def _route(self, item: Item, frm: str | None) -> list[Effect]:
+    def _route(self, item: Item, frm: str | None, eid: int = 0) -> list[Effect]:
         local, targets = self.router.route(item, frm)
-        out: list[Effect] = [Delivered(item)] if local else []
-        out.extend(Send(y, Event(item)) for y in targets)  # type: ignore[arg-type]
+        out: list[Effect] = [Delivered(item, eid)] if local else []
+        out.extend(Send(y, Event(item, eid)) for y in targets)  # type: ignore[arg-type]
         if frm is not None and not local and not targets:
             self.stats.unwanted += 1
             self._unwanted_since_failure += 1
@@ -346,8 +348,8 @@ class AntiEntropyNode:
             case Unsubscription(item=s):
                 self._note_in(frm, s)
                 self._forward(self.router.on_unsub(frm, s), unsub=True, out=out)
-            case Event(item=s):
-                out.extend(self._route(s, frm))
+            case Event(item=s, eid=eid):
+                out.extend(self._route(s, frm, eid))
             case Observe():
                 out.extend(self._on_observe(frm, msg))
             case ObserveReply():

@@ -1,0 +1,105 @@
+"""Seed 003: convergence time and per-node load of the supervised skip ring against n.
+
+For each n: (1) from SR(n) with 20 publications, corrupt everything the spec lists (random
+labels, random edges, a database with all four corruption conditions, 3n junk messages) and
+measure the time to legitimacy (ring, shortcuts, database and every trie); (2) everyone joins at
+once from nothing; (3) in the legitimate state, messages per interval sent and received per member
+(maximum and mean) and at the supervisor. Time unit: one member Timeout interval; the supervisor's
+Timeout runs 4× as often (spec D.4); link delays 1–5 % of an interval.
+
+The paper's claims beside ours (abstract, §3.2.1, §4.3): constant expected work per interval for
+the supervisor and for any process in a legitimate state; O(log n) worst-case, O(1) average
+degree. The reconstruction predicts that "0" and "1" *receive* Θ(log n) shortcut introductions
+per interval (spec C.1-8): the maximum received column shows it.
+
+Run: python -m benchmarks.seed003_skipring [--full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from tests.seeds.driver import SkipRingWorld
+from weeble.broker.core.overlay.skipring.corruption import (
+    corrupt_database,
+    corrupt_member,
+    junk_messages,
+)
+from weeble.broker.core.overlay.skipring.trie import Publication
+
+
+def corrupted_convergence(n: int, seed: int) -> float | None:
+    w = SkipRingWorld(n, seed=seed)
+    w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(20)])
+    w.net.run(2)
+    rng = random.Random(seed)
+    nodes = [w.sup, *w.ids]
+    for v in w.ids:
+        corrupt_member(w.member(v), rng, nodes)
+    corrupt_database(w.supervisor_state, rng, w.ids)
+    for dst, msg in junk_messages(rng, topic=w.TOPIC, nodes=nodes, supervisor=w.sup, count=3 * n):
+        w.net.send(dst, dst, msg)
+    return w.run_until_legitimate(400)
+
+
+def join_convergence(n: int, seed: int) -> float | None:
+    w = SkipRingWorld(n, seed=seed)
+    for v in w.ids:
+        w.subscribe(v)
+    return w.run_until_legitimate(400)
+
+
+def steady_load(n: int, seed: int, intervals: int = 20) -> dict[str, float]:
+    w = SkipRingWorld(n, seed=seed)
+    w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(20)])
+    w.net.run(2)
+    w.net.reset_counts()
+    w.net.run(2 + intervals)
+    sent = [w.net.sent[v] / intervals for v in w.ids]
+    recv = [w.net.received[v] / intervals for v in w.ids]
+    return {"sent max": max(sent), "sent mean": statistics.fmean(sent),
+            "recv max": max(recv), "recv mean": statistics.fmean(recv),
+            "sup in": w.net.received[w.sup] / intervals, "sup out": w.net.sent[w.sup] / intervals,
+            "bytes max": max(w.net.bytes_sent[v] for v in w.ids) / intervals}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--full", action="store_true",
+                    help="add n = 4096, and corrupted starts up to 1024 (slow: see below)")
+    ap.add_argument("--seeds", type=int, default=3)
+    args = ap.parse_args()
+    sizes = [16, 64, 256, 1024] + ([4096] if args.full else [])
+    seeds = list(range(1, args.seeds + 1))
+    print("convergence (member intervals, median over seeds; None = not within 400)")
+    print(f"{'n':>6} {'corrupted':>10} {'all join':>9} {'wall s':>7}")
+    for n in sizes:
+        t0 = time.perf_counter()
+        # from a corrupted state BuildRing moves every stale reference one hop per message, so
+        # the work of convergence grows about as n²: only the smaller sizes by default
+        c = ([corrupted_convergence(n, s) for s in seeds]
+             if n <= (1024 if args.full else 256) else [])
+        j = [join_convergence(n, s) for s in seeds[:1]]
+
+        def med(xs: list[float | None]) -> str:
+            ok = [x for x in xs if x is not None]
+            if not xs:
+                return "-"
+            return "None" if len(ok) < len(xs) else f"{statistics.median(ok):.0f}"
+
+        print(f"{n:>6} {med(c):>10} {med(j):>9} {time.perf_counter() - t0:>7.1f}")
+    print("\nlegitimate-state load per interval (paper: O(1) expected per process and supervisor)")
+    print(f"{'n':>6} {'sent max':>9} {'sent mean':>10} {'recv max':>9} {'recv mean':>10} "
+          f"{'sup in':>7} {'sup out':>8} {'B/node max':>11}")
+    for n in sizes:
+        r = steady_load(n, seeds[0], intervals=20 if n <= 256 else 8)
+        print(f"{n:>6} {r['sent max']:>9.2f} {r['sent mean']:>10.2f} {r['recv max']:>9.2f} "
+              f"{r['recv mean']:>10.2f} {r['sup in']:>7.2f} {r['sup out']:>8.2f} "
+              f"{r['bytes max']:>11.0f}")
+
+
+if __name__ == "__main__":
+    main()
