@@ -2,12 +2,13 @@
 
     python benchmarks/_relay.py --listen HOST:PORT [--next HOST:PORT] [--batch B]
 
-It accepts the brokers' link stream (weeble.v1.Link/Connect, Envelope bytes) and the client
-Subscribe stream (or weeble.bench.Sink/Follow: the same, with batches of notifications).
-What arrives is parsed and either re-serialized onward to --next in batches
-of up to B envelopes, or, at the end of a chain, handed to the subscribe stream one
-notification per message: the same dataflow as a broker, without routing, metrics or traces.
-It imports only gRPC and the generated protobuf code, so its RSS is the floor too.
+It speaks the brokers' wire protocol (weeble.v1) with the same batching, and does nothing else:
+the first relay takes a PublishStream (and acknowledges it cumulatively), relays pass
+Envelope batches over weeble.v1.Link/Connect streams, and the last one serves a Subscribe
+stream with NotificationBatches of up to the batch size the subscriber asks for. Every relay
+parses what it receives and serializes what it sends (the protobuf library's own code, in C),
+so it is the floor any Python gRPC broker with this protocol stands on: no routing, no
+metrics, no traces. It imports only gRPC and the generated protobuf code.
 """
 
 from __future__ import annotations
@@ -22,61 +23,93 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
+from weeble.proto.v1 import client_pb2, link_pb2
 
 CONNECT = "/weeble.v1.Link/Connect"
 
 
 def serve_relay(listen: str, next_hop: str | None, batch: int) -> None:
-    """A relay process: parse what arrives on the link stream, re-serialize it onward in
-    batches of up to `batch` (or hand it to the subscribe stream at the end of the chain)."""
-
     async def main() -> None:
         queue: asyncio.Queue[client_pb2.Notification] = asyncio.Queue()
         out_call: Any = None
+        seq = 0
         if next_hop is not None:
-            out_ch = channel(next_hop)
-            out_call = out_ch.stream_stream(CONNECT)()
+            out_call = channel(next_hop).stream_stream(CONNECT)()
+
+        async def forward(notifications: Any) -> None:
+            """To the next relay in Envelope batches of up to `batch`, or to the subscriber."""
+            nonlocal seq
+            if out_call is None:
+                for n in notifications:
+                    queue.put_nowait(n)
+                return
+            envs = []
+            for n in notifications:
+                seq += 1
+                envs.append(link_pb2.Envelope(seq=seq, notify=link_pb2.NotifyMsg(notification=n)))
+            for i in range(0, len(envs), batch):
+                chunk = envs[i:i + batch]
+                out = chunk[0] if len(chunk) == 1 else link_pb2.Envelope(
+                    batch=link_pb2.Batch(envelopes=chunk))
+                await out_call.write(out.SerializeToString())
 
         async def connect(request_iterator: Any, context: Any) -> None:
             async for data in request_iterator:
                 env = link_pb2.Envelope.FromString(data)
                 inner = env.batch.envelopes if env.HasField("batch") else [env]
-                if out_call is None:
-                    for e in inner:
-                        queue.put_nowait(e.notify.notification)
-                    continue
-                envs = [link_pb2.Envelope(seq=e.seq, notify=e.notify).SerializeToString()
-                        for e in inner]
-                for i in range(0, len(envs), batch):
-                    chunk = envs[i:i + batch]
-                    await out_call.write(chunk[0] if len(chunk) == 1 else _batch(chunk))
+                await forward([e.notify.notification for e in inner])
 
-        class Client(client_pb2_grpc.ClientServicer):
-            async def Subscribe(self, request: Any, context: Any) -> Any:
-                yield client_pb2.SubscriptionEvent(
-                    sub_id=request.sub_id, subscribed=client_pb2.Subscribed(sub_id=request.sub_id))
+        async def publish_stream(request_iterator: Any, context: Any) -> None:
+            accepted = 0
+            changed = asyncio.Event()
+
+            async def acknowledge() -> None:  # coalesced, as the broker does
+                acked = 0
                 while True:
-                    n = await queue.get()
-                    yield client_pb2.SubscriptionEvent(sub_id=request.sub_id, notification=n)
+                    await changed.wait()
+                    changed.clear()
+                    if accepted > acked:
+                        acked = accepted
+                        await context.write(
+                            client_pb2.PublishAck(accepted=acked).SerializeToString())
 
-        async def follow(_request: bytes, context: Any) -> Any:
-            """Like Subscribe, but each message carries every queued notification (up to
-            `batch`): what a subscribe stream with batching could reach."""
+            writer = asyncio.create_task(acknowledge())
+            try:
+                async for data in request_iterator:
+                    request = client_pb2.PublishRequest.FromString(data)
+                    await forward(request.notifications)
+                    accepted += len(request.notifications)
+                    changed.set()
+            finally:
+                writer.cancel()
+
+        async def subscribe(data: bytes, context: Any) -> Any:
+            request = client_pb2.SubscribeRequest.FromString(data)
+            yield client_pb2.SubscriptionEvent(
+                sub_id=request.sub_id, subscribed=client_pb2.Subscribed(sub_id=request.sub_id)
+            ).SerializeToString()
+            most = max(1, request.max_batch)
             while True:
                 items = [await queue.get()]
-                while len(items) < batch and not queue.empty():
+                while len(items) < most and not queue.empty():
                     items.append(queue.get_nowait())
-                envs = [link_pb2.Envelope(notify=link_pb2.NotifyMsg(notification=n))
-                        .SerializeToString() for n in items]
-                yield _batch(envs)
+                if len(items) == 1:
+                    event = client_pb2.SubscriptionEvent(sub_id=request.sub_id,
+                                                         notification=items[0])
+                else:
+                    event = client_pb2.SubscriptionEvent(
+                        sub_id=request.sub_id,
+                        batch=client_pb2.NotificationBatch(notifications=items))
+                yield event.SerializeToString()
 
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "weeble.v1.Link", {"Connect": grpc.stream_stream_rpc_method_handler(connect)}),))
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "weeble.bench.Sink", {"Follow": grpc.unary_stream_rpc_method_handler(follow)}),))
-        client_pb2_grpc.add_ClientServicer_to_server(Client(), server)
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *_SIZES])
+        server.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler("weeble.v1.Link", {
+                "Connect": grpc.stream_stream_rpc_method_handler(connect)}),
+            grpc.method_handlers_generic_handler("weeble.v1.Client", {
+                "PublishStream": grpc.stream_stream_rpc_method_handler(publish_stream),
+                "Subscribe": grpc.unary_stream_rpc_method_handler(subscribe)}),
+        ))
         server.add_insecure_port(listen)
         await server.start()
         print("READY", flush=True)
@@ -85,27 +118,12 @@ def serve_relay(listen: str, next_hop: str | None, batch: int) -> None:
     asyncio.run(main())
 
 
-def _batch(envs: list[bytes]) -> bytes:
-    # Batch.envelopes (field 1) inside Envelope.batch (field 15), as the broker's wire.py does
-    inner = b"".join(b"\x0a" + _varint(len(e)) + e for e in envs)
-    return b"\x7a" + _varint(len(inner)) + inner
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | 0x80 if n else byte)
-        if not n:
-            return bytes(out)
+_SIZES = [("grpc.max_send_message_length", 64 * 1024 * 1024),
+          ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
 
 
 def channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=[
-        ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ])
+    return grpc.aio.insecure_channel(address, options=_SIZES)
 
 
 if __name__ == "__main__":

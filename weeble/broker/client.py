@@ -25,7 +25,8 @@ import queue
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +34,15 @@ import grpc
 
 from weeble.broker.core.filters import Value
 from weeble.broker.core.messages import Notification
-from weeble.broker.runtime.wire import notification_from_pb, notification_to_pb
+from weeble.broker.runtime.wire import notification_from_pb, notification_to_pb, publish_request
 from weeble.proto.v1 import client_pb2, client_pb2_grpc
 from weeble.trace.writer import LiveSink
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
                        grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED})
+PUBLISH_STREAM = "/weeble.v1.Client/PublishStream"
+_REQUEST_SLACK = 1024  # the PublishRequest's own fields around its notifications
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,11 @@ def _channel(target: str) -> grpc.aio.Channel:
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.max_reconnect_backoff_ms", 2000),
+        # notice a broker that went silent (stopped, partitioned) on an open stream
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
     ])
 
 
@@ -63,49 +71,177 @@ class Delivery:
 
 
 class Publisher:
+    """Publishes over one PublishStream: notifications are written in order, in batches of
+    what is waiting (up to max_batch and max_batch_bytes), and the broker's cumulative
+    acknowledgements complete them (see PublishAck in proto/weeble/v1/client.proto for what
+    an acknowledgement promises).
+
+    `publish`/`publish_many` wait for the acknowledgement; `send` only queues (at most
+    `window` notifications may be unacknowledged) and `flush` waits for everything sent. A
+    broken stream fails every notification not yet acknowledged with its error (they may or
+    may not have reached the broker: never publish them again under the same seq); the next
+    call opens a new stream.
+    """
+
     def __init__(self, target: str, publisher_id: str, *, start_seq: int = 1,
-                 trace: LiveSink | None = None, timeout: float = 10.0) -> None:
+                 trace: LiveSink | None = None, timeout: float = 10.0,
+                 max_batch: int = 256, max_batch_bytes: int = MAX_MESSAGE_BYTES,
+                 window: int = 10_000) -> None:
+        if max_batch < 1 or window < 1:
+            raise ValueError("max_batch and window: must be >= 1")
         self.target = target
         self.publisher_id = publisher_id
         self.next_seq = start_seq
         self.timeout = timeout
+        self.max_batch = max_batch
+        self.max_batch_bytes = max(1, max_batch_bytes - _REQUEST_SLACK)
+        self.window = window
         self._trace = trace
         self._channel: grpc.aio.Channel | None = None
-        self._stub: client_pb2_grpc.ClientStub | None = None
+        self._queued: deque[tuple[Notification, bytes]] = deque()  # not yet written
+        self._inflight: deque[tuple[int, list[Notification]]] = deque()  # (stream count, ...)
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()  # (count, future)
+        self._enqueued = 0  # notifications handed to this publisher (since the last failure)
+        self._acked = 0
+        self._stream_base = 0  # self._acked when the current stream opened
+        self._stream_sent = 0  # notifications written on the current stream
+        self._call: Any = None
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
 
-    def _client(self) -> client_pb2_grpc.ClientStub:
-        if self._stub is None:
-            self._channel = _channel(self.target)
-            self._stub = client_pb2_grpc.ClientStub(self._channel)
-        return self._stub
+    # ---- API --------------------------------------------------------------------------------
 
     async def publish(self, attributes: Mapping[str, Value]) -> Notification:
+        """Publish one notification and wait until the broker has accepted it."""
         return (await self.publish_many([attributes]))[0]
 
     async def publish_many(self, batch: Iterable[Mapping[str, Value]]) -> list[Notification]:
-        """Publish several notifications in one RPC (in order); returns them with their seqs."""
-        now = time.time()
-        notifications = []
-        for attributes in batch:
-            notifications.append(
-                Notification(self.publisher_id, self.next_seq, dict(attributes), now)
-            )
-            self.next_seq += 1
-        request = client_pb2.PublishRequest(
-            client=self.publisher_id,
-            notifications=[notification_to_pb(n) for n in notifications],
-        )
-        await self._client().Publish(request, timeout=self.timeout)
-        if self._trace is not None:
-            for n in notifications:
-                self._trace.record("client_publish", nid=n.id, publisher=n.publisher, seq=n.seq,
-                                   published_at=n.published_at)
+        """Publish several notifications in order and wait until the broker has accepted them
+        all; returns them with their seqs."""
+        notifications = [await self.send(a) for a in batch]
+        if notifications:
+            await self._wait_acked(self._enqueued)
         return notifications
 
+    async def send(self, attributes: Mapping[str, Value]) -> Notification:
+        """Queue one notification for publishing (waits only while `window` notifications are
+        unacknowledged); `flush` reports whether it was accepted."""
+        while self._enqueued - self._acked >= self.window:
+            self._room.clear()
+            async with asyncio.timeout(self.timeout):
+                await self._room.wait()
+        n = Notification(self.publisher_id, self.next_seq, dict(attributes), time.time())
+        wire = notification_to_pb(n).SerializeToString()
+        self.next_seq += 1
+        self._queued.append((n, wire))
+        self._enqueued += 1
+        self._wake.set()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_forever(), name="publish-writer")
+        return n
+
+    async def flush(self) -> None:
+        """Wait until every notification sent so far is acknowledged (or raise the error that
+        ended the stream)."""
+        if self._enqueued > self._acked:
+            await self._wait_acked(self._enqueued)
+
+    async def _wait_acked(self, count: int) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((count, future))
+        async with asyncio.timeout(self.timeout):
+            await future
+
+    # ---- the stream -------------------------------------------------------------------------
+
+    def _open(self) -> Any:
+        if self._channel is None:
+            self._channel = _channel(self.target)
+        call = self._channel.stream_stream(
+            PUBLISH_STREAM, request_serializer=None,
+            response_deserializer=client_pb2.PublishAck.FromString)()
+        self._call = call
+        self._stream_base, self._stream_sent = self._acked, 0
+        self._reader = asyncio.create_task(self._read_acks(call), name="publish-acks")
+        return call
+
+    async def _write_forever(self) -> None:
+        while True:
+            while not self._queued:
+                self._wake.clear()
+                await self._wake.wait()
+            call = self._call or self._open()
+            batch: list[tuple[Notification, bytes]] = [self._queued.popleft()]
+            size = len(batch[0][1])
+            while self._queued and len(batch) < self.max_batch:
+                n = len(self._queued[0][1]) + 6
+                if size + n > self.max_batch_bytes:
+                    break
+                size += n
+                batch.append(self._queued.popleft())
+            self._stream_sent += len(batch)
+            self._inflight.append((self._stream_sent, [n for n, _ in batch]))
+            try:
+                await call.write(publish_request(self.publisher_id, [w for _, w in batch]))
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError) as e:
+                self._fail(call, e)
+
+    async def _read_acks(self, call: Any) -> None:
+        try:
+            while (ack := await call.read()) is not grpc.aio.EOF:
+                self._advance(self._stream_base + ack.accepted)
+            error: BaseException = RuntimeError("the broker ended the publish stream")
+        except grpc.aio.AioRpcError as e:
+            error = e
+        self._fail(call, error)
+
+    def _advance(self, acked: int) -> None:
+        while self._inflight and self._stream_base + self._inflight[0][0] <= acked:
+            _, notifications = self._inflight.popleft()
+            if self._trace is not None:
+                for n in notifications:
+                    self._trace.record("client_publish", nid=n.id, publisher=n.publisher,
+                                       seq=n.seq, published_at=n.published_at)
+        self._acked = max(self._acked, acked)
+        while self._waiters and self._waiters[0][0] <= self._acked:
+            _, future = self._waiters.popleft()
+            if not future.done():
+                future.set_result(None)
+        self._room.set()
+
+    def _fail(self, call: Any, error: BaseException) -> None:
+        """The stream `call` broke: nothing unacknowledged on it will be; start afresh."""
+        if call is not self._call:
+            return  # an older stream, already failed
+        self._call = None
+        if self._inflight or self._queued:
+            log.debug("publisher %s: stream failed with %d unacknowledged: %s",
+                      self.publisher_id, self._enqueued - self._acked, error)
+        self._inflight.clear()
+        self._queued.clear()
+        self._enqueued = self._acked
+        while self._waiters:
+            _, future = self._waiters.popleft()
+            if not future.done():
+                future.set_exception(error)
+        self._room.set()
+        with contextlib.suppress(Exception):
+            call.cancel()
+
     async def close(self) -> None:
+        for task in (self._writer, self._reader):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (self._writer, self._reader) if t is not None),
+                             return_exceptions=True)
+        self._writer = self._reader = None
+        if self._call is not None:
+            self._fail(self._call, RuntimeError("publisher closed"))
         if self._channel is not None:
             await self._channel.close()
-            self._channel = self._stub = None
+            self._channel = None
 
     async def __aenter__(self) -> Publisher:
         return self
@@ -141,9 +277,16 @@ class Subscriber:
         queue_limit: int = 100_000,
         max_batch: int = 256,
         trace: LiveSink | None = None,
+        on_status: Callable[[str], None] | None = None,
     ) -> None:
         """max_batch: the broker may send up to this many waiting notifications in one stream
-        message (1 = never batch); batching never holds a notification back."""
+        message (1 = never batch); batching never holds a notification back. Batches are never
+        larger than this client's maximum message size, which the request states.
+
+        on_status: called with a sentence when a subscription's stream to the broker is lost
+        (and when the next attempt is due) and when it is open again; the Subscriber
+        reconnects by itself, with exponential backoff between reconnect_min and
+        reconnect_max seconds."""
         if rho <= 0:
             raise ValueError(f"rho: must be > 0, got {rho}")
         self.target = target
@@ -160,6 +303,7 @@ class Subscriber:
         self._stub: client_pb2_grpc.ClientStub | None = None
         self._refresher: asyncio.Task[None] | None = None
         self._closed = False
+        self._on_status = on_status
         self.dropped = 0  # deliveries lost because the local queue was full
 
     def _client(self) -> client_pb2_grpc.ClientStub:
@@ -208,9 +352,12 @@ class Subscriber:
 
     async def _stream(self, sub: _Subscription) -> None:
         failures = 0
+        lost = False
         request = client_pb2.SubscribeRequest(client=self.client_id, sub_id=sub.sub_id,
-                                              filter=sub.filter, max_batch=self.max_batch)
+                                              filter=sub.filter, max_batch=self.max_batch,
+                                              max_batch_bytes=MAX_MESSAGE_BYTES)
         while not sub.unsubscribed and not self._closed:
+            why = "the broker ended the stream"
             try:
                 call = self._client().Subscribe(request)
                 sub.streams_opened += 1
@@ -218,6 +365,11 @@ class Subscriber:
                     if event.HasField("subscribed"):
                         sub.up, failures = True, 0
                         sub.acked.set()
+                        if lost:
+                            lost = False
+                            self._status(f"subscription {sub.sub_id}: reconnected to"
+                                         f" {self.target} (broker {event.subscribed.broker_id}),"
+                                         " subscribed again")
                     elif event.HasField("notification"):
                         self._push(sub.sub_id, event.notification)
                     elif event.HasField("batch"):
@@ -229,13 +381,27 @@ class Subscriber:
                     sub.error = e
                     sub.acked.set()
                     return
-                log.debug("subscription %s: stream broke: %s", sub.sub_id, e.code())
-            sub.up = False
+                why = f"{e.code().name}: {e.details()}"
+                log.debug("subscription %s: stream broke: %s", sub.sub_id, why)
+            was_up, sub.up = sub.up, False
             if sub.unsubscribed or self._closed:
                 return
             failures += 1
             delay = min(self.reconnect_max, self.reconnect_min * 2 ** min(failures, 16))
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= random.uniform(0.5, 1.0)
+            if was_up or lost:
+                lost = True
+                self._status(f"subscription {sub.sub_id}: lost broker {self.target} ({why});"
+                             f" reconnecting in {delay:.1f} s (attempt {failures})")
+            await asyncio.sleep(delay)
+
+    def _status(self, text: str) -> None:
+        log.info("%s", text)
+        if self._on_status is not None:
+            try:
+                self._on_status(text)
+            except Exception:  # a reporting callback must not end the subscription
+                log.exception("on_status callback failed")
 
     def _push(self, sub_id: str, pb: client_pb2.Notification) -> None:
         try:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import secrets
-import time
 from typing import Any
 
 _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?$")
@@ -52,9 +51,8 @@ def parse_attribute(text: str) -> tuple[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import grpc
+    import asyncio
 
-    from weeble.broker.client import publish_sync
     from weeble.broker.runtime.config import split_address
     from weeble.commands import UsageError
 
@@ -66,14 +64,29 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeat: must be >= 1, got {args.repeat}")
     attributes = dict(parse_attribute(a) for a in args.attributes)
     client = args.client or f"cli-{os.getpid()}-{secrets.token_hex(2)}"
-    seq = 1
-    for i in range(args.repeat):
-        if i and args.interval > 0:
-            time.sleep(args.interval)
-        try:
-            (n,) = publish_sync(args.broker, client, [attributes], start_seq=seq)
-        except grpc.RpcError as e:
-            raise UsageError(f"broker {args.broker}: {e.code().name}: {e.details()}") from None
-        seq = n.seq + 1
-        print(f"published {n.publisher}:{n.seq} {json.dumps(n.attributes)}", flush=True)
+    asyncio.run(_publish(args, client, attributes))
     return 0
+
+
+async def _publish(args: argparse.Namespace, client: str, attributes: dict[str, Any]) -> None:
+    """One publish stream for every repeat; each line is printed once the broker accepted it."""
+    import asyncio
+
+    import grpc
+
+    from weeble.broker.client import Publisher
+    from weeble.commands import UsageError
+
+    async with Publisher(args.broker, client) as pub:
+        for i in range(args.repeat):
+            if i and args.interval > 0:
+                await asyncio.sleep(args.interval)
+            try:
+                n = await pub.publish(attributes)
+            except grpc.aio.AioRpcError as e:
+                raise UsageError(f"broker {args.broker}: {e.code().name}: {e.details()}"
+                                 ) from None
+            except TimeoutError:
+                raise UsageError(f"broker {args.broker}: no acknowledgement within"
+                                 f" {pub.timeout:g} s (is the run up? `weeble status`)") from None
+            print(f"published {n.publisher}:{n.seq} {json.dumps(n.attributes)}", flush=True)

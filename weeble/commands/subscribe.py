@@ -1,7 +1,9 @@
 """`weeble subscribe --broker ADDR 'class == 3'`: print matching notifications until Ctrl-C.
 
 The subscription's lease is refreshed every --rho seconds, as every client must (SC-4); Ctrl-C
-unsubscribes and exits cleanly.
+unsubscribes and exits cleanly. When the broker goes away (stopped, restarted, unreachable) the
+command says so on stderr and keeps reconnecting with backoff, saying when it is subscribed
+again; notifications published while it was away are not replayed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ def register(subparsers: Any) -> None:
         help="subscribe at a live broker and print what arrives",
         description="Subscribe with FILTER (e.g. 'class == 3 && price < 10') at a broker and"
                     " print each delivered notification as a JSON line, until Ctrl-C,"
-                    " --count or --timeout.",
+                    " --count or --timeout. A lost broker is reported on stderr and"
+                    " reconnected with backoff.",
     )
     p.add_argument("filter", help="filter text, e.g. 'class == 3'")
     p.add_argument("--broker", required=True, metavar="HOST:PORT",
@@ -62,7 +65,10 @@ async def follow(args: argparse.Namespace, client: str) -> None:
     from weeble.broker.client import Subscriber
     from weeble.commands import UsageError
 
-    async with Subscriber(args.broker, client, rho=args.rho) as sub:
+    def status(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    async with Subscriber(args.broker, client, rho=args.rho, on_status=status) as sub:
         try:
             sub_id = await sub.subscribe(args.filter, timeout=CONNECT_TIMEOUT)
         except TimeoutError:

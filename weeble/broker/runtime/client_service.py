@@ -1,4 +1,5 @@
-"""The Client gRPC service of one broker: publish, subscribe streams, refresh, unsubscribe.
+"""The Client gRPC service of one broker: publish (unary and stream), subscribe streams,
+refresh, unsubscribe.
 
 The core names local clients by id and delivers to a client, not to a subscription. A client
 may hold several subscribe streams (one per sub_id); a delivery goes to the first of its
@@ -10,6 +11,14 @@ out on its own, SC-4).
 Every Subscribe RPC and every Refresh RPC is a ClientSubscribe event for the core: the first
 one for a (client, sub_id) subscribes, the next ones refresh the lease. Closing a stream does
 not unsubscribe: only Unsubscribe does, or lease expiry.
+
+Notifications travel as bytes: a publication is decoded once (for the core) and its encoded
+form is what the links and subscribe streams forward; a subscribe stream sends batches of
+what is waiting, bounded in count and bytes (never above the client's maximum message size),
+and the `deliver` trace record and the delivery counter are written only once gRPC has taken
+the message, so the trace says what went on the wire. A stream's queue is bounded in count
+and bytes: a slow consumer costs notifications (undeliverable, reason stream_full), not
+broker memory.
 """
 
 from __future__ import annotations
@@ -17,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from weeble.broker.core.events import ClientPublish, ClientSubscribe, ClientUnsubscribe, Event
 from weeble.broker.core.filters import Filter, Value
@@ -28,43 +39,96 @@ from weeble.broker.core.messages import Notification
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.wire import (
     WireError,
-    notification_from_pb,
-    notification_to_pb,
+    decode_publication,
+    encode_notification,
     parse_filter,
+    sub_id_field,
+    subscription_event,
 )
-from weeble.proto.v1 import client_pb2, client_pb2_grpc
+from weeble.proto.v1 import client_pb2
 from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)
 
+CLIENT_SERVICE = "weeble.v1.Client"
+GRPC_DEFAULT_MAX = 4 * 1024 * 1024  # what a client that states no limit accepts
+MAX_BATCH = 4096  # notifications per subscribe-stream message, whatever a client asks
+_EVENT_SLACK = 64  # the SubscriptionEvent's own fields around a batch
+_FRAMING = 6  # at most: the tag and length varint of one notification inside a batch
+ACCEPTED_KEY = "weeble-accepted"  # trailing metadata of a failed PublishStream
+
+# Carry out a client event: step(event, notification, wire) -> False if the core failed.
+# `wire` is the encoded notification of a ClientPublish (forwarded as those bytes).
+Stepper = Callable[[Event, Notification | None, bytes | None], bool]
+
 
 @dataclass(eq=False)
 class SubStream:
-    """One open Subscribe RPC; None in the queue ends it."""
+    """One open Subscribe RPC: its queue of (encoded notification, notification, the sub_id
+    whose filter matched it or None: a wrong table delivered it, see `deliver`)."""
 
     client: str
     sub_id: str
     filter: Filter
-    queue: asyncio.Queue[Notification | None]
+    limit: int  # notifications queued at most
+    byte_limit: int  # bytes queued at most
+    items: deque[tuple[bytes, Notification, str | None]] = field(default_factory=deque)
+    size: int = 0
+    closed: bool = False
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     opened: float = field(default_factory=time.monotonic)
 
+    def offer(self, wire: bytes, n: Notification, matched: str | None) -> bool:
+        """Queue one notification; False if the queue is full (count or bytes)."""
+        if len(self.items) >= self.limit or self.size + len(wire) > self.byte_limit:
+            return False
+        self.items.append((wire, n, matched))
+        self.size += len(wire)
+        self.wakeup.set()
+        return True
+
     def close(self) -> None:
-        try:
-            self.queue.put_nowait(None)
-        except asyncio.QueueFull:  # make room: the end marker matters more than a notification
-            self.queue.get_nowait()
-            self.queue.put_nowait(None)
+        self.closed = True
+        self.wakeup.set()
+
+    async def next_batch(self, max_items: int,
+                         max_bytes: int) -> list[tuple[bytes, Notification, str | None]] | None:
+        """Wait for one notification, then take up to max_items of those already waiting,
+        within max_bytes of framed size (the first is taken whatever its size). None: the
+        stream was closed and nothing is left."""
+        items = self.items
+        while not items:
+            if self.closed:
+                return None
+            self.wakeup.clear()
+            await self.wakeup.wait()
+        first = items.popleft()
+        batch = [first]
+        raw = len(first[0])
+        size = raw + _FRAMING
+        while items and len(batch) < max_items:
+            n = len(items[0][0])
+            if size + n + _FRAMING > max_bytes:
+                break
+            size += n + _FRAMING
+            raw += n
+            batch.append(items.popleft())
+        self.size -= raw
+        return batch
 
 
-class ClientService(client_pb2_grpc.ClientServicer):
+class ClientService:
     def __init__(
         self,
         broker_id: str,
         reserved_ids: frozenset[str],
-        step: Callable[[Event], bool],
+        step: Stepper,
         trace: LiveSink,
         metrics: Metrics,
+        *,
         queue_limit: int,
+        queue_bytes: int,
+        max_message_bytes: int,
     ) -> None:
         self.broker_id = broker_id
         self._reserved = reserved_ids | {broker_id}  # client ids share the core's namespace
@@ -72,35 +136,64 @@ class ClientService(client_pb2_grpc.ClientServicer):
         self._trace = trace
         self._metrics = metrics
         self._queue_limit = queue_limit
+        self._queue_bytes = queue_bytes
+        self._max_message = max_message_bytes
         self.streams: dict[str, dict[str, SubStream]] = {}
         self._filters: dict[tuple[str, str], Filter] = {}  # last filter seen per subscription
         self.closing = False
 
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The weeble.v1.Client service. Publish requests arrive and subscription events
+        leave as bytes (wire-identical views of the .proto messages), so that notifications
+        are forwarded without being encoded again."""
+        views = client_pb2.PublishRequestView
+        return grpc.method_handlers_generic_handler(CLIENT_SERVICE, {
+            "Publish": grpc.unary_unary_rpc_method_handler(
+                self.Publish, request_deserializer=views.FromString,
+                response_serializer=client_pb2.PublishReply.SerializeToString),
+            "PublishStream": grpc.stream_stream_rpc_method_handler(self.PublishStream),
+            "Subscribe": grpc.unary_stream_rpc_method_handler(
+                self.Subscribe, request_deserializer=client_pb2.SubscribeRequest.FromString),
+            "Refresh": grpc.unary_unary_rpc_method_handler(
+                self.Refresh, request_deserializer=client_pb2.SubscribeRequest.FromString,
+                response_serializer=client_pb2.RefreshReply.SerializeToString),
+            "Unsubscribe": grpc.unary_unary_rpc_method_handler(
+                self.Unsubscribe, request_deserializer=client_pb2.UnsubscribeRequest.FromString,
+                response_serializer=client_pb2.UnsubscribeReply.SerializeToString),
+        })
+
     # ---- delivery (called from the broker's effect dispatch) --------------------------------
 
-    def deliver(self, client: str, n: Notification) -> None:
+    def deliver(self, client: str, n: Notification, wire: bytes | None = None) -> None:
         streams = self.streams.get(client)
         if not streams:
-            self._metrics.undeliverable("no_stream")
-            self._trace.record("undeliverable", client=client, nid=n.id, publisher=n.publisher,
-                               seq=n.seq, reason="no_stream")
+            self._undeliverable(client, n, "no_stream")
             return
-        attrs = n.attributes
-        matched = next((s for s in streams.values() if _matches(s.filter, attrs)), None)
-        # none matches: a wrong table delivered it; the client still gets it (and the trace
-        # shows a delivery without a sub_id)
-        target = matched if matched is not None else next(iter(streams.values()))
-        try:
-            target.queue.put_nowait(n)
-        except asyncio.QueueFull:
-            self._metrics.undeliverable("stream_full")
-            self._trace.record("undeliverable", client=client, nid=n.id, publisher=n.publisher,
-                               seq=n.seq, reason="stream_full")
-            return
-        self._metrics.delivery()
-        self._trace.record("deliver", client=client, broker=self.broker_id,
-                           sub_id=matched.sub_id if matched is not None else None, nid=n.id,
-                           publisher=n.publisher, seq=n.seq, published_at=n.published_at)
+        tracing = self._trace.enabled
+        if len(streams) == 1 and not tracing:
+            target = next(iter(streams.values()))
+            matched: str | None = target.sub_id
+        else:
+            attrs = n.attributes
+            found = next((s for s in streams.values() if _matches(s.filter, attrs)), None)
+            # none matches: a wrong table delivered it; the client still gets it (and the
+            # trace shows a delivery without a sub_id)
+            target = found if found is not None else next(iter(streams.values()))
+            matched = found.sub_id if found is not None else None
+        if wire is None:
+            try:
+                wire = encode_notification(n)
+            except WireError as e:  # a corrupted notification the wire cannot carry
+                self._undeliverable(client, n, "unencodable", detail=str(e))
+                return
+        if not target.offer(wire, n, matched):
+            self._undeliverable(client, n, "stream_full", sub_id=target.sub_id)
+
+    def _undeliverable(self, client: str, n: Notification, reason: str, **more: str) -> None:
+        self._metrics.undeliverable(reason)
+        if self._trace.enabled:
+            self._trace.record("undeliverable", more, client=client, nid=n.id,
+                               publisher=n.publisher, seq=n.seq, reason=reason)
 
     def close_all(self) -> None:
         self.closing = True
@@ -111,63 +204,110 @@ class ClientService(client_pb2_grpc.ClientServicer):
     def open_streams(self) -> list[str]:
         return sorted(f"{c}/{s}" for c, subs in self.streams.items() for s in subs)
 
-    # ---- RPCs -------------------------------------------------------------------------------
+    # ---- publishing -------------------------------------------------------------------------
 
     async def Publish(
-        self, request: client_pb2.PublishRequest, context: grpc.aio.ServicerContext
+        self, request: client_pb2.PublishRequestView, context: grpc.aio.ServicerContext
     ) -> client_pb2.PublishReply:
         client = await self._client_id(request.client, context)
-        notifications: list[Notification] = []
-        now = time.time()
-        for i, pb in enumerate(request.notifications):
-            if not pb.publisher:
-                pb.publisher = client
-            if not pb.published_at:
-                pb.published_at = now
-            try:
-                notifications.append(notification_from_pb(pb))
-            except WireError as e:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"notifications[{i}].{e}")
-        for n in notifications:
-            self._metrics.publish()
-            # the attributes too: the analytics match them against the subscriptions
-            self._trace.record("publish", client=client, broker=self.broker_id, nid=n.id,
-                               publisher=n.publisher,
-                               seq=n.seq, published_at=n.published_at,
-                               attributes=dict(n.attributes))
-            self._step(ClientPublish(client, n))
-        return client_pb2.PublishReply(accepted=len(notifications))
+        accepted = await self._publish(client, request.notifications, context)
+        return client_pb2.PublishReply(accepted=accepted)
 
-    async def Subscribe(
-        self, request: client_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[client_pb2.SubscriptionEvent]:
+    async def PublishStream(self, requests: object, context: grpc.aio.ServicerContext) -> None:
+        """Requests in, cumulative acknowledgements out (see PublishAck in client.proto).
+
+        A writer task sends the count accepted so far whenever it grew, so acknowledgements
+        coalesce when requests come faster than they can be answered."""
+        state = _AckState()
+        writer = asyncio.get_running_loop().create_task(self._acknowledge(state, context))
+        try:
+            client = ""
+            while True:
+                data = await context.read()
+                if data is grpc.aio.EOF:
+                    break
+                try:
+                    request = client_pb2.PublishRequestView.FromString(data)
+                except DecodeError as e:
+                    await self._abort(context, state, grpc.StatusCode.INVALID_ARGUMENT,
+                                      f"undecodable PublishRequest: {e}")
+                if not client:
+                    client = await self._client_id(request.client, context)
+                elif request.client and request.client != client:
+                    await self._abort(context, state, grpc.StatusCode.INVALID_ARGUMENT,
+                                      f"client: this stream publishes for {client!r},"
+                                      f" not {request.client!r}")
+                state.accepted += await self._publish(client, request.notifications, context,
+                                                      state)
+                state.changed.set()
+            state.done = True
+            state.changed.set()
+            await writer
+        finally:
+            if not writer.done():
+                writer.cancel()
+
+    @staticmethod
+    async def _acknowledge(state: _AckState, context: grpc.aio.ServicerContext) -> None:
+        acked = 0
+        while True:
+            await state.changed.wait()
+            state.changed.clear()
+            if state.accepted > acked:
+                acked = state.accepted
+                await context.write(client_pb2.PublishAck(accepted=acked).SerializeToString())
+            if state.done and acked == state.accepted:
+                return
+
+    async def _publish(self, client: str, raws: Sequence[bytes],
+                       context: grpc.aio.ServicerContext, state: _AckState | None = None) -> int:
+        """Validate every notification of one request, then hand them to the core in order;
+        a request with a bad notification is refused whole."""
+        now = time.time()
+        accepted: list[tuple[Notification, bytes]] = []
+        for i, raw in enumerate(raws):
+            try:
+                accepted.append(decode_publication(raw, f"notifications[{i}]", client, now))
+            except WireError as e:
+                await self._abort(context, state, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        tracing = self._trace.enabled
+        step = self._step
+        for n, wire in accepted:
+            if tracing:
+                # the attributes too: the analytics match them against the subscriptions
+                self._trace.record("publish", client=client, broker=self.broker_id, nid=n.id,
+                                   publisher=n.publisher, seq=n.seq, published_at=n.published_at,
+                                   attributes=dict(n.attributes))
+            step(ClientPublish(client, n), n, wire)
+        self._metrics.publish(len(accepted))
+        return len(accepted)
+
+    @staticmethod
+    async def _abort(context: grpc.aio.ServicerContext, state: _AckState | None,
+                     code: grpc.StatusCode, details: str) -> None:
+        if state is not None:
+            context.set_trailing_metadata(((ACCEPTED_KEY, str(state.accepted)),))
+        await context.abort(code, details)
+        raise AssertionError("unreachable")
+
+    # ---- subscribe streams ------------------------------------------------------------------
+
+    async def Subscribe(self, request: client_pb2.SubscribeRequest,
+                        context: grpc.aio.ServicerContext) -> None:
         client, sub_id, f = await self._subscription(request, context)
-        stream = SubStream(client, sub_id, f, asyncio.Queue(self._queue_limit))
+        stream = SubStream(client, sub_id, f, self._queue_limit, self._queue_bytes)
         old = self.streams.setdefault(client, {}).get(sub_id)
         if old is not None:
             old.close()  # the client reconnected; the old stream is dead or about to be
         self.streams[client][sub_id] = stream
         try:
             self._subscribe(client, sub_id, f, op="subscribe")
-            yield client_pb2.SubscriptionEvent(
+            await context.write(client_pb2.SubscriptionEvent(
                 sub_id=sub_id,
                 subscribed=client_pb2.Subscribed(sub_id=sub_id, filter=str(f),
                                                  broker_id=self.broker_id),
-            )
-            max_batch = max(1, request.max_batch)
-            while True:
-                batch = await self._next_batch(stream.queue, max_batch)
-                if batch is None:
-                    return
-                if len(batch) == 1:
-                    yield client_pb2.SubscriptionEvent(sub_id=sub_id,
-                                                       notification=notification_to_pb(batch[0]))
-                else:
-                    yield client_pb2.SubscriptionEvent(
-                        sub_id=sub_id,
-                        batch=client_pb2.NotificationBatch(
-                            notifications=[notification_to_pb(n) for n in batch]),
-                    )
+            ).SerializeToString())
+            await self._pump(stream, request, context)
         finally:
             subs = self.streams.get(client, {})
             if subs.get(sub_id) is stream:
@@ -175,25 +315,36 @@ class ClientService(client_pb2_grpc.ClientServicer):
                 if not subs:
                     self.streams.pop(client, None)
 
-    @staticmethod
-    async def _next_batch(
-        queue: asyncio.Queue[Notification | None], max_batch: int
-    ) -> list[Notification] | None:
-        """Wait for one notification, then take up to max_batch-1 more that are already there.
-
-        None: the stream was closed and nothing is left.
-        """
-        first = await queue.get()
-        if first is None:
-            return None
-        batch = [first]
-        while len(batch) < max_batch and not queue.empty():
-            n = queue.get_nowait()
-            if n is None:  # closed: send what we have, then end
-                queue.put_nowait(None)
-                break
-            batch.append(n)
-        return batch
+    async def _pump(self, stream: SubStream, request: client_pb2.SubscribeRequest,
+                    context: grpc.aio.ServicerContext) -> None:
+        """Write what the stream's queue holds, in batches, until the stream is closed."""
+        max_items = max(1, min(request.max_batch, MAX_BATCH))
+        head = sub_id_field(stream.sub_id)
+        limit = min(request.max_batch_bytes or GRPC_DEFAULT_MAX, self._max_message)
+        max_bytes = max(1, limit - len(head) - _EVENT_SLACK)
+        while True:
+            batch = await stream.next_batch(max_items, max_bytes)
+            if batch is None:
+                return
+            if len(batch[0][0]) + _FRAMING > max_bytes:
+                # larger than this client accepts: gRPC would end the stream on it
+                self._undeliverable(stream.client, batch[0][1], "oversize",
+                                    sub_id=stream.sub_id)
+                continue
+            data = subscription_event(head, [w for w, _, _ in batch])
+            try:
+                await context.write(data)
+            except BaseException as e:
+                for _, n, _ in batch:
+                    self._undeliverable(stream.client, n, "write_failed", sub_id=stream.sub_id,
+                                        detail=type(e).__name__)
+                raise
+            self._metrics.delivery(len(batch))
+            if self._trace.enabled:
+                record, client, me = self._trace.record, stream.client, self.broker_id
+                for _, n, matched in batch:
+                    record("deliver", client=client, broker=me, sub_id=matched, nid=n.id,
+                           publisher=n.publisher, seq=n.seq, published_at=n.published_at)
 
     async def Refresh(
         self, request: client_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
@@ -223,7 +374,7 @@ class ClientService(client_pb2_grpc.ClientServicer):
         self._metrics.client_request("unsubscribe")
         self._trace.record("unsubscribe", client=client, broker=self.broker_id, sub_id=sub_id,
                            filter=str(f))
-        self._step(ClientUnsubscribe(client, sub_id, f))
+        self._step(ClientUnsubscribe(client, sub_id, f), None, None)
         stream = self.streams.get(client, {}).get(sub_id)
         if stream is not None:
             stream.close()
@@ -239,7 +390,7 @@ class ClientService(client_pb2_grpc.ClientServicer):
         self._metrics.client_request(op)
         self._trace.record(kind, client=client, broker=self.broker_id, sub_id=sub_id,
                            filter=str(f), rpc=op)
-        self._step(ClientSubscribe(client, sub_id, f))
+        self._step(ClientSubscribe(client, sub_id, f), None, None)
 
     async def _subscription(
         self, request: client_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
@@ -269,6 +420,15 @@ class ClientService(client_pb2_grpc.ClientServicer):
         except WireError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             raise AssertionError("unreachable") from None
+
+
+@dataclass(eq=False)
+class _AckState:
+    """Shared by a PublishStream's reader and its acknowledgement writer."""
+
+    accepted: int = 0
+    done: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _matches(f: Filter, attrs: Mapping[str, Value]) -> bool:

@@ -77,10 +77,18 @@ class Tuning(_Strict):
     """Runtime knobs with working defaults; none of them changes what the algorithm does."""
 
     link_queue_limit: int = Field(default=10_000, ge=1)  # messages kept per link while it is down
-    # Messages already due leave together as one Batch envelope, up to this many; nothing is
-    # held back to fill a batch, so this costs no latency. 1 = one gRPC message per message.
+    link_queue_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # and bytes
+    # Messages already due leave together as one Batch envelope, up to this many and up to
+    # link_batch_bytes (and never above the peer's maximum message size); nothing is held
+    # back to fill a batch unless link_linger_s > 0, so by default this costs no latency.
+    # 1 = one gRPC message per message.
     link_batch_max: int = Field(default=64, ge=1)
+    link_batch_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Seconds the link writer waits for more messages when a batch is not full: more
+    # throughput per gRPC message, that much more latency. 0 for latency runs.
+    link_linger_s: float = Field(default=0.0, ge=0, le=1.0)
     client_queue_limit: int = Field(default=10_000, ge=1)  # per subscribe stream
+    client_queue_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # per subscribe stream
     max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # gRPC send/receive limit
     reconnect_min_s: float = Field(default=0.05, gt=0)
     reconnect_max_s: float = Field(default=2.0, gt=0)

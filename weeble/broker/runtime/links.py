@@ -33,17 +33,19 @@ import grpc
 from google.protobuf.message import DecodeError
 from tenacity import AsyncRetrying, RetryCallState, wait_exponential, wait_random
 
-from weeble.broker.core.messages import Message
+from weeble.broker.core.messages import Message, Notify
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.linkshaper import Fate, LinkShape, ShapedQueue
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.wire import (
     WireError,
     batch_bytes,
+    decode_notification,
     envelope_to_message,
     hello,
     kind_of,
     message_to_envelope,
+    notify_envelope,
 )
 from weeble.proto.v1 import link_pb2
 from weeble.trace.writer import LiveSink, message_ids
@@ -51,6 +53,11 @@ from weeble.trace.writer import LiveSink, message_ids
 LINK_SERVICE = "weeble.v1.Link"
 CONNECT_METHOD = f"/{LINK_SERVICE}/Connect"
 _ENVELOPE_SLACK = 64  # room for a batch header around a message at the size limit
+GRPC_DEFAULT_MAX = 4 * 1024 * 1024  # what a peer that states no limit accepts
+_FRAMING = 6  # at most: the tag and length varint of one envelope inside a Batch
+
+# receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
+Receiver = Callable[[str, Message, bytes | None], None]
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +106,7 @@ class Link:
         config: BrokerConfig,
         neighbor: str,
         *,
-        receive: Callable[[str, Message], None],
+        receive: Receiver,
         trace: LiveSink,
         metrics: Metrics,
         rng: random.Random,
@@ -112,8 +119,9 @@ class Link:
         self._trace = trace
         self._metrics = metrics
         shape = config.links.get(neighbor, LinkShape())
-        self.queue: ShapedQueue[bytes] = ShapedQueue(shape, config.tuning.link_queue_limit, rng,
-                                                     garble=garble)
+        self.queue: ShapedQueue[bytes] = ShapedQueue(
+            shape, config.tuning.link_queue_limit, rng, garble=garble,
+            byte_limit=config.tuning.link_queue_bytes)
         self.cut = False
         self._state = LinkState.DOWN
         self._session: Session | None = None
@@ -123,6 +131,9 @@ class Link:
         self._channel: grpc.aio.Channel | None = None
         self._dial_task: asyncio.Task[None] | None = None
         self._limit = config.tuning.max_message_bytes - _ENVELOPE_SLACK
+        # batches: the tuning's bound, never above what this side or the peer may send/accept
+        self._batch_bytes = min(config.tuning.link_batch_bytes, self._limit)
+        self._peer_max = GRPC_DEFAULT_MAX
         metrics.link_state(neighbor, LinkState.DOWN)
 
     # ---- state ------------------------------------------------------------------------------
@@ -166,17 +177,23 @@ class Link:
 
     # ---- outgoing ---------------------------------------------------------------------------
 
-    def send(self, message: Message) -> None:
-        """Carry out a Send effect: shape and queue the message (never blocks, never raises)."""
-        tracing = self._trace.enabled
+    def send(self, message: Message, wire: bytes | None = None) -> None:
+        """Carry out a Send effect: shape and queue the message (never blocks, never raises).
+
+        `wire`: the notification of a Notify message as it arrived (it is forwarded as those
+        bytes instead of being encoded again)."""
         if self.cut:
             self._drop("cut")
-            if tracing:
+            if self._trace.enabled:
                 self._trace.record("drop", message_ids(message), reason="cut",
                                    **{"from": self.config.broker_id, "to": self.neighbor})
             return
+        seq = self._seq + 1
         try:
-            data = message_to_envelope(message, self._seq + 1).SerializeToString()
+            if wire is not None and type(message) is Notify:
+                data = notify_envelope(seq, wire)
+            else:
+                data = message_to_envelope(message, seq).SerializeToString()
         except WireError as e:
             self._drop("unencodable")
             log.warning("link %s: cannot encode %s: %s", self.neighbor, type(message).__name__, e)
@@ -187,31 +204,48 @@ class Link:
             log.warning("link %s: dropped a %d-byte message (limit %d bytes)",
                         self.neighbor, len(data), self._limit)
             return
-        self._seq += 1
+        self._seq = seq
         fate = self.queue.put(data, len(data))
         if fate is Fate.SENT or fate is Fate.DUPLICATED or fate is Fate.CORRUPTED:
             copies = 2 if fate is Fate.DUPLICATED else 1
             self.counters["sent"] += copies
             if fate is Fate.CORRUPTED:
                 self.counters["corrupted"] += 1
-            self._metrics.message("out", kind_of(message), self.neighbor, copies)
+            self._metrics.message("out", "notify" if wire is not None else kind_of(message),
+                                  self.neighbor, copies)
         else:
             self._drop(fate.value)
-        if tracing:
-            self._trace.record("send", message_ids(message), lseq=self._seq,
+        if self._trace.enabled:
+            self._trace.record("send", message_ids(message), lseq=seq,
                                **{"from": self.config.broker_id, "to": self.neighbor},
                                fate=fate.value)
 
+    def batch_limit(self) -> int:
+        """Bytes a batch may have: the tuning's bound, within both sides' message limits."""
+        return max(1, min(self._batch_bytes, self._peer_max - _ENVELOPE_SLACK))
+
     async def _write_loop(self, session: Session) -> None:
-        batch_max = self.config.tuning.link_batch_max
+        t = self.config.tuning
+        batch_max, linger = t.link_batch_max, t.link_linger_s
+        queue = self.queue
         while True:
-            items = await self.queue.get_batch(batch_max)
-            data = items[0] if len(items) == 1 else batch_bytes(items)
-            if len(data) > self._limit + _ENVELOPE_SLACK:  # a batch grew past the limit
-                for item in items:
-                    await self._write(session, item, 1)
+            limit = self.batch_limit()
+            # the queue counts item bytes; a batch adds a tag and a length to each
+            payload = max(1, limit - _FRAMING * batch_max)
+            items = await queue.get_batch(batch_max, payload)
+            if linger > 0 and len(items) < batch_max:
+                # wait a little for more to share this gRPC message (throughput over latency)
+                size = sum(len(i) for i in items)
+                if size < payload:
+                    await asyncio.sleep(linger)
+                    items += queue.take_due(batch_max - len(items), payload, size)
+            if len(items) == 1:
+                if len(items[0]) > self._peer_max:  # the peer would end the stream on it
+                    self._drop("oversize")
+                    continue
+                await self._write(session, items[0], 1)
             else:
-                await self._write(session, data, len(items))
+                await self._write(session, batch_bytes(items), len(items))
 
     async def _write(self, session: Session, data: bytes, n: int) -> None:
         try:
@@ -219,6 +253,7 @@ class Link:
         except BaseException:
             self._drop("in_flight", n)
             raise
+        self.counters["writes"] += 1  # gRPC messages: sent / writes is the mean batch size
 
     # ---- incoming ---------------------------------------------------------------------------
 
@@ -234,52 +269,62 @@ class Link:
             self._drop("cut")
             return
         try:
-            env = link_pb2.Envelope.FromString(data)
+            env = link_pb2.EnvelopeView.FromString(data)
         except DecodeError as e:
             self._drop("malformed")
             log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor, len(data), e)
             self._trace.record("garbage", peer=self.neighbor, why="undecodable", size=len(data))
             return
-        self._receive_envelope(env, nested=False)
-
-    def _receive_envelope(self, env: link_pb2.Envelope, nested: bool) -> None:
-        kind = env.WhichOneof("kind")
-        if kind == "batch" and not nested:
+        if env.WhichOneof("kind") == "batch":
             for inner in env.batch.envelopes:
-                self._receive_envelope(inner, nested=True)
-            return
-        if kind is None or kind in ("hello", "batch"):
-            # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
-            reason = "unknown_kind" if kind is None else f"unexpected_{kind}"
-            self._drop(reason)
-            log.warning("link %s: dropped envelope seq=%d: %s", self.neighbor, env.seq, reason)
-            return
+                self._receive_envelope(inner)
+        else:
+            self._receive_envelope(env)
+
+    def _receive_envelope(self, env: link_pb2.EnvelopeView) -> None:
+        kind = env.WhichOneof("kind")
+        wire: bytes | None = None
         try:
-            message = envelope_to_message(env)
+            if kind == "notify":
+                wire = env.notify.notification
+                message: Message = Notify(decode_notification(wire, "notify.notification"))
+            elif kind is None or kind == "hello" or kind == "batch":
+                # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
+                reason = "unknown_kind" if kind is None else f"unexpected_{kind}"
+                self._drop(reason)
+                log.warning("link %s: dropped envelope seq=%d: %s", self.neighbor, env.seq,
+                            reason)
+                return
+            else:
+                message = envelope_to_message(env)  # type: ignore[arg-type]
         except WireError as e:
             self._drop("malformed")
             log.warning("link %s: dropped %s envelope: %s", self.neighbor, kind, e)
             self._trace.record("garbage", peer=self.neighbor, why=str(e))
             return
-        if env.seq <= self._last_in_seq:
+        seq = env.seq
+        if seq <= self._last_in_seq:
             self.counters["seq_repeat_or_reorder"] += 1  # duplicates or a peer restart
-        elif env.seq > self._last_in_seq + 1 and self._last_in_seq:
-            self.counters["seq_gap"] += env.seq - self._last_in_seq - 1  # loss upstream
-        self._last_in_seq = env.seq
+        elif seq > self._last_in_seq + 1 and self._last_in_seq:
+            self.counters["seq_gap"] += seq - self._last_in_seq - 1  # loss upstream
+        self._last_in_seq = seq
         self.counters["received"] += 1
         self._metrics.message("in", kind, self.neighbor)
         if self._trace.enabled:
-            self._trace.record("receive", message_ids(message), lseq=env.seq,
+            self._trace.record("receive", message_ids(message), lseq=seq,
                                **{"from": self.neighbor, "to": self.config.broker_id})
-        self._receive(self.neighbor, message)
+        self._receive(self.neighbor, message, wire)
 
     # ---- sessions ---------------------------------------------------------------------------
 
-    async def run_session(self, session: Session) -> None:
-        """Pump one connected stream both ways until it breaks or a newer one replaces it."""
+    async def run_session(self, session: Session, peer_max: int = 0) -> None:
+        """Pump one connected stream both ways until it breaks or a newer one replaces it.
+
+        peer_max: the largest message the peer accepts, from its hello (0: gRPC's default)."""
         if self._session is not None:
             self._session.replaced.set()
         self._session = session
+        self._peer_max = peer_max or GRPC_DEFAULT_MAX
         self._last_in_seq = 0
         self._set_state(LinkState.UP)
         self.counters["sessions"] += 1
@@ -318,10 +363,10 @@ class Link:
 
     async def dial_forever(self) -> None:
         while True:
-            session = await self._dial_with_backoff()
-            await self.run_session(session)
+            session, peer_max = await self._dial_with_backoff()
+            await self.run_session(session, peer_max)
 
-    async def _dial_with_backoff(self) -> Session:
+    async def _dial_with_backoff(self) -> tuple[Session, int]:
         t = self.config.tuning
         retrying = AsyncRetrying(
             wait=wait_exponential(multiplier=t.reconnect_min_s, min=t.reconnect_min_s,
@@ -347,15 +392,15 @@ class Link:
         log.log(level, "link %s: dial %s failed (attempt %d), retrying: %s", self.neighbor,
                 self.address, state.attempt_number, why)
 
-    async def _dial_once(self) -> Session:
+    async def _dial_once(self) -> tuple[Session, int]:
         if self._channel is None:
             self._channel = grpc.aio.insecure_channel(
                 self.address, options=channel_options(self.config)
             )
         call = self._channel.stream_stream(CONNECT_METHOD)()  # raw bytes both ways
         try:
-            await call.write(hello(self.config.broker_id, self.config.link_token)
-                             .SerializeToString())
+            await call.write(hello(self.config.broker_id, self.config.link_token,
+                                   self.config.tuning.max_message_bytes).SerializeToString())
             async with asyncio.timeout(self.config.tuning.hello_timeout_s):
                 reply = await call.read()
             if reply is grpc.aio.EOF:
@@ -368,7 +413,8 @@ class Link:
         except BaseException:
             call.cancel()
             raise
-        return Session(read=call.read, write=call.write, close=call.cancel)
+        return (Session(read=call.read, write=call.write, close=call.cancel),
+                env.hello.max_message_bytes)
 
     # ---- shutdown ---------------------------------------------------------------------------
 
@@ -416,15 +462,16 @@ class LinkService:
         return grpc.method_handlers_generic_handler(LINK_SERVICE, {"Connect": method})
 
     async def connect(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-        peer = await self._await_hello(context)
-        if peer is None:
+        greeting = await self._await_hello(context)
+        if greeting is None:
             return
-        link = self.links[peer]
-        await context.write(hello(self.config.broker_id, self.config.link_token)
-                            .SerializeToString())
-        await link.run_session(Session(read=context.read, write=context.write, close=_noop))
+        link = self.links[greeting.broker_id]
+        await context.write(hello(self.config.broker_id, self.config.link_token,
+                                  self.config.tuning.max_message_bytes).SerializeToString())
+        await link.run_session(Session(read=context.read, write=context.write, close=_noop),
+                               greeting.max_message_bytes)
 
-    async def _await_hello(self, context: grpc.aio.ServicerContext) -> str | None:
+    async def _await_hello(self, context: grpc.aio.ServicerContext) -> link_pb2.Hello | None:
         me = self.config.broker_id
         try:
             async with asyncio.timeout(self.config.tuning.hello_timeout_s):
@@ -456,7 +503,7 @@ class LinkService:
         if self.config.dials(h.broker_id):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"{me}: link to {h.broker_id!r} is dialled by {me}, not accepted")
-        return h.broker_id
+        return h
 
 
 def garble(data: bytes, rng: random.Random) -> bytes:

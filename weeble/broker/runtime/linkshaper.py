@@ -8,8 +8,9 @@ the routing algorithms assume FIFO links. The price is that jitter also lengthen
 delay of messages stuck behind a late one.
 
 `ShapedQueue` is the outgoing queue of a link: `put` decides the message's fate and release
-time; the link's writer `get`s messages as they come due. The queue is bounded: a message that
-finds it full (typically while the link is down) is dropped and counted. Corruption (netem's
+time; the link's writer `get`s messages as they come due. The queue is bounded in count and
+(optionally) in bytes: a message that finds it full (typically while the link is down, or the
+peer reads slowly) is dropped and counted. Corruption (netem's
 `corrupt`) needs to know what an item is, so the owner passes a `garble` function: the link
 flips one byte of the serialized envelope.
 """
@@ -83,15 +84,20 @@ class ShapedQueue(Generic[T]):
         rng: random.Random | None = None,
         clock: Callable[[], float] | None = None,
         garble: Callable[[T, random.Random], T] | None = None,
+        *,
+        byte_limit: int | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit: must be >= 1, got {limit}")
-        self.shape = shape or LinkShape()
+        self._shape = shape or LinkShape()
+        self._perfect = self._shape == LinkShape()
         self.limit = limit
+        self.byte_limit = byte_limit  # None: bounded by count only
+        self.bytes = 0  # sizes (as given to put) of what is queued
         self._rng = rng or random.Random()
         self._clock = clock or time.monotonic
         self._garble = garble
-        self._items: deque[tuple[float, T]] = deque()
+        self._items: deque[tuple[float, T, int]] = deque()  # (release time, item, size)
         self._last_release = 0.0  # FIFO: nothing leaves before its predecessor
         self._busy_until = 0.0  # rate: when the emulated wire finishes the previous message
         self._wakeup = asyncio.Event()
@@ -100,13 +106,32 @@ class ShapedQueue(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def shape(self) -> LinkShape:
+        return self._shape
+
+    @shape.setter
+    def shape(self, shape: LinkShape) -> None:
+        self._shape = shape
+        self._perfect = shape == LinkShape()
+
     def put(self, item: T, size: int = 0) -> Fate:
         """Admit one message of `size` bytes: lose, duplicate, garble or schedule it."""
-        shape, rng = self.shape, self._rng
+        if self._perfect:
+            # the hot path of an unshaped link: due at once (release 0.0 is never later than
+            # what is queued before it, so FIFO holds when a shape is set later)
+            if len(self._items) >= self.limit or self._over_bytes(size):
+                return self._count(Fate.OVERFLOW)
+            self._items.append((0.0, item, size))
+            self.bytes += size
+            self._wakeup.set()
+            self.counters["sent"] += 1
+            return Fate.SENT
+        shape, rng = self._shape, self._rng
         if shape.loss and rng.random() < shape.loss:
             return self._count(Fate.LOST)
         copies = 2 if shape.duplicate and rng.random() < shape.duplicate else 1
-        if len(self._items) + copies > self.limit:
+        if len(self._items) + copies > self.limit or self._over_bytes(copies * size):
             return self._count(Fate.OVERFLOW)
         garbled = (shape.corrupt and self._garble is not None
                    and rng.random() < shape.corrupt)
@@ -114,14 +139,15 @@ class ShapedQueue(Generic[T]):
             item = self._garble(item, rng)  # type: ignore[misc]
         now = self._clock()
         for _ in range(copies):
-            self._items.append((self._release_time(now, size), item))
+            self._items.append((self._release_time(now, size), item, size))
+            self.bytes += size
         self._wakeup.set()
         if garbled:
             return self._count(Fate.CORRUPTED)
         return self._count(Fate.DUPLICATED if copies == 2 else Fate.SENT)
 
     def _release_time(self, now: float, size: int) -> float:
-        shape = self.shape
+        shape = self._shape
         sent = now
         if shape.rate_bps > 0:
             sent = max(now, self._busy_until) + size * 8 / shape.rate_bps
@@ -137,13 +163,17 @@ class ShapedQueue(Generic[T]):
         self.counters[fate.value] += 1
         return fate
 
-    async def get_batch(self, max_items: int = 1) -> list[T]:
-        """Wait for the head to come due, then take it and up to max_items-1 more that are due."""
+    async def get_batch(self, max_items: int = 1, max_bytes: int | None = None) -> list[T]:
+        """Wait for the head to come due, then take it and up to max_items-1 more that are due.
+
+        With `max_bytes` (items must then be sized: bytes), the batch also stops before the
+        item that would make it larger than max_bytes; the first item is always taken.
+        """
         while True:
             if self._items:
                 delay = self._items[0][0] - self._clock()
                 if delay <= 0:
-                    return self._take_due(max_items)
+                    return self.take_due(max_items, max_bytes)
                 # a newly admitted item never overtakes the head, so sleeping is safe
                 await asyncio.sleep(delay)
             else:
@@ -153,18 +183,43 @@ class ShapedQueue(Generic[T]):
     async def get(self) -> T:
         return (await self.get_batch(1))[0]
 
-    def _take_due(self, max_items: int) -> list[T]:
+    def take_due(self, max_items: int, max_bytes: int | None = None,
+                 taken_bytes: int = 0) -> list[T]:
+        """Take what is due now, without waiting: up to max_items, and (with max_bytes) up to
+        max_bytes - taken_bytes bytes; when nothing is taken yet, the head is taken anyway."""
+        items = self._items
+        out: list[T] = []
+        if not items or max_items < 1:
+            return out
         now = self._clock()
-        out = [self._items.popleft()[1]]
-        while self._items and len(out) < max_items and self._items[0][0] <= now:
-            out.append(self._items.popleft()[1])
+        taken = 0
+        if max_bytes is None:
+            while items and len(out) < max_items and items[0][0] <= now:
+                _, item, n = items.popleft()
+                taken += n
+                out.append(item)
+        else:
+            size = taken_bytes
+            while items and len(out) < max_items and items[0][0] <= now:
+                n = len(items[0][1])  # type: ignore[arg-type]
+                if size + n > max_bytes and (out or taken_bytes):
+                    break
+                size += n
+                _, item, n = items.popleft()
+                taken += n
+                out.append(item)
+        self.bytes -= taken
         return out
+
+    def _over_bytes(self, size: int) -> bool:
+        return self.byte_limit is not None and self.bytes + size > self.byte_limit
 
     def clear(self) -> int:
         """Drop everything queued; returns how many items that was."""
         n = len(self._items)
         self._items.clear()
+        self.bytes = 0
         return n
 
     def stats(self) -> dict[str, Any]:
-        return {"queued": len(self._items), **self.counters}
+        return {"queued": len(self._items), "queued_bytes": self.bytes, **self.counters}

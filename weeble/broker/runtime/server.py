@@ -38,17 +38,16 @@ from weeble.broker.core.events import (
     TimerFired,
     Trace,
 )
-from weeble.broker.core.messages import Message
+from weeble.broker.core.messages import Message, Notification, Notify
 from weeble.broker.runtime.admin import ADMIN_SERVICE, AdminService, BearerTokenInterceptor
 from weeble.broker.runtime.admin import server_credentials as admin_credentials
-from weeble.broker.runtime.client_service import ClientService
+from weeble.broker.runtime.client_service import CLIENT_SERVICE, ClientService
 from weeble.broker.runtime.config import BrokerConfig, split_address
 from weeble.broker.runtime.links import LINK_SERVICE, Link, LinkService, LinkState
 from weeble.broker.runtime.metrics import Metrics
-from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, client_pb2_grpc, link_pb2
+from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, link_pb2
 from weeble.trace.writer import LiveSink
 
-CLIENT_SERVICE = "weeble.v1.Client"
 # Health service name that is SERVING only while every neighbour link is up.
 LINKS_HEALTH = LINK_SERVICE
 
@@ -88,13 +87,15 @@ class BrokerServer:
         }
         self.clients = ClientService(
             config.broker_id, frozenset(config.neighbors), self.step, self.trace, self.metrics,
-            t.client_queue_limit,
+            queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
+            max_message_bytes=t.max_message_bytes,
         )
         self.health = health_aio.HealthServicer()
         self.admin_health = health_aio.HealthServicer()
         self.listen_port = 0
         self.admin_port = 0
         self._t0 = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._server: grpc.aio.Server | None = None
@@ -109,18 +110,26 @@ class BrokerServer:
     @property
     def now(self) -> float:
         """The core's clock: seconds of loop (monotonic) time since start."""
-        return asyncio.get_running_loop().time() - self._t0
+        # the loop itself, not asyncio.get_running_loop(): that checks os.getpid() (a system
+        # call) on every event, a few per cent of a busy broker
+        loop = self._loop or asyncio.get_running_loop()
+        return loop.time() - self._t0
 
     # ---- the one place where the core is driven ---------------------------------------------
 
-    def step(self, event: Event) -> bool:
-        """Step the core with one event and carry out its effects; False if the core failed."""
+    def step(self, event: Event, notification: Notification | None = None,
+             wire: bytes | None = None) -> bool:
+        """Step the core with one event and carry out its effects; False if the core failed.
+
+        `wire`: the encoded form of `notification`, which the event carries (a publication,
+        a Notify from a link). The core passes the notification object on into its Send and
+        Deliver effects; those forward these bytes instead of encoding it again."""
         try:
             effects = self.broker.step(self.now, event)
         except Exception as e:
             self._core_error(event, e)
             return False
-        self._apply(effects)
+        self._apply(effects, notification, wire)
         return True
 
     def step_checked(self, event: Event) -> list[Effect]:
@@ -136,29 +145,34 @@ class BrokerServer:
         self.trace.record("error", event=name, error=f"{type(error).__name__}: {error}",
                           detail=repr(event)[:500])
 
-    def _apply(self, effects: list[Effect]) -> None:
+    def _apply(self, effects: list[Effect], notification: Notification | None = None,
+               wire: bytes | None = None) -> None:
+        """Carry out effects; those that pass `notification` on forward `wire`, its bytes."""
         for effect in effects:
             try:
-                if isinstance(effect, Send):
-                    self._send(effect)
-                elif isinstance(effect, Deliver):
-                    self.clients.deliver(effect.client, effect.notification)
-                elif isinstance(effect, SetTimer):
-                    self._set_timer(effect.timer, effect.at)
-                elif isinstance(effect, Trace):
-                    self._core_trace(effect)
+                kind = type(effect)
+                if kind is Send:
+                    link = self.links.get(effect.neighbor)  # type: ignore[union-attr]
+                    if link is None:
+                        raise KeyError(f"Send to {effect.neighbor!r},"  # type: ignore[union-attr]
+                                       " which is not a neighbour")
+                    message = effect.message  # type: ignore[union-attr]
+                    link.send(message, wire if wire is not None and type(message) is Notify
+                              and message.notification is notification else None)
+                elif kind is Deliver:
+                    n = effect.notification  # type: ignore[union-attr]
+                    self.clients.deliver(effect.client, n,  # type: ignore[union-attr]
+                                         wire if n is notification else None)
+                elif kind is SetTimer:
+                    self._set_timer(effect.timer, effect.at)  # type: ignore[union-attr]
+                elif kind is Trace:
+                    self._core_trace(effect)  # type: ignore[arg-type]
                 else:
                     raise TypeError(f"unknown effect {effect!r}")
             except Exception as e:  # one bad effect must not cost the others
                 log.exception("effect %r failed", effect)
                 self.metrics.core_error("effect")
                 self.trace.record("error", effect=type(effect).__name__, error=str(e))
-
-    def _send(self, effect: Send) -> None:
-        link = self.links.get(effect.neighbor)
-        if link is None:
-            raise KeyError(f"Send to {effect.neighbor!r}, which is not a neighbour")
-        link.send(effect.message)
 
     def _core_trace(self, effect: Trace) -> None:
         self.trace.record(effect.kind, effect.fields)
@@ -172,15 +186,19 @@ class BrokerServer:
             old.cancel()
         if not math.isfinite(at):
             raise ValueError(f"timer {name!r}: time {at!r} is not finite")
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         self._timers[name] = loop.call_at(self._t0 + at, self._fire_timer, name)
 
     def _fire_timer(self, name: str) -> None:
         self._timers.pop(name, None)
         self.step(TimerFired(name))
 
-    def _on_link_message(self, neighbor: str, message: Message) -> None:
-        self.step(Receive(neighbor, message))
+    def _on_link_message(self, neighbor: str, message: Message, wire: bytes | None) -> None:
+        if wire is not None:
+            self.step(Receive(neighbor, message), message.notification,  # type: ignore[union-attr]
+                      wire)
+        else:
+            self.step(Receive(neighbor, message))
 
     # ---- views used by admin ----------------------------------------------------------------
 
@@ -196,7 +214,7 @@ class BrokerServer:
         if self._started:
             raise RuntimeError("BrokerServer.start() called twice")
         self._started = True
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._t0 = loop.time()
         self._stopped = asyncio.Event()
         cfg = self.config
@@ -226,9 +244,8 @@ class BrokerServer:
         options = server_options(cfg)
         server = grpc.aio.server(options=options)
         server.add_generic_rpc_handlers(
-            (LinkService(cfg, self.links, self.metrics).handler(),)
+            (LinkService(cfg, self.links, self.metrics).handler(), self.clients.handler())
         )
-        client_pb2_grpc.add_ClientServicer_to_server(self.clients, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (

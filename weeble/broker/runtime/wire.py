@@ -1,15 +1,25 @@
 """Conversions between the core's values/messages and the weeble.v1 protobuf types.
 
-Filters travel as their canonical text and are parsed again on arrival; attribute values as a
-oneof of string/int/double/bool. Anything a peer may send that the core cannot represent
-raises WireError naming the field, so the link layer can count and drop it.
+Filters travel as their canonical text and are parsed again on arrival (once per distinct
+text: a refresh of a known filter is a lookup); attribute values as a oneof of
+string/int/double/bool. Anything a peer may send that the core cannot represent raises
+WireError naming the field, so the link layer can count and drop it.
+
+Notifications are decoded once per broker and forwarded as the bytes they arrived in: the
+receive paths parse the *View messages of the .proto files (wire-identical, notifications left
+as bytes), and the send paths wrap those bytes in an envelope, a batch or a subscription event
+by concatenating protobuf records (tag, length, bytes), never re-encoding the notification.
 """
 
 from __future__ import annotations
 
+import functools
+import struct
 from typing import Any
 
-from weeble.broker.core.filters import Filter, FilterSyntaxError
+from google.protobuf.message import DecodeError
+
+from weeble.broker.core.filters import Filter, FilterSyntaxError, Value
 from weeble.broker.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
 from weeble.proto.v1 import client_pb2, link_pb2
 
@@ -56,16 +66,70 @@ def notification_to_pb(n: Notification) -> client_pb2.Notification:
     return pb
 
 
-def notification_from_pb(pb: client_pb2.Notification) -> Notification:
+def notification_from_pb(pb: client_pb2.Notification,
+                         field: str = "notification") -> Notification:
     if not pb.publisher:
-        raise WireError("notification.publisher: must not be empty")
-    attrs = {k: value_from_pb(v, f"attributes.{k}") for k, v in pb.attributes.items()}
-    return Notification(pb.publisher, pb.seq, attrs, pb.published_at)
+        raise WireError(f"{field}.publisher: must not be empty")
+    return Notification(pb.publisher, pb.seq, _attributes(pb, field), pb.published_at)
+
+
+def _attributes(pb: client_pb2.Notification, field: str) -> dict[str, Value]:
+    attrs: dict[str, Value] = {}
+    m = pb.attributes
+    for k in m:  # keys and lookups: the map's items() is a slow pure-Python view
+        v = m[k]
+        kind = v.WhichOneof("kind")
+        if kind is None:
+            raise WireError(f"{field}.attributes.{k}: value has no member set")
+        attrs[k] = getattr(v, kind)
+    return attrs
+
+
+def decode_notification(data: bytes, field: str = "notification") -> Notification:
+    """Decode one encoded Notification; WireError (naming `field`) if it is not one."""
+    try:
+        pb = _decode(data)
+    except DecodeError as e:
+        raise WireError(f"{field}: undecodable ({e})") from None
+    return notification_from_pb(pb, field)
+
+
+def decode_publication(data: bytes, field: str, client: str,
+                       now: float) -> tuple[Notification, bytes]:
+    """Decode a notification a client publishes: an empty publisher is the client, an unset
+    published_at is `now`. Returns it and its encoded form with those defaults filled in."""
+    try:
+        pb = _decode(data)
+    except DecodeError as e:
+        raise WireError(f"{field}: undecodable ({e})") from None
+    publisher, stamp = pb.publisher, pb.published_at
+    if not publisher or not stamp:
+        data = with_defaults(data, None if publisher else client, None if stamp else now)
+        publisher, stamp = publisher or client, stamp or now
+    return Notification(publisher, pb.seq, _attributes(pb, field), stamp), data
+
+
+_decode = client_pb2.Notification.FromString
+
+
+def encode_notification(n: Notification) -> bytes:
+    return notification_to_pb(n).SerializeToString()
+
+
+def with_defaults(data: bytes, publisher: str | None, published_at: float | None) -> bytes:
+    """The encoded notification with `publisher` and/or `published_at` set, without decoding
+    it: protobuf merges concatenated messages and the last value of a scalar field wins."""
+    if publisher is not None:
+        raw = publisher.encode()
+        data += b"\x0a" + _varint(len(raw)) + raw  # Notification.publisher, field 1
+    if published_at is not None:
+        data += b"\x21" + struct.pack("<d", published_at)  # published_at, field 4, fixed64
+    return data
 
 
 def parse_filter(text: str, field: str) -> Filter:
     try:
-        return Filter.parse(text)
+        return _parse_filter(text) if len(text) <= _CACHED_FILTER_CHARS else Filter.parse(text)
     except FilterSyntaxError as e:
         text = str(e)
         if "position" not in text:  # the position is what a user needs to find the mistake
@@ -108,6 +172,16 @@ def envelope_to_message(env: link_pb2.Envelope) -> Message:
     raise WireError(f"envelope: unexpected kind {kind!r}")
 
 
+_CACHED_FILTER_CHARS = 4096  # bounds the cache's memory: at most 8192 texts this long
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_filter(text: str) -> Filter:
+    # Refreshes repeat the same filter texts every ρ on every hop; a Filter is immutable, so
+    # one parse per distinct text serves them all (failures are not cached: they raise).
+    return Filter.parse(text)
+
+
 def _tag(tag: int) -> int:
     if not 0 <= tag <= _UINT32:
         raise WireError(f"tag: {tag} out of range")
@@ -121,10 +195,11 @@ def kind_of(message: Message) -> str:
 _KINDS: dict[type, str] = {Notify: "notify", Sub: "sub", Unsub: "unsub", Switch: "switch"}
 
 
-def hello(broker_id: str, link_token: str) -> link_pb2.Envelope:
+def hello(broker_id: str, link_token: str, max_message_bytes: int = 0) -> link_pb2.Envelope:
     return link_pb2.Envelope(
         hello=link_pb2.Hello(broker_id=broker_id, link_token=link_token,
-                             protocol_version=PROTOCOL_VERSION)
+                             protocol_version=PROTOCOL_VERSION,
+                             max_message_bytes=max_message_bytes)
     )
 
 
@@ -134,9 +209,14 @@ def hello(broker_id: str, link_token: str) -> link_pb2.Envelope:
 
 _BATCH_ENVELOPES_TAG = b"\x0a"  # Batch.envelopes: field 1, wire type 2
 _ENVELOPE_BATCH_TAG = b"\x7a"  # Envelope.batch: field 15, wire type 2
+_SMALL = [bytes((n,)) for n in range(128)]
 
 
 def _varint(n: int) -> bytes:
+    if n < 128:
+        return _SMALL[n]
+    if n < 16384:  # lengths and sequence numbers mostly end here: no loop
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while True:
         byte = n & 0x7F
@@ -149,5 +229,68 @@ def _varint(n: int) -> bytes:
 
 
 def batch_bytes(envelopes: list[bytes]) -> bytes:
-    inner = b"".join(_BATCH_ENVELOPES_TAG + _varint(len(e)) + e for e in envelopes)
-    return _ENVELOPE_BATCH_TAG + _varint(len(inner)) + inner
+    return _ENVELOPE_BATCH_TAG + _length_delimited(_BATCH_ENVELOPES_TAG, envelopes)
+
+
+# Envelope{seq = 1 (varint), notify = 13 {notification = 1 {...}}}
+_ENVELOPE_SEQ_TAG = b"\x08"
+_ENVELOPE_NOTIFY_TAG = b"\x6a"
+_NOTIFY_NOTIFICATION_TAG = b"\x0a"
+# SubscriptionEvent{sub_id = 1, notification = 3, batch = 4 {notifications = 1}}
+_EVENT_SUB_ID_TAG = b"\x0a"
+_EVENT_NOTIFICATION_TAG = b"\x1a"
+_EVENT_BATCH_TAG = b"\x22"
+_BATCH_NOTIFICATIONS_TAG = b"\x0a"
+# PublishRequest{client = 1, notifications = 2}
+_REQUEST_CLIENT_TAG = b"\x0a"
+_REQUEST_NOTIFICATIONS_TAG = b"\x12"
+
+
+def notify_envelope(seq: int, notification: bytes) -> bytes:
+    """The encoded Envelope(seq, notify=NotifyMsg(notification)) around an encoded notification."""
+    n = len(notification)
+    if n < 126:  # the common case, without a call per length: both lengths fit one byte
+        return (_ENVELOPE_SEQ_TAG + _varint(seq) + _ENVELOPE_NOTIFY_TAG + _SMALL[n + 2]
+                + _NOTIFY_NOTIFICATION_TAG + _SMALL[n] + notification)
+    inner = _NOTIFY_NOTIFICATION_TAG + _varint(n) + notification
+    return _ENVELOPE_SEQ_TAG + _varint(seq) + _ENVELOPE_NOTIFY_TAG + _varint(len(inner)) + inner
+
+
+def subscription_event(sub_id: bytes, notifications: list[bytes]) -> bytes:
+    """The encoded SubscriptionEvent carrying encoded notifications: one as `notification`,
+    several as a NotificationBatch. `sub_id` is the encoded `sub_id` field (`sub_id_field`)."""
+    if len(notifications) == 1:
+        n = notifications[0]
+        return sub_id + _EVENT_NOTIFICATION_TAG + _varint(len(n)) + n
+    return sub_id + _EVENT_BATCH_TAG + _length_delimited(_BATCH_NOTIFICATIONS_TAG, notifications)
+
+
+def _length_delimited(tag: bytes, items: list[bytes]) -> bytes:
+    """The records (tag, length, item) of a repeated field, with their total length first."""
+    small, varint = _SMALL_TAGGED[tag], _varint
+    inner = b"".join([(small[len(i)] if len(i) < 128 else tag + varint(len(i))) + i
+                      for i in items])
+    return varint(len(inner)) + inner
+
+
+def sub_id_field(sub_id: str) -> bytes:
+    raw = sub_id.encode()
+    return _EVENT_SUB_ID_TAG + _varint(len(raw)) + raw
+
+
+def publish_request(client: str, notifications: list[bytes]) -> bytes:
+    """The encoded PublishRequest of a client around encoded notifications."""
+    raw = client.encode()
+    head = _REQUEST_CLIENT_TAG + _varint(len(raw)) + raw if raw else b""
+    return head + b"".join([_REQUEST_NOTIFICATIONS_TAG + _varint(len(n)) + n
+                            for n in notifications])
+
+
+def framed_size(n: int) -> int:
+    """Bytes that an n-byte item takes inside a batch: its tag, its length and itself."""
+    return n + 1 + len(_varint(n))
+
+
+# tag + one-byte length, for each tag that frames repeated items above
+_SMALL_TAGGED = {tag: [tag + b for b in _SMALL]
+                 for tag in (_BATCH_ENVELOPES_TAG, _BATCH_NOTIFICATIONS_TAG)}

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16weeble/v1/client.proto\x12\tweeble.v1\"C\n\x05Value\x12\x0b\n\x01s\x18\x01 \x01(\tH\x00\x12\x0b\n\x01i\x18\x02 \x01(\x12H\x00\x12\x0b\n\x01\x64\x18\x03 \x01(\x01H\x00\x12\x0b\n\x01\x62\x18\x04 \x01(\x08H\x00\x42\x06\n\x04kind\"\xc6\x01\n\x0cNotification\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12;\n\nattributes\x18\x03 \x03(\x0b\x32\'.weeble.v1.Notification.AttributesEntry\x12\x14\n\x0cpublished_at\x18\x04 \x01(\x01\x1a\x43\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.weeble.v1.Value:\x02\x38\x01\"P\n\x0ePublishRequest\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12.\n\rnotifications\x18\x02 \x03(\x0b\x32\x17.weeble.v1.Notification\" \n\x0cPublishReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\"U\n\x10SubscribeRequest\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0e\n\x06sub_id\x18\x02 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x03 \x01(\t\x12\x11\n\tmax_batch\x18\x04 \x01(\r\"?\n\nSubscribed\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\t\"C\n\x11NotificationBatch\x12.\n\rnotifications\x18\x01 \x03(\x0b\x32\x17.weeble.v1.Notification\"\xb9\x01\n\x11SubscriptionEvent\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12+\n\nsubscribed\x18\x02 \x01(\x0b\x32\x15.weeble.v1.SubscribedH\x00\x12/\n\x0cnotification\x18\x03 \x01(\x0b\x32\x17.weeble.v1.NotificationH\x00\x12-\n\x05\x62\x61tch\x18\x04 \x01(\x0b\x32\x1c.weeble.v1.NotificationBatchH\x00\x42\x07\n\x05\x65vent\"\x0e\n\x0cRefreshReply\"D\n\x12UnsubscribeRequest\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0e\n\x06sub_id\x18\x02 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x03 \x01(\t\"\x12\n\x10UnsubscribeReply2\x9d\x02\n\x06\x43lient\x12=\n\x07Publish\x12\x19.weeble.v1.PublishRequest\x1a\x17.weeble.v1.PublishReply\x12H\n\tSubscribe\x12\x1b.weeble.v1.SubscribeRequest\x1a\x1c.weeble.v1.SubscriptionEvent0\x01\x12?\n\x07Refresh\x12\x1b.weeble.v1.SubscribeRequest\x1a\x17.weeble.v1.RefreshReply\x12I\n\x0bUnsubscribe\x12\x1d.weeble.v1.UnsubscribeRequest\x1a\x1b.weeble.v1.UnsubscribeReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16weeble/v1/client.proto\x12\tweeble.v1\"C\n\x05Value\x12\x0b\n\x01s\x18\x01 \x01(\tH\x00\x12\x0b\n\x01i\x18\x02 \x01(\x12H\x00\x12\x0b\n\x01\x64\x18\x03 \x01(\x01H\x00\x12\x0b\n\x01\x62\x18\x04 \x01(\x08H\x00\x42\x06\n\x04kind\"\xc6\x01\n\x0cNotification\x12\x11\n\tpublisher\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12;\n\nattributes\x18\x03 \x03(\x0b\x32\'.weeble.v1.Notification.AttributesEntry\x12\x14\n\x0cpublished_at\x18\x04 \x01(\x01\x1a\x43\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.weeble.v1.Value:\x02\x38\x01\"P\n\x0ePublishRequest\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12.\n\rnotifications\x18\x02 \x03(\x0b\x32\x17.weeble.v1.Notification\" \n\x0cPublishReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\"\x1e\n\nPublishAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\"n\n\x10SubscribeRequest\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0e\n\x06sub_id\x18\x02 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x03 \x01(\t\x12\x11\n\tmax_batch\x18\x04 \x01(\r\x12\x17\n\x0fmax_batch_bytes\x18\x05 \x01(\r\"?\n\nSubscribed\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\t\"C\n\x11NotificationBatch\x12.\n\rnotifications\x18\x01 \x03(\x0b\x32\x17.weeble.v1.Notification\"\xb9\x01\n\x11SubscriptionEvent\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12+\n\nsubscribed\x18\x02 \x01(\x0b\x32\x15.weeble.v1.SubscribedH\x00\x12/\n\x0cnotification\x18\x03 \x01(\x0b\x32\x17.weeble.v1.NotificationH\x00\x12-\n\x05\x62\x61tch\x18\x04 \x01(\x0b\x32\x1c.weeble.v1.NotificationBatchH\x00\x42\x07\n\x05\x65vent\"\x0e\n\x0cRefreshReply\"D\n\x12UnsubscribeRequest\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0e\n\x06sub_id\x18\x02 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x03 \x01(\t\"\x12\n\x10UnsubscribeReply\".\n\x15NotificationBatchView\x12\x15\n\rnotifications\x18\x01 \x03(\x0c\";\n\x12PublishRequestView\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x15\n\rnotifications\x18\x02 \x03(\x0c\x32\xe4\x02\n\x06\x43lient\x12=\n\x07Publish\x12\x19.weeble.v1.PublishRequest\x1a\x17.weeble.v1.PublishReply\x12\x45\n\rPublishStream\x12\x19.weeble.v1.PublishRequest\x1a\x15.weeble.v1.PublishAck(\x01\x30\x01\x12H\n\tSubscribe\x12\x1b.weeble.v1.SubscribeRequest\x1a\x1c.weeble.v1.SubscriptionEvent0\x01\x12?\n\x07Refresh\x12\x1b.weeble.v1.SubscribeRequest\x1a\x17.weeble.v1.RefreshReply\x12I\n\x0bUnsubscribe\x12\x1d.weeble.v1.UnsubscribeRequest\x1a\x1b.weeble.v1.UnsubscribeReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,20 +45,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUBLISHREQUEST']._serialized_end=387
   _globals['_PUBLISHREPLY']._serialized_start=389
   _globals['_PUBLISHREPLY']._serialized_end=421
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=423
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=508
-  _globals['_SUBSCRIBED']._serialized_start=510
-  _globals['_SUBSCRIBED']._serialized_end=573
-  _globals['_NOTIFICATIONBATCH']._serialized_start=575
-  _globals['_NOTIFICATIONBATCH']._serialized_end=642
-  _globals['_SUBSCRIPTIONEVENT']._serialized_start=645
-  _globals['_SUBSCRIPTIONEVENT']._serialized_end=830
-  _globals['_REFRESHREPLY']._serialized_start=832
-  _globals['_REFRESHREPLY']._serialized_end=846
-  _globals['_UNSUBSCRIBEREQUEST']._serialized_start=848
-  _globals['_UNSUBSCRIBEREQUEST']._serialized_end=916
-  _globals['_UNSUBSCRIBEREPLY']._serialized_start=918
-  _globals['_UNSUBSCRIBEREPLY']._serialized_end=936
-  _globals['_CLIENT']._serialized_start=939
-  _globals['_CLIENT']._serialized_end=1224
+  _globals['_PUBLISHACK']._serialized_start=423
+  _globals['_PUBLISHACK']._serialized_end=453
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=455
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=565
+  _globals['_SUBSCRIBED']._serialized_start=567
+  _globals['_SUBSCRIBED']._serialized_end=630
+  _globals['_NOTIFICATIONBATCH']._serialized_start=632
+  _globals['_NOTIFICATIONBATCH']._serialized_end=699
+  _globals['_SUBSCRIPTIONEVENT']._serialized_start=702
+  _globals['_SUBSCRIPTIONEVENT']._serialized_end=887
+  _globals['_REFRESHREPLY']._serialized_start=889
+  _globals['_REFRESHREPLY']._serialized_end=903
+  _globals['_UNSUBSCRIBEREQUEST']._serialized_start=905
+  _globals['_UNSUBSCRIBEREQUEST']._serialized_end=973
+  _globals['_UNSUBSCRIBEREPLY']._serialized_start=975
+  _globals['_UNSUBSCRIBEREPLY']._serialized_end=993
+  _globals['_NOTIFICATIONBATCHVIEW']._serialized_start=995
+  _globals['_NOTIFICATIONBATCHVIEW']._serialized_end=1041
+  _globals['_PUBLISHREQUESTVIEW']._serialized_start=1043
+  _globals['_PUBLISHREQUESTVIEW']._serialized_end=1102
+  _globals['_CLIENT']._serialized_start=1105
+  _globals['_CLIENT']._serialized_end=1461
 # @@protoc_insertion_point(module_scope)

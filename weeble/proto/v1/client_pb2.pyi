@@ -53,17 +53,25 @@ class PublishReply(_message.Message):
     accepted: int
     def __init__(self, accepted: _Optional[int] = ...) -> None: ...
 
+class PublishAck(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    def __init__(self, accepted: _Optional[int] = ...) -> None: ...
+
 class SubscribeRequest(_message.Message):
-    __slots__ = ("client", "sub_id", "filter", "max_batch")
+    __slots__ = ("client", "sub_id", "filter", "max_batch", "max_batch_bytes")
     CLIENT_FIELD_NUMBER: _ClassVar[int]
     SUB_ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_BYTES_FIELD_NUMBER: _ClassVar[int]
     client: str
     sub_id: str
     filter: str
     max_batch: int
-    def __init__(self, client: _Optional[str] = ..., sub_id: _Optional[str] = ..., filter: _Optional[str] = ..., max_batch: _Optional[int] = ...) -> None: ...
+    max_batch_bytes: int
+    def __init__(self, client: _Optional[str] = ..., sub_id: _Optional[str] = ..., filter: _Optional[str] = ..., max_batch: _Optional[int] = ..., max_batch_bytes: _Optional[int] = ...) -> None: ...
 
 class Subscribed(_message.Message):
     __slots__ = ("sub_id", "filter", "broker_id")
@@ -110,3 +118,17 @@ class UnsubscribeRequest(_message.Message):
 class UnsubscribeReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class NotificationBatchView(_message.Message):
+    __slots__ = ("notifications",)
+    NOTIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    notifications: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, notifications: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class PublishRequestView(_message.Message):
+    __slots__ = ("client", "notifications")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    NOTIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    notifications: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, client: _Optional[str] = ..., notifications: _Optional[_Iterable[bytes]] = ...) -> None: ...

@@ -41,6 +41,11 @@ class ClientStub:
                 request_serializer=weeble_dot_v1_dot_client__pb2.PublishRequest.SerializeToString,
                 response_deserializer=weeble_dot_v1_dot_client__pb2.PublishReply.FromString,
                 _registered_method=True)
+        self.PublishStream = channel.stream_stream(
+                '/weeble.v1.Client/PublishStream',
+                request_serializer=weeble_dot_v1_dot_client__pb2.PublishRequest.SerializeToString,
+                response_deserializer=weeble_dot_v1_dot_client__pb2.PublishAck.FromString,
+                _registered_method=True)
         self.Subscribe = channel.unary_stream(
                 '/weeble.v1.Client/Subscribe',
                 request_serializer=weeble_dot_v1_dot_client__pb2.SubscribeRequest.SerializeToString,
@@ -63,6 +68,14 @@ class ClientServicer:
 
     def Publish(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PublishStream(self, request_iterator, context):
+        """Publish over one long-lived stream: write requests (each one or more notifications, in
+        order), read cumulative acknowledgements. The cheap way to publish many notifications.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -92,6 +105,11 @@ def add_ClientServicer_to_server(servicer, server):
                     servicer.Publish,
                     request_deserializer=weeble_dot_v1_dot_client__pb2.PublishRequest.FromString,
                     response_serializer=weeble_dot_v1_dot_client__pb2.PublishReply.SerializeToString,
+            ),
+            'PublishStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.PublishStream,
+                    request_deserializer=weeble_dot_v1_dot_client__pb2.PublishRequest.FromString,
+                    response_serializer=weeble_dot_v1_dot_client__pb2.PublishAck.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
@@ -136,6 +154,33 @@ class Client:
             '/weeble.v1.Client/Publish',
             weeble_dot_v1_dot_client__pb2.PublishRequest.SerializeToString,
             weeble_dot_v1_dot_client__pb2.PublishReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PublishStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/weeble.v1.Client/PublishStream',
+            weeble_dot_v1_dot_client__pb2.PublishRequest.SerializeToString,
+            weeble_dot_v1_dot_client__pb2.PublishAck.FromString,
             options,
             channel_credentials,
             insecure,

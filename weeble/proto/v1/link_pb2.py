@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 from . import client_pb2 as weeble_dot_v1_dot_client__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14weeble/v1/link.proto\x12\tweeble.v1\x1a\x16weeble/v1/client.proto\"H\n\x05Hello\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x12\n\nlink_token\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\"5\n\x06SubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\"7\n\x08UnsubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\":\n\tNotifyMsg\x12-\n\x0cnotification\x18\x01 \x01(\x0b\x32\x17.weeble.v1.Notification\"\x18\n\tSwitchMsg\x12\x0b\n\x03tag\x18\x01 \x01(\r\"/\n\x05\x42\x61tch\x12&\n\tenvelopes\x18\x01 \x03(\x0b\x32\x13.weeble.v1.Envelope\"\xfd\x01\n\x08\x45nvelope\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12&\n\x06notify\x18\r \x01(\x0b\x32\x14.weeble.v1.NotifyMsgH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12!\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x10.weeble.v1.BatchH\x00\x42\x06\n\x04kind2?\n\x04Link\x12\x37\n\x07\x43onnect\x12\x13.weeble.v1.Envelope\x1a\x13.weeble.v1.Envelope(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14weeble/v1/link.proto\x12\tweeble.v1\x1a\x16weeble/v1/client.proto\"c\n\x05Hello\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x12\n\nlink_token\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\r\"5\n\x06SubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\"7\n\x08UnsubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\":\n\tNotifyMsg\x12-\n\x0cnotification\x18\x01 \x01(\x0b\x32\x17.weeble.v1.Notification\"\x18\n\tSwitchMsg\x12\x0b\n\x03tag\x18\x01 \x01(\r\"/\n\x05\x42\x61tch\x12&\n\tenvelopes\x18\x01 \x03(\x0b\x32\x13.weeble.v1.Envelope\"\xfd\x01\n\x08\x45nvelope\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12&\n\x06notify\x18\r \x01(\x0b\x32\x14.weeble.v1.NotifyMsgH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12!\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x10.weeble.v1.BatchH\x00\x42\x06\n\x04kind\"\x86\x02\n\x0c\x45nvelopeView\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12\'\n\x06notify\x18\r \x01(\x0b\x32\x15.weeble.v1.NotifyViewH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12%\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x14.weeble.v1.BatchViewH\x00\x42\x06\n\x04kind\"\"\n\nNotifyView\x12\x14\n\x0cnotification\x18\x01 \x01(\x0c\"7\n\tBatchView\x12*\n\tenvelopes\x18\x01 \x03(\x0b\x32\x17.weeble.v1.EnvelopeView2?\n\x04Link\x12\x37\n\x07\x43onnect\x12\x13.weeble.v1.Envelope\x1a\x13.weeble.v1.Envelope(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,19 +35,25 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weeble.v1.link_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_HELLO']._serialized_start=59
-  _globals['_HELLO']._serialized_end=131
-  _globals['_SUBMSG']._serialized_start=133
-  _globals['_SUBMSG']._serialized_end=186
-  _globals['_UNSUBMSG']._serialized_start=188
-  _globals['_UNSUBMSG']._serialized_end=243
-  _globals['_NOTIFYMSG']._serialized_start=245
-  _globals['_NOTIFYMSG']._serialized_end=303
-  _globals['_SWITCHMSG']._serialized_start=305
-  _globals['_SWITCHMSG']._serialized_end=329
-  _globals['_BATCH']._serialized_start=331
-  _globals['_BATCH']._serialized_end=378
-  _globals['_ENVELOPE']._serialized_start=381
-  _globals['_ENVELOPE']._serialized_end=634
-  _globals['_LINK']._serialized_start=636
-  _globals['_LINK']._serialized_end=699
+  _globals['_HELLO']._serialized_end=158
+  _globals['_SUBMSG']._serialized_start=160
+  _globals['_SUBMSG']._serialized_end=213
+  _globals['_UNSUBMSG']._serialized_start=215
+  _globals['_UNSUBMSG']._serialized_end=270
+  _globals['_NOTIFYMSG']._serialized_start=272
+  _globals['_NOTIFYMSG']._serialized_end=330
+  _globals['_SWITCHMSG']._serialized_start=332
+  _globals['_SWITCHMSG']._serialized_end=356
+  _globals['_BATCH']._serialized_start=358
+  _globals['_BATCH']._serialized_end=405
+  _globals['_ENVELOPE']._serialized_start=408
+  _globals['_ENVELOPE']._serialized_end=661
+  _globals['_ENVELOPEVIEW']._serialized_start=664
+  _globals['_ENVELOPEVIEW']._serialized_end=926
+  _globals['_NOTIFYVIEW']._serialized_start=928
+  _globals['_NOTIFYVIEW']._serialized_end=962
+  _globals['_BATCHVIEW']._serialized_start=964
+  _globals['_BATCHVIEW']._serialized_end=1019
+  _globals['_LINK']._serialized_start=1021
+  _globals['_LINK']._serialized_end=1084
 # @@protoc_insertion_point(module_scope)

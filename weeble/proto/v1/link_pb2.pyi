@@ -10,14 +10,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Hello(_message.Message):
-    __slots__ = ("broker_id", "link_token", "protocol_version")
+    __slots__ = ("broker_id", "link_token", "protocol_version", "max_message_bytes")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     LINK_TOKEN_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     broker_id: str
     link_token: str
     protocol_version: int
-    def __init__(self, broker_id: _Optional[str] = ..., link_token: _Optional[str] = ..., protocol_version: _Optional[int] = ...) -> None: ...
+    max_message_bytes: int
+    def __init__(self, broker_id: _Optional[str] = ..., link_token: _Optional[str] = ..., protocol_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class SubMsg(_message.Message):
     __slots__ = ("sub_id", "filter", "tag")
@@ -74,3 +76,33 @@ class Envelope(_message.Message):
     switch: SwitchMsg
     batch: Batch
     def __init__(self, seq: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+
+class EnvelopeView(_message.Message):
+    __slots__ = ("seq", "hello", "sub", "unsub", "notify", "switch", "batch")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    SUB_FIELD_NUMBER: _ClassVar[int]
+    UNSUB_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    hello: Hello
+    sub: SubMsg
+    unsub: UnsubMsg
+    notify: NotifyView
+    switch: SwitchMsg
+    batch: BatchView
+    def __init__(self, seq: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ...) -> None: ...
+
+class NotifyView(_message.Message):
+    __slots__ = ("notification",)
+    NOTIFICATION_FIELD_NUMBER: _ClassVar[int]
+    notification: bytes
+    def __init__(self, notification: _Optional[bytes] = ...) -> None: ...
+
+class BatchView(_message.Message):
+    __slots__ = ("envelopes",)
+    ENVELOPES_FIELD_NUMBER: _ClassVar[int]
+    envelopes: _containers.RepeatedCompositeFieldContainer[EnvelopeView]
+    def __init__(self, envelopes: _Optional[_Iterable[_Union[EnvelopeView, _Mapping]]] = ...) -> None: ...
