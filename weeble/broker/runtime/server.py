@@ -77,7 +77,7 @@ class BrokerServer:
         self.broker = broker if broker is not None else Broker(config.to_rom())
         t = config.tuning
         self.trace = LiveSink(config.trace_path, config.broker_id,
-                                 flush_interval=t.trace_flush_interval_s)
+                              flush_interval=t.trace_flush_interval_s)
         self.metrics = Metrics(config.broker_id)
         seeds = random.Random(t.seed)
         self.links: dict[str, Link] = {
