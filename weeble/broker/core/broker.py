@@ -1,12 +1,20 @@
 """The broker: a pure state machine, `Broker.step(now, event) -> list[effect]`.
 
-It runs every routing algorithm of thesis Ch. 3 in its self-stabilizing form:
-- leasing with second-chance expiry (SC-1…SC-4, §3.3.1) for flooding, simple, identity,
-  covering (variants 1 and 2) and merging (variants 1 and 2), peer-to-peer or hierarchical;
-- or the periodic-rebuild wrapper (Algorithm A, §3.4.1) around the same algorithms, with two
-  tables T^0/T^1, the rebuild bit a_B and switch messages from the root.
+A broker is composed of layers, each with its own slice of RAM, its own messages and its own
+handlers; `step` dispatches by event type and, for a message from a neighbour, by message type:
 
-No I/O, no clock reads, no threads: `now` comes in with each event, timers go out as SetTimer.
+    overlay      who my neighbours are, and my parent              overlay/
+    routing      notifications; subscription and advertisement     routing/
+                 tables, kept by leasing or the rebuild wrapper
+                 around one strategy per algorithm
+    membership   leaf add and remove, link drop and add (4.2)     reconfig/membership.py
+    exchange     the coordinated link exchange (4.4.2): while     reconfig/exchange.py
+                 locked it wraps routing (A7 on the way in, A8
+                 on the way out)
+
+Layers only call down (exchange → membership → routing → overlay) and never into the broker.
+Faults reach RAM through `corruption.py`, which finds a target's layer by name. No I/O, no clock
+reads, no threads: `now` comes in with each event, timers go out as SetTimer.
 """
 
 from __future__ import annotations
@@ -14,74 +22,147 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from weeble.broker.core import corruption, merging
+from weeble.broker.core import corruption
 from weeble.broker.core.events import (
-    ClientPublish,
-    ClientSubscribe,
-    ClientUnsubscribe,
     Corrupt,
-    Deliver,
     Effect,
     Event,
     Receive,
-    Send,
-    SetTimer,
     Start,
+    StartExchange,
     TimerFired,
     Trace,
 )
 from weeble.broker.core.filters import Filter
-from weeble.broker.core.messages import Notify, Sub, Switch, Unsub
-from weeble.broker.core.rom import Algorithm, Rom
+from weeble.broker.core.overlay import Overlay, OverlayRam
+from weeble.broker.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
+from weeble.broker.core.reconfig.membership import Membership
+from weeble.broker.core.rom import Rom
+from weeble.broker.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
 from weeble.broker.core.table import RoutingTable
 
-OVERRUN = "overrun"  # SC-2 clock overrun, every π at every broker (leased algorithms)
-SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
+__all__ = ["OVERRUN", "SWITCH", "Broker", "Ram"]
 
 
 class Ram:
-    """Everything a fault may corrupt. Any type-correct value is a possible state."""
+    """Everything a fault may corrupt, one slice per layer. Any type-correct value is a
+    possible state. `tables`, `next_timer`, `rebuild_bit` and `seen` read through to the
+    routing slice (the notification routing tables and the broker clock)."""
 
-    __slots__ = ("next_timer", "rebuild_bit", "seen", "tables")
+    __slots__ = ("exchange", "overlay", "routing")
 
-    def __init__(self, n_tables: int) -> None:
-        self.tables: list[RoutingTable] = [RoutingTable() for _ in range(n_tables)]
-        # The broker clock, as the time of its next overrun: clock(now) = π − (next_timer − now).
-        # Under the wrapper it is the root's modulo clock that paces the switches.
-        self.next_timer: float = 0.0
-        self.rebuild_bit: int = 0  # a_B: the table being rebuilt (wrapper only)
-        # A7 idempotence wrapper: (sub_id, source) pairs seen per tag since that table's reset
-        self.seen: list[set[tuple[str, str]]] = [set() for _ in range(n_tables)]
+    def __init__(self, overlay: OverlayRam, routing: RoutingRam, exchange: ExchangeRam) -> None:
+        self.overlay = overlay
+        self.routing = routing
+        self.exchange = exchange
+
+    @property
+    def tables(self) -> list[RoutingTable]:
+        return self.routing.subs.tables
+
+    @property
+    def seen(self) -> list[set[tuple[str, str]]]:
+        return self.routing.subs.seen
+
+    @property
+    def next_timer(self) -> float:
+        return self.routing.next_timer
+
+    @next_timer.setter
+    def next_timer(self, value: float) -> None:
+        self.routing.next_timer = value
+
+    @property
+    def rebuild_bit(self) -> int:
+        return self.routing.rebuild_bit
+
+    @rebuild_bit.setter
+    def rebuild_bit(self, value: int) -> None:
+        self.routing.rebuild_bit = value
+
+
+Handler = Callable[[float, Any], list[Effect]]
+Receiver = Callable[[float, str, Any], list[Effect]]
 
 
 class Broker:
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
-        self.ram = Ram(2 if rom.wrapper else 1)
-        self._neighbors = tuple(sorted(rom.neighbors))
-        alg = rom.algorithm
-        self._counts_identical = alg is not Algorithm.SIMPLE and alg is not Algorithm.FLOODING
-        # Under the wrapper R keeps no flags: every entry counts (flags never drop to 0).
-        self._flag1 = rom.options.flag_rule and not rom.wrapper
-        self._unsub_flag1 = not rom.options.unsub_counts_all and not rom.wrapper
-        self._renew_forwarded = rom.options.renew_forwarded
-        # where subscriptions may go: the parent only, under hierarchical routing
-        self._upstream = (() if rom.parent is None else (rom.parent,)) if rom.hierarchical \
-            else self._neighbors
-        self._handlers: dict[type, Callable[[float, Any], list[Effect]]] = {
+        self.ram = Ram(
+            OverlayRam(rom.neighbors, rom.parent),
+            RoutingRam(2 if rom.wrapper else 1, rom.adverts),
+            ExchangeRam(),
+        )
+        self.overlay = Overlay(rom.broker_id, self.ram.overlay)
+        self.routing = Routing(rom, self.ram.overlay, self.ram.routing)
+        self.membership = Membership(self.overlay, self.routing)
+        self.exchange = Exchange(rom, self.overlay, self.routing, self.membership,
+                                 self.ram.exchange)
+        self.layers: dict[str, Any] = {
+            layer.name: layer
+            for layer in (self.overlay, self.routing, self.membership, self.exchange)
+        }
+        self._xram = self.ram.exchange
+        # Routing messages are accepted from neighbours only; coordination messages decide
+        # for themselves (a link exchange talks to brokers that are not neighbours yet).
+        self._routing: dict[type, Receiver] = dict(self.routing.receivers)
+        self._coordination: dict[type, Receiver] = dict.fromkeys(
+            self.exchange.coordination, self.exchange.coordinate)
+        self._handlers: dict[type, Handler] = {
             Receive: self._on_receive,
-            ClientPublish: self._on_client_publish,
-            ClientSubscribe: self._on_client_subscribe,
-            ClientUnsubscribe: self._on_client_unsubscribe,
             TimerFired: self._on_timer,
             Start: self._on_start,
             Corrupt: self._on_corrupt,
+            StartExchange: self.exchange.on_start_exchange,
+            **self.routing.clients,
+            **self.membership.events,
         }
 
     # ---- the one entry point ----------------------------------------------------------------
 
     def step(self, now: float, event: Event) -> list[Effect]:
-        return self._handlers[type(event)](now, event)
+        if not self._xram.locked:
+            return self._handlers[type(event)](now, event)
+        # Part of a link exchange: the exchange layer sees every message first (A7) and
+        # colours what leaves (A8).
+        if type(event) is Receive:
+            return self.exchange.receive(now, event.neighbor, event.message)
+        return self.exchange.outgoing(now, self._handlers[type(event)](now, event))
+
+    def _on_receive(self, now: float, event: Receive) -> list[Effect]:
+        source, msg = event.neighbor, event.message
+        kind = type(msg)
+        handler = self._routing.get(kind)
+        if handler is not None:
+            if source not in self.ram.overlay.neighbors:
+                return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+            return handler(now, source, msg)
+        handler = self._coordination.get(kind)
+        if handler is not None:
+            return handler(now, source, msg)
+        return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
+
+    def _on_start(self, now: float, event: Start) -> list[Effect]:
+        return self.routing.on_start(now)
+
+    def _on_timer(self, now: float, event: TimerFired) -> list[Effect]:
+        if event.timer.startswith(RETRY):
+            return self.exchange.on_timer(now, event.timer)
+        return self.routing.on_timer(now, event.timer)
+
+    def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
+        return corruption.apply(self, now, event)
+
+    # ---- introspection ----------------------------------------------------------------------
+
+    @property
+    def neighbors(self) -> frozenset[str]:
+        """The current overlay neighbours (RAM)."""
+        return frozenset(self.ram.overlay.neighbors)
+
+    @property
+    def parent(self) -> str | None:
+        return self.ram.overlay.parent
 
     def clock(self, now: float) -> float:
         """The broker's modulo-π clock at `now` (thesis §3.3.1)."""
@@ -90,318 +171,19 @@ class Broker:
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able view of ROM and RAM, for admin snapshots and legitimacy checks."""
-        rom, ram = self.rom, self.ram
-        return {
+        rom = self.rom
+        out: dict[str, Any] = {
             "broker": rom.broker_id,
             "algorithm": rom.algorithm.value,
             "hierarchical": rom.hierarchical,
             "wrapper": rom.wrapper,
+            "adverts": rom.adverts,
             "root": rom.root,
-            "parent": rom.parent,
-            "neighbors": list(self._neighbors),
-            "next_timer": ram.next_timer,
-            "rebuild_bit": ram.rebuild_bit,
-            "tables": [[e.as_dict() for e in t] for t in ram.tables],
-            "mergers": [[m.as_dict() for m in t.mergers.values()] for t in ram.tables],
         }
-
-    # ---- timers -----------------------------------------------------------------------------
-
-    def _on_start(self, now: float, event: Start) -> list[Effect]:
-        if self.rom.wrapper and not self.rom.is_root:
-            return []  # only the root paces rebuilds
-        timer = SWITCH if self.rom.wrapper else OVERRUN
-        self.ram.next_timer = now + self.rom.params.pi
-        return [SetTimer(timer, self.ram.next_timer)]
-
-    def _on_timer(self, now: float, event: TimerFired) -> list[Effect]:
-        if now < self.ram.next_timer - 1e-9:
-            return []  # superseded (the clock was changed since this timer was set)
-        self.ram.next_timer = now + self.rom.params.pi
-        if event.timer == OVERRUN and not self.rom.wrapper:
-            effects = self._overrun()
-        elif event.timer == SWITCH and self.rom.wrapper and self.rom.is_root:
-            effects = self._rebuild(1 - self.ram.rebuild_bit, exclude=None)  # A5
-        else:
-            return []
-        effects.append(SetTimer(event.timer, self.ram.next_timer))
-        return effects
-
-    def _overrun(self) -> list[Effect]:
-        """SC-2 on the table, and second chance for merger records too (§3.3.1, §2.6 of spec)."""
-        expired = self.ram.tables[0].overrun()
-        merging.overrun(self.ram.tables[0].mergers)
-        if not expired:
-            return []
-        return [Trace("expire", {"count": len(expired), "entries": [e.as_dict() for e in expired]})]
-
-    def _rebuild(self, bit: int, exclude: str | None) -> list[Effect]:
-        """A5/A6: start rebuilding table `bit` from the initial (empty) configuration."""
-        ram = self.ram
-        ram.rebuild_bit = bit
-        ram.tables[bit].clear()
-        ram.seen[bit].clear()
-        effects: list[Effect] = [Send(n, Switch(bit)) for n in self._neighbors if n != exclude]
-        effects.append(Trace("switch", {"tag": bit}))
-        return effects
-
-    # ---- notifications ----------------------------------------------------------------------
-
-    def _on_client_publish(self, now: float, event: ClientPublish) -> list[Effect]:
-        return self._route(Notify(event.notification), event.client)
-
-    def _route(self, message: Notify, source: str) -> list[Effect]:
-        """Forward a notification; the incoming message object is passed on (hot path)."""
-        rom = self.rom
-        n = message.notification
-        attrs = n.attributes
-        dests: dict[str, None] = {}
-        for table in self.ram.tables:  # A1: the union of both tables under the wrapper
-            table.match(attrs, dests)
-        neighbors = rom.neighbors
-        if rom.algorithm is Algorithm.FLOODING:
-            effects: list[Effect] = [Send(b, message) for b in self._neighbors if b != source]
-            # only local entries are legitimate; one that names a neighbour would duplicate
-            effects.extend(Deliver(c, n) for c in dests if c not in neighbors and c != source)
-            return effects
-        if rom.hierarchical and rom.parent is not None and source != rom.parent:
-            dests[rom.parent] = None  # every notification climbs to the root
-        effects = []
-        for d in dests:
-            if d == source:
-                continue
-            effects.append(Send(d, message) if d in neighbors else Deliver(d, n))
-        return effects
-
-    # ---- messages from neighbours -----------------------------------------------------------
-
-    def _on_receive(self, now: float, event: Receive) -> list[Effect]:
-        source, msg = event.neighbor, event.message
-        if source not in self.rom.neighbors:
-            return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
-        kind = type(msg)
-        if kind is Notify:
-            return self._route(msg, source)
-        if kind is Sub:
-            return self._subscribe(self._tag(msg.tag), source, msg.sub_id, msg.filter)
-        if kind is Unsub:
-            return self._unsubscribe(self._tag(msg.tag), source, msg.sub_id, msg.filter)
-        if kind is Switch and self.rom.wrapper:
-            if msg.tag not in (0, 1):
-                return [Trace("garbage", {"from": source, "why": f"switch tag {msg.tag}"})]
-            return self._rebuild(msg.tag, exclude=source)  # A6
-        return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
-
-    def _unexpected_control(self, neighbor: str) -> bool:
-        """Flooding keeps local entries only; hierarchical subscriptions never come down."""
-        rom = self.rom
-        return rom.algorithm is Algorithm.FLOODING or (rom.hierarchical and neighbor == rom.parent)
-
-    def _tag(self, tag: int) -> int:
-        """A3: the table a tagged control message belongs to (always T^0 without the wrapper)."""
-        return tag & 1 if self.rom.wrapper else 0
-
-    # ---- client requests --------------------------------------------------------------------
-
-    def _on_client_subscribe(self, now: float, event: ClientSubscribe) -> list[Effect]:
-        if event.client in self.rom.neighbors:
-            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
-        # A2: run R on the table being rebuilt
-        return self._subscribe(self.ram.rebuild_bit, event.client, event.sub_id, event.filter)
-
-    def _on_client_unsubscribe(self, now: float, event: ClientUnsubscribe) -> list[Effect]:
-        if event.client in self.rom.neighbors:
-            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
-        return self._unsubscribe(self.ram.rebuild_bit, event.client, event.sub_id, event.filter)
-
-    # ---- routing: subscriptions -------------------------------------------------------------
-
-    def _subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
-        rom, ram = self.rom, self.ram
-        remote = source in rom.neighbors
-        if remote and self._unexpected_control(source):
-            return [Trace("garbage", {"from": source, "why": "subscription not expected"})]
-        if tag >= len(ram.tables):
-            tag = 0
-        if rom.wrapper:  # A7: a repeated subscription within the period is dropped
-            key = (sub_id, source)
-            if key in ram.seen[tag]:
-                return []
-            ram.seen[tag].add(key)
-        table = ram.tables[tag]
-        table.refresh(sub_id, f, source)  # SC-1
-        if rom.algorithm is Algorithm.FLOODING:
-            return []
-        if rom.algorithm.merging:
-            return merging.on_subscribe(self, table, tag, source, sub_id, f)
-        targets = self.sub_targets(table, f, source)
-        return [Send(n, Sub(sub_id, f, tag)) for n in targets]
-
-    def sub_targets(self, table: RoutingTable, f: Filter, source: str) -> list[str]:
-        """Where a (re)subscription for f from `source` goes (§2.3–2.5 of the spec).
-
-        Identity, covering, merging: Algorithm 1 with flag-1 counting decides; and a refresh
-        from the destination whose subscription was last forwarded for f to a neighbour goes
-        there again, so that neighbour's entry is renewed every ρ like a client's
-        (Options.renew_forwarded). Keyed by destination, not sub_id: a downstream broker may
-        hand its interest over to another subscription id at any time.
-        """
-        if not self._counts_identical:  # simple routing floods every subscription
-            return self._spread(source)
-        holders = self.holders(table, f, source, flag1=self._flag1)
-        targets = self._algorithm1(holders, source)
-        if self._renew_forwarded:
-            forwarded = table.forwarded
-            for n in self._upstream:
-                if n != source and n not in targets and forwarded.get((f, n)) == source:
-                    targets.append(n)
-            for n in targets:
-                forwarded[f, n] = source
-        return targets
-
-    def holders(self, table: RoutingTable, f: Filter, source: str, flag1: bool) -> dict[str, None]:
-        """Destinations D' ≠ source with an entry identical to f (identity) or covering it.
-
-        Flag-1 counting is the self-stabilizing rule (§3.3.1). Covering variant 2 counts a strictly
-        covering entry whatever its flag; identical entries always obey `flag1`.
-        """
-        found: dict[str, None] = {}
-        for e in table.identical(f):
-            if e.dest != source and (e.flag or not flag1):
-                found[e.dest] = None
-        if self.rom.algorithm.covering:
-            any_flag = self.rom.algorithm is Algorithm.COVERING2 or not flag1
-            for g in table.filters():
-                if g != f and g.covers(f):
-                    for e in table.identical(g):
-                        if e.dest != source and (e.flag or any_flag):
-                            found[e.dest] = None
-        return found
-
-    def _algorithm1(self, holders: dict[str, None], source: str) -> list[str]:
-        """Algorithm 1 (l.1275–1299); hierarchical form: forward up iff nobody else holds f."""
-        rom = self.rom
-        if rom.hierarchical:
-            if holders or rom.parent is None or source == rom.parent:
-                return []
-            return [rom.parent]
-        if not holders:
-            return [n for n in self._neighbors if n != source]
-        if len(holders) == 1:
-            (only,) = holders
-            return [only] if only in rom.neighbors else []
-        return []
-
-    def _spread(self, source: str) -> list[str]:
-        rom = self.rom
-        if rom.hierarchical:
-            return [rom.parent] if rom.parent is not None and source != rom.parent else []
-        return [n for n in self._neighbors if n != source]
-
-    # ---- routing: unsubscriptions -----------------------------------------------------------
-
-    def _unsubscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
-        rom, ram = self.rom, self.ram
-        remote = source in rom.neighbors
-        if remote and self._unexpected_control(source):
-            return [Trace("garbage", {"from": source, "why": "unsubscription not expected"})]
-        # A4: under the wrapper apply it to both tables, tag what it generates with a_B
-        tables = ram.tables if rom.wrapper else ram.tables[:1]
-        out_tag = ram.rebuild_bit if rom.wrapper else tag
-        alg = rom.algorithm
-        for table in tables:
-            table.remove_id(sub_id)  # SC-3
-        for seen in ram.seen:  # A7: a later subscription with this id is new again
-            seen.discard((sub_id, source))
-        if alg is Algorithm.FLOODING:
-            return []
-        if alg is Algorithm.SIMPLE:
-            return [Send(n, Unsub(sub_id, f, out_tag)) for n in self._spread(source)]
-        effects: list[Effect] = []
-        for table in tables:
-            if remote:
-                # The neighbour forwards an unsubscription only when it has no identical or
-                # covering interest left, so every identical entry for it is obsolete.
-                for e in [e for e in table.identical(f) if e.dest == source]:
-                    table.discard(e)
-            if alg.merging:
-                effects.extend(merging.on_unsubscribe(self, table, out_tag, source, f))
-            if alg.covering:  # merging too: it is covering with mergers on top
-                effects.extend(self.uncovered(table, out_tag, f))
-        # One decision over both tables: R run on the table being rebuilt alone would find no
-        # other holder there and withdraw an interest the complete table still has.
-        withdrawn = self.unsub_targets(f, source)
-        for table in tables:
-            effects.extend(self._hand_over(table, out_tag, f, source, withdrawn))
-        effects.extend(Send(n, Unsub(sub_id, f, out_tag)) for n in withdrawn)
-        unique: list[Effect] = []
-        for effect in effects:
-            if effect not in unique:  # both tables may ask for the same message
-                unique.append(effect)
-        return unique
-
-    def _hand_over(
-        self, table: RoutingTable, tag: int, f: Filter, gone: str, withdrawn: list[str]
-    ) -> list[Effect]:
-        """The destination that renewed a neighbour's entry for f has no f left, but others
-        do: the next one takes over now, not after the next overrun."""
-        if any(e.dest == gone for e in table.identical(f)):
-            return []  # `gone` still holds f under another subscription id
-        effects: list[Effect] = []
-        for n in self._upstream:
-            if table.forwarded.get((f, n)) != gone:
-                continue
-            del table.forwarded[f, n]
-            if n in withdrawn:
-                continue
-            heir = next((e for e in table.identical(f) if e.dest != n), None)
-            if heir is not None:
-                table.forwarded[f, n] = heir.dest
-                effects.append(Send(n, Sub(heir.sub_id, f, tag)))
-        return effects
-
-    def unsub_targets(self, f: Filter, source: str) -> list[str]:
-        """Where an unsubscription goes: the same i-based rule as subscriptions (l.1266),
-        counting holders in every table (both, under the wrapper)."""
-        holders: dict[str, None] = {}
-        for table in self.ram.tables:
-            holders |= self.holders(table, f, source, flag1=self._unsub_flag1)
-        return self._algorithm1(holders, source)
-
-    def uncovered(self, table: RoutingTable, tag: int, f: Filter) -> list[Effect]:
-        """Covering: f leaves; the subscriptions it covered must now reach every neighbour.
-
-        Algorithm 1 alone is not enough here: a covered subscription that arrived while f was
-        held was never forwarded, and identical ones that came after it counted it as a holder
-        (i ≥ 2) and were not forwarded either. So each neighbour that has no renewer for the
-        uncovered filter gets one now, and keeps it through sub_targets' renewal rule.
-        """
-        effects: list[Effect] = []
-        done: set[tuple[Filter, str]] = set()
-        for g in [g for g in table.filters() if g != f and f.covers(g)]:
-            for e in list(table.identical(g)):
-                if (g, e.dest) in done:
-                    continue
-                done.add((g, e.dest))
-                targets = self.sub_targets(table, g, e.dest)
-                for n in self._upstream:
-                    if n != e.dest and n not in targets and not self._renewed(table, g, n):
-                        table.forwarded[g, n] = e.dest
-                        targets.append(n)
-                effects.extend(Send(n, Sub(e.sub_id, g, tag)) for n in targets)
-        return effects
-
-    def _renewed(self, table: RoutingTable, g: Filter, n: str) -> bool:
-        """Does some destination other than n still renew neighbour n's entry for g?"""
-        d = table.forwarded.get((g, n))
-        return d is not None and d != n and any(e.dest == d for e in table.identical(g))
-
-    # ---- faults -----------------------------------------------------------------------------
-
-    def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
-        return corruption.apply(self, now, event)
-
-    # ---- introspection helpers used by legitimacy checks and tests --------------------------
+        out.update(self.overlay.snapshot())
+        out.update(self.routing.snapshot())
+        out["exchange"] = self.exchange.snapshot()
+        return out
 
     def pairs(self) -> set[tuple[Filter, str]]:
         """Union over tables of the (filter, destination) pairs."""
@@ -412,5 +194,11 @@ class Broker:
 
     def entries(self) -> Iterable[tuple[int, Any]]:
         for tag, table in enumerate(self.ram.tables):
+            for e in table:
+                yield tag, e
+
+    def adv_entries(self) -> Iterable[tuple[int, Any]]:
+        adverts = self.ram.routing.adverts
+        for tag, table in enumerate(adverts.tables if adverts is not None else ()):
             for e in table:
                 yield tag, e

@@ -1,9 +1,13 @@
 """Transient state faults: set any RAM field of a broker to any type-correct value.
 
-The fault vocabulary of spec §6.3 that lives in a broker's state:
-F1 entry.filter, F2 entry.sub_id, F3 entry.dest, F4 entry.flag, F5 entry.insert / entry.delete,
-F6 table.clear, F10 clock, F13 entry.insert of an all-covering filter (plus table.clear
-elsewhere), F14 merger.insert, F15 rebuild_bit and any of the above on T^0/T^1 (`table` arg).
+Each target belongs to one layer and touches only that layer's slice of RAM; the registry below
+finds the layer by name (`broker.layers`), so no layer imports this module and this module never
+imports the broker. The fault vocabulary of spec ch. 3 §6.3 that lives in a broker's state:
+- layer routing: F1 entry.filter, F2 entry.sub_id, F3 entry.dest, F4 entry.flag,
+  F5 entry.insert / entry.delete, F6 table.clear, F10 clock, F13 entry.insert of an all-covering
+  filter (plus table.clear elsewhere), F14 merger.insert, F15 rebuild_bit and any of the above
+  on T^0/T^1 (`table` arg); F16 the same on the advertisement tables (adv.entry.*, adv.table.clear);
+- layer overlay: the neighbour set and the parent (overlay.*), RAM from chapter 4 on.
 ROM is not reachable from here, by construction.
 
 Each fault answers with a `fault` trace record holding the state before and after: the evidence
@@ -14,68 +18,128 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from weeble.broker.core.events import Corrupt, Effect, SetTimer, Trace
 from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.merging import Merger
+from weeble.broker.core.routing.merging import Merger
 from weeble.broker.core.table import Entry, RoutingTable
 
-if TYPE_CHECKING:
-    from weeble.broker.core.broker import Broker
+
+class Broker(Protocol):
+    """What a fault needs of a broker: its ROM and its layers by name."""
+
+    rom: Any
+    layers: dict[str, Any]
 
 
 class CorruptionError(ValueError):
     """A fault that names an unknown target, entry or field, or a value of the wrong type."""
 
 
-TARGETS = (
-    "clock", "entry.filter", "entry.sub_id", "entry.dest", "entry.flag", "entry.insert",
-    "entry.delete", "table.clear", "rebuild_bit", "merger.insert", "merger.clear",
-)
+Handler = Callable[[Any, float, Corrupt], list[Effect]]
+View = Callable[[Any, Corrupt], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One kind of state fault: the layer whose RAM it touches, how, and what to show of it."""
+
+    name: str
+    layer: str
+    apply: Handler
+    view: View
+
+
+_REGISTRY: dict[str, Target] = {}
+
+
+def register(name: str, layer: str, view: View) -> Callable[[Handler], Handler]:
+    def add(handler: Handler) -> Handler:
+        _REGISTRY[name] = Target(name, layer, handler, view)
+        return handler
+
+    return add
 
 
 def apply(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
-    handler = _HANDLERS.get(fault.target)
-    if handler is None:
+    target = _REGISTRY.get(fault.target)
+    if target is None:
         raise CorruptionError(
-            f"unknown corruption target {fault.target!r}; known: {', '.join(TARGETS)}"
+            f"unknown corruption target {fault.target!r}; known: {', '.join(_REGISTRY)}"
         )
-    before = _view(broker, fault)
-    effects = handler(broker, now, fault)
-    evidence = {"field": fault.target, "args": _jsonable(fault.args),
-                "value": _jsonable(fault.value), "before": before, "after": _view(broker, fault)}
+    layer = broker.layers.get(target.layer)
+    if layer is None:
+        raise CorruptionError(f"{fault.target}: this broker has no layer {target.layer!r}")
+    before = target.view(layer, fault)
+    effects = target.apply(layer, now, fault)
+    evidence = {"field": fault.target, "layer": target.layer, "args": _jsonable(fault.args),
+                "value": _jsonable(fault.value), "before": before,
+                "after": target.view(layer, fault)}
     effects.append(Trace("fault", evidence))
     return effects
 
 
-# ---- handlers -------------------------------------------------------------------------------
+# ---- layer routing: the tables, the clock, the wrapper bit, mergers --------------------------
 
 
-def _clock(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
-    pi = broker.rom.params.pi
+def _tables_of(routing: Any, fault: Corrupt) -> list[RoutingTable]:
+    """The notification tables, or the advertisement tables for an adv.* target."""
+    if fault.target.startswith("adv."):
+        adverts = routing.ram.adverts
+        if adverts is None:
+            raise CorruptionError(f"{fault.target}: this broker keeps no advertisement tables")
+        return adverts.tables
+    return routing.ram.subs.tables
+
+
+def _view_clock(routing: Any, fault: Corrupt) -> Any:
+    return {"next_timer": routing.ram.next_timer}
+
+
+def _view_bit(routing: Any, fault: Corrupt) -> Any:
+    return {"rebuild_bit": routing.ram.rebuild_bit}
+
+
+def _view_mergers(routing: Any, fault: Corrupt) -> Any:
+    return sorted((m.as_dict() for t in routing.ram.subs.tables for m in t.mergers.values()),
+                  key=lambda m: str(m["merger_id"]))
+
+
+def _view_entries(routing: Any, fault: Corrupt) -> Any:
+    tables = _tables_of(routing, fault)
+    return {"entries": sum(len(t) for t in tables),
+            "sample": [e.as_dict() for t in tables for e in list(t)[:20]]}
+
+
+@register("clock", "routing", _view_clock)
+def _clock(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
+    rom = routing.rom
+    pi = rom.params.pi
     value = _number(fault.value, "clock")
     if not 0 <= value < pi:
         raise CorruptionError(f"clock: value must be in [0, pi={pi:g}), got {value:g}")
-    broker.ram.next_timer = now + (pi - value)
-    timer = "switch" if broker.rom.wrapper else "overrun"
-    if broker.rom.wrapper and not broker.rom.is_root:
+    routing.ram.next_timer = now + (pi - value)
+    timer = "switch" if rom.wrapper else "overrun"
+    if rom.wrapper and not rom.is_root:
         return []  # only the root has a clock under the wrapper
-    return [SetTimer(timer, broker.ram.next_timer)]
+    return [SetTimer(timer, routing.ram.next_timer)]
 
 
-def _entry_field(field: str) -> Callable[[Broker, float, Corrupt], list[Effect]]:
-    def handler(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
-        table, entry = _select(broker, fault)
+def _entry_field(field: str) -> Handler:
+    def handler(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
+        table, entry = _select(routing, fault)
         value: Any = fault.value
+        name = fault.target
         if field == "filter":
-            value = _filter(value, "entry.filter")
+            value = _filter(value, name)
         elif field == "flag":
             value = 1 - entry.flag if value is None else value
             if value not in (0, 1) or isinstance(value, bool):
-                raise CorruptionError(f"entry.flag: value must be 0 or 1, got {fault.value!r}")
+                raise CorruptionError(f"{name}: value must be 0 or 1, got {fault.value!r}")
         elif not isinstance(value, str):
-            raise CorruptionError(f"entry.{field}: value must be a string, got {value!r}")
+            raise CorruptionError(f"{name}: value must be a string, got {value!r}")
         table.discard(entry)
         replacement = Entry(entry.sub_id, entry.filter, entry.dest, entry.flag)
         setattr(replacement, field, value)
@@ -87,51 +151,66 @@ def _entry_field(field: str) -> Callable[[Broker, float, Corrupt], list[Effect]]
     return handler
 
 
-def _insert(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
+for _prefix in ("", "adv."):
+    for _field in ("filter", "sub_id", "dest", "flag"):
+        register(f"{_prefix}entry.{_field}", "routing", _view_entries)(_entry_field(_field))
+
+
+def _insert(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
     spec = fault.value
+    name = fault.target
     if not isinstance(spec, dict):
-        raise CorruptionError("entry.insert: value must be a mapping {sub_id, filter, dest, flag}")
+        raise CorruptionError(f"{name}: value must be a mapping {{sub_id, filter, dest, flag}}")
     unknown = set(spec) - {"sub_id", "filter", "dest", "flag"}
     if unknown:
-        raise CorruptionError(f"entry.insert: unknown field(s) {sorted(unknown)}")
+        raise CorruptionError(f"{name}: unknown field(s) {sorted(unknown)}")
     flag = spec.get("flag", 1)
     if flag not in (0, 1):
-        raise CorruptionError(f"entry.insert: flag must be 0 or 1, got {flag!r}")
+        raise CorruptionError(f"{name}: flag must be 0 or 1, got {flag!r}")
     entry = Entry(
         str(spec.get("sub_id", "injected")),
-        _filter(spec.get("filter", "true"), "entry.insert.filter"),
+        _filter(spec.get("filter", "true"), f"{name}.filter"),
         str(spec.get("dest", "ghost")),
         int(flag),
     )
-    _table(broker, fault).add(entry)  # no SC-1 removal: a fault may duplicate ids
+    _table(routing, fault).add(entry)  # no SC-1 removal: a fault may duplicate ids
     return []
 
 
-def _delete(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
-    table, entry = _select(broker, fault)
+def _delete(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
+    table, entry = _select(routing, fault)
     table.discard(entry)
     return []
 
 
-def _clear(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
+def _clear(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
     which = fault.args.get("table")
-    tables = broker.ram.tables if which is None else [_table(broker, fault)]
+    tables = _tables_of(routing, fault) if which is None else [_table(routing, fault)]
     for table in tables:
         table.clear()
     if which is None:
-        for seen in broker.ram.seen:
+        plane = routing.ram.adverts if fault.target.startswith("adv.") else routing.ram.subs
+        for seen in plane.seen:
             seen.clear()
     return []
 
 
-def _rebuild_bit(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
+for _prefix in ("", "adv."):
+    register(f"{_prefix}entry.insert", "routing", _view_entries)(_insert)
+    register(f"{_prefix}entry.delete", "routing", _view_entries)(_delete)
+    register(f"{_prefix}table.clear", "routing", _view_entries)(_clear)
+
+
+@register("rebuild_bit", "routing", _view_bit)
+def _rebuild_bit(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
     if fault.value not in (0, 1) or isinstance(fault.value, bool):
         raise CorruptionError(f"rebuild_bit: value must be 0 or 1, got {fault.value!r}")
-    broker.ram.rebuild_bit = int(fault.value)
+    routing.ram.rebuild_bit = int(fault.value)
     return []
 
 
-def _merger_insert(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
+@register("merger.insert", "routing", _view_mergers)
+def _merger_insert(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
     spec = fault.value
     if not isinstance(spec, dict) or "constituents" not in spec:
         raise CorruptionError("merger.insert: value must be a mapping with 'constituents'")
@@ -140,44 +219,85 @@ def _merger_insert(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
     mid = str(spec.get("merger_id", f"injected-merger:{f}"))
     dest = str(spec.get("dest", "ghost"))
     flag = int(spec.get("flag", 1))
-    _table(broker, fault).mergers[mid] = Merger(mid, f, dest, constituents, flag)
+    _table(routing, fault).mergers[mid] = Merger(mid, f, dest, constituents, flag)
     return []
 
 
-def _merger_clear(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
-    for table in broker.ram.tables:
+@register("merger.clear", "routing", _view_mergers)
+def _merger_clear(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
+    for table in routing.ram.subs.tables:
         table.mergers.clear()
     return []
 
 
-_HANDLERS: dict[str, Callable[[Broker, float, Corrupt], list[Effect]]] = {
-    "clock": _clock,
-    "entry.filter": _entry_field("filter"),
-    "entry.sub_id": _entry_field("sub_id"),
-    "entry.dest": _entry_field("dest"),
-    "entry.flag": _entry_field("flag"),
-    "entry.insert": _insert,
-    "entry.delete": _delete,
-    "table.clear": _clear,
-    "rebuild_bit": _rebuild_bit,
-    "merger.insert": _merger_insert,
-    "merger.clear": _merger_clear,
-}
+# ---- layer overlay: the neighbour set and the parent -----------------------------------------
+
+
+def _view_overlay(overlay: Any, fault: Corrupt) -> Any:
+    return overlay.snapshot()
+
+
+def _ids(value: object, field: str) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise CorruptionError(f"{field}: value must be a list of broker ids, got {value!r}")
+    if not all(isinstance(v, str) for v in value):
+        raise CorruptionError(f"{field}: every broker id must be a string, got {value!r}")
+    return list(value)
+
+
+@register("overlay.neighbors", "overlay", _view_overlay)
+def _neighbors(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    overlay.set_neighbors(_ids(fault.value, "overlay.neighbors"))
+    return []
+
+
+@register("overlay.neighbor.add", "overlay", _view_overlay)
+def _neighbor_add(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    if not isinstance(fault.value, str):
+        raise CorruptionError(
+            f"overlay.neighbor.add: value must be a broker id, got {fault.value!r}")
+    overlay.add(fault.value)
+    return []
+
+
+@register("overlay.neighbor.remove", "overlay", _view_overlay)
+def _neighbor_remove(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    if fault.value not in overlay.ram.neighbors:
+        raise CorruptionError(f"overlay.neighbor.remove: {fault.value!r} is not a neighbour")
+    parent = overlay.ram.parent
+    overlay.remove(fault.value)
+    overlay.set_parent(parent)  # a fault changes one field: the parent pointer stays as it was
+    return []
+
+
+@register("overlay.parent", "overlay", _view_overlay)
+def _parent(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    if fault.value is not None and not isinstance(fault.value, str):
+        raise CorruptionError(f"overlay.parent: value must be a broker id or null, "
+                              f"got {fault.value!r}")
+    overlay.set_parent(fault.value)
+    return []
+
+
+def targets() -> tuple[str, ...]:
+    """Every known target, in registration order (layer by layer)."""
+    return tuple(_REGISTRY)
+
 
 # ---- selection and validation ---------------------------------------------------------------
 
 
-def _table(broker: Broker, fault: Corrupt) -> RoutingTable:
+def _table(routing: Any, fault: Corrupt) -> RoutingTable:
     index = fault.args.get("table", 0)
-    tables = broker.ram.tables
+    tables = _tables_of(routing, fault)
     if not isinstance(index, int) or not 0 <= index < len(tables):
         raise CorruptionError(f"table: no table {index!r} (this broker has {len(tables)})")
     return tables[index]
 
 
-def _select(broker: Broker, fault: Corrupt) -> tuple[RoutingTable, Entry]:
+def _select(routing: Any, fault: Corrupt) -> tuple[RoutingTable, Entry]:
     """The entry a fault names, by `sub_id` or by `index` in table order."""
-    table = _table(broker, fault)
+    table = _table(routing, fault)
     if "sub_id" in fault.args:
         found = table.with_id(str(fault.args["sub_id"]))
         if not found:
@@ -209,19 +329,6 @@ def _number(value: object, field: str) -> float:
     return float(value)
 
 
-def _view(broker: Broker, fault: Corrupt) -> Any:
-    """The part of RAM a fault touches, before or after it."""
-    if fault.target == "clock":
-        return {"next_timer": broker.ram.next_timer}
-    if fault.target == "rebuild_bit":
-        return {"rebuild_bit": broker.ram.rebuild_bit}
-    if fault.target.startswith("merger."):
-        return sorted((m.as_dict() for t in broker.ram.tables for m in t.mergers.values()),
-                      key=lambda m: str(m["merger_id"]))
-    return {"entries": sum(len(t) for t in broker.ram.tables),
-            "sample": [e.as_dict() for t in broker.ram.tables for e in list(t)[:20]]}
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Filter):
         return str(value)
@@ -235,18 +342,25 @@ def _jsonable(value: Any) -> Any:
 # ---- random faults (simulator, chaos module, property tests) --------------------------------
 
 
-def random_fault(broker: Broker, rng: random.Random, filters: list[Filter]) -> Corrupt:
-    """One random, type-correct state fault on `broker`; `filters` seeds the filter values."""
-    table_count = len(broker.ram.tables)
-    size = [len(t) for t in broker.ram.tables]
-    dests = [*sorted(broker.rom.neighbors), "ghost", *(f"c{rng.randrange(50)}" for _ in range(2))]
+def random_fault(broker: Any, rng: random.Random, filters: list[Filter]) -> Corrupt:
+    """One random, type-correct state fault on the routing tables of `broker`; `filters` seeds
+    the filter values. With advertisements, half the faults hit the advertisement tables (F16)."""
+    tables = broker.ram.tables
+    adverts = broker.ram.routing.adverts
+    prefix = ""
+    if adverts is not None and rng.random() < 0.5:
+        prefix, tables = "adv.", adverts.tables
+    table_count = len(tables)
+    size = [len(t) for t in tables]
+    dests = [*sorted(broker.ram.overlay.neighbors), "ghost",
+             *(f"c{rng.randrange(50)}" for _ in range(2))]
     table = rng.randrange(table_count)
-    kinds = ["entry.insert", "clock", "table.clear"]
+    kinds = ["entry.insert", "table.clear"] if prefix else ["entry.insert", "clock", "table.clear"]
     if size[table]:
         kinds += ["entry.filter", "entry.sub_id", "entry.dest", "entry.flag", "entry.delete"]
-    if broker.rom.wrapper:
+    if broker.rom.wrapper and not prefix:
         kinds.append("rebuild_bit")
-    if broker.rom.algorithm.merging:
+    if broker.rom.algorithm.merging and not prefix:
         kinds.append("merger.insert")
     kind = rng.choice(kinds)
     args: dict[str, Any] = {"table": table}
@@ -274,4 +388,9 @@ def random_fault(broker: Broker, rng: random.Random, filters: list[Filter]) -> C
                  "constituents": list(filters) or [Filter.everything()], "flag": rng.randrange(2)}
     elif kind == "table.clear":
         args = {}
+    if prefix:  # only entry.* and table.clear were drawn for the advertisement tables
+        kind = prefix + kind
     return Corrupt(kind, value, args)
+
+
+TARGETS = targets()

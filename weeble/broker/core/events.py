@@ -48,6 +48,22 @@ class ClientUnsubscribe:
 
 
 @dataclass(slots=True)
+class ClientAdvertise:
+    """A local publisher advertises, or refreshes an advertisement (thesis §3.4.2)."""
+
+    client: str
+    adv_id: str
+    filter: Filter
+
+
+@dataclass(slots=True)
+class ClientUnadvertise:
+    client: str
+    adv_id: str
+    filter: Filter
+
+
+@dataclass(slots=True)
 class ClientPublish:
     client: str
     notification: Notification
@@ -69,7 +85,68 @@ class Corrupt:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-Event = Start | Receive | ClientSubscribe | ClientUnsubscribe | ClientPublish | TimerFired | Corrupt
+# ---- management: reconfiguration requests (thesis 4.2, 4.4) ----------------------------------
+# The thesis assumes managed reconfigurations: brokers have direct access to topology management
+# (spec ch. 4 §0). These events are how the manager (an orchestrator, the simulator, a test)
+# asks one broker to take part.
+
+
+@dataclass(slots=True)
+class StartExchange:
+    """At the initiator B1 = path[0]: exchange link `remove` = (Br1, Br2) for a = (B1, Bn).
+
+    `path` is the cycle ⟨B1 … Bn⟩: the tree path from B1 to Bn, which contains r. `seed` makes
+    the random back-off before a retry reproducible (the core reads no global RNG).
+    """
+
+    rid: str
+    path: tuple[str, ...]
+    remove: tuple[str, str]
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class AddNeighbor:
+    """A new overlay link to `neighbor` (AddLeaf at the attach point; the strawman's a).
+
+    With `bootstrap` the broker sends the new neighbour what it needs of its tables (4.2.2:
+    "only Ba's routing table has to be made consistent with B's").
+    """
+
+    neighbor: str
+    bootstrap: bool = True
+
+
+@dataclass(slots=True)
+class RemoveNeighbor:
+    """Drop the overlay link to `neighbor` (the strawman's r).
+
+    With `withdraw`, first act as if `neighbor` had unsubscribed everything it had subscribed
+    (the strawman of 4.4.1; what a departing leaf's Bye triggers).
+    """
+
+    neighbor: str
+    withdraw: bool = True
+
+
+@dataclass(slots=True)
+class Leave:
+    """RemoveLeaf (4.2.2): this leaf withdraws what it contributed and drops its link."""
+
+
+@dataclass(slots=True)
+class SetParent:
+    """The manager's word on which neighbour is now the parent (None: this broker is the root)."""
+
+    parent: str | None
+
+
+Management = StartExchange | AddNeighbor | RemoveNeighbor | Leave | SetParent
+
+Event = (
+    Start | Receive | ClientSubscribe | ClientUnsubscribe | ClientAdvertise | ClientUnadvertise
+    | ClientPublish | TimerFired | Corrupt | Management
+)
 
 # ---- effects --------------------------------------------------------------------------------
 

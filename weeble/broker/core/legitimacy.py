@@ -26,14 +26,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from weeble.broker.core.filters import Filter
-from weeble.broker.core.merging import closure
 from weeble.broker.core.rom import Algorithm
+from weeble.broker.core.routing.merging import closure
 
 
 class Broker(Protocol):
     """What a check needs of a broker: a live `core.Broker`, or a `SnapshotView` of one."""
 
     rom: Any
+
+    @property
+    def neighbors(self) -> frozenset[str]: ...
+
+    @property
+    def parent(self) -> str | None: ...
 
     def entries(self) -> Iterable[tuple[int, Any]]: ...
 
@@ -69,6 +75,8 @@ class SnapshotView:
              for e in table]
             for table in snapshot["tables"]
         ]
+        self.neighbors = self.rom.neighbors  # the overlay when the snapshot was taken
+        self.parent = self.rom.parent
 
     def entries(self) -> Iterator[tuple[int, _SnapshotEntry]]:
         for tag, table in enumerate(self._tables):
@@ -103,18 +111,18 @@ def check(
     local_all = _by_client(allowed)
     problems: list[str] = []
     for v in sorted(brokers):
-        rom = brokers[v].rom
+        neighbors = brokers[v].neighbors
         by_dest: dict[str, list[tuple[str, Filter]]] = {}
         for _, e in brokers[v].entries():
             by_dest.setdefault(e.dest, []).append((e.sub_id, e.filter))
         clients = {c for (b, c) in local_req if b == v}
-        for d in sorted(set(by_dest) | set(rom.neighbors) | clients):
+        for d in sorted(set(by_dest) | set(neighbors) | clients):
             held = by_dest.get(d, [])
             where = f"{v}→{d}"
-            if d not in rom.neighbors:
+            if d not in neighbors:
                 problems += _check_ids(f"{where} (local)", held, local_req.get((v, d), set()),
                                        local_all.get((v, d), set()))
-            elif not remote or (hierarchical and d == rom.parent):
+            elif not remote or (hierarchical and d == brokers[v].parent):
                 if held:
                     problems.append(f"{where}: expected no entries, found {_show(held)}")
             else:
@@ -182,12 +190,12 @@ def _sides(brokers: Mapping[str, Broker], subs: set[LiveSub], key: Callable[[Liv
         if s.broker in local:
             local[s.broker].add(key(s))
     order, parent = [root], {root: None}
-    for v in order:  # BFS over the ROM neighbour sets
-        for n in sorted(brokers[v].rom.neighbors):
+    for v in order:  # BFS over the current neighbour sets
+        for n in sorted(brokers[v].neighbors):
             if n in brokers and n not in parent:
                 parent[n] = v
                 order.append(n)
-    children = {v: [n for n in sorted(brokers[v].rom.neighbors) if parent.get(n) == v]
+    children = {v: [n for n in sorted(brokers[v].neighbors) if parent.get(n) == v]
                 for v in order}
     down: dict[str, set[Any]] = {}
     for v in reversed(order):  # keys in v's subtree

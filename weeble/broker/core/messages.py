@@ -1,10 +1,19 @@
-"""What brokers send each other over a link, and what a publisher publishes.
+"""What brokers send each other, and what a publisher publishes.
 
-One link carries one FIFO stream of these messages. `tag` is the table/color a control message
-belongs to: always 0 for the leased algorithms, the rebuild bit a_B under the periodic-rebuild
-wrapper (thesis §3.4.1), later the color c_new of the 3-color scheme.
+Two families, each message owned by the layer that handles it:
+- routing messages (layer `routing`): notifications, (un)subscriptions, (un)advertisements and
+  the rebuild switch. `tag` is the table a control message belongs to: always 0 for the leased
+  algorithms, the rebuild bit a_B under the periodic-rebuild wrapper (thesis §3.4.1), later the
+  colour c_new of the 3-colour scheme. `gray` is the message colour of the coordinated link
+  exchange (thesis 4.4.2): which of the removed link r (black) and the added link a (gray) it
+  may cross; it is meaningful only between brokers of one reconfiguration cycle.
+- coordination messages (layer `reconfig`): lock, begin, relayed, separator, end, unlock of the
+  coordinated link exchange, each with its reconfiguration id (spec ch. 4 fix D4), and bye of a
+  leaf removal (4.2).
 
-Link messages are plain slotted dataclasses for speed (see events.py); treat them as immutable.
+One link carries one FIFO stream of these messages. Link messages are plain slotted dataclasses
+for speed (see events.py); treat them as immutable: a broker forwards the object it received,
+so a copy is made whenever a field (the colour) has to differ on one outgoing link.
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ class Notification:
         return f"{self.publisher}#{self.seq}"
 
 
+# ---- routing messages -----------------------------------------------------------------------
+
+
 @dataclass(slots=True)
 class Sub:
     """A subscription or a refresh of it (SC-1): a refresh carries the same sub_id."""
@@ -39,6 +51,7 @@ class Sub:
     sub_id: str
     filter: Filter
     tag: int = 0
+    gray: bool = False
 
 
 @dataclass(slots=True)
@@ -48,11 +61,33 @@ class Unsub:
     sub_id: str
     filter: Filter
     tag: int = 0
+    gray: bool = False
+
+
+@dataclass(slots=True)
+class Adv:
+    """An advertisement or its refresh (thesis §3.4.2): a publisher may publish within `filter`."""
+
+    adv_id: str
+    filter: Filter
+    tag: int = 0
+    gray: bool = False
+
+
+@dataclass(slots=True)
+class Unadv:
+    """An unadvertisement: handled like an unsubscription, on the advertisement tables."""
+
+    adv_id: str
+    filter: Filter
+    tag: int = 0
+    gray: bool = False
 
 
 @dataclass(slots=True)
 class Notify:
     notification: Notification
+    gray: bool = False
 
 
 @dataclass(slots=True)
@@ -62,4 +97,74 @@ class Switch:
     tag: int
 
 
-Message = Sub | Unsub | Notify | Switch
+Control = Sub | Unsub | Adv | Unadv  # what builds routing tables
+CONTROL = (Sub, Unsub, Adv, Unadv)
+
+# ---- coordination messages of the link exchange (thesis 4.4.2, spec ch. 4 §3.4) ------------
+
+
+@dataclass(slots=True)
+class Lock:
+    """Locks every broker of the cycle `path` = ⟨B1 … Bn⟩ for removing `edge` = (Br1, Br2)."""
+
+    rid: str
+    path: tuple[str, ...]
+    edge: tuple[str, str]
+    # A bounced lock says why (ours): "busy" (another reconfiguration holds a broker: retry)
+    # or "path" (the path is no longer a tree path: the manager must plan again).
+    refused: str = ""
+
+
+@dataclass(slots=True)
+class Begin:
+    """From the initiator B1 to Br1 and Br2 once the whole cycle is locked."""
+
+    rid: str
+
+
+@dataclass(slots=True)
+class Relayed:
+    """An (un)subscription or (un)advertisement an r-endpoint relays out of band to the
+    a-endpoint of its side, which handles it as if it had arrived over a (A3, A7 step 3)."""
+
+    rid: str
+    message: Control
+
+
+@dataclass(slots=True)
+class Separator:
+    """The graying wave and channel flush; `brokers` are the brokers known to be gray."""
+
+    rid: str
+    brokers: frozenset[str]
+    relayed: bool = False  # the out-of-band first hop from an r-endpoint to its a-endpoint
+
+
+@dataclass(slots=True)
+class End:
+    """From an r-endpoint to its a-endpoint: nothing more will be relayed to you."""
+
+    rid: str
+
+
+@dataclass(slots=True)
+class Unlock:
+    """Releases the locks hop by hop; every hop is answered by an unlock sent back.
+
+    `flip` (ours, not the thesis's): the side this unlock wave runs along used to reach the
+    root through r, so each of its brokers now has its parent towards the a-endpoint.
+    """
+
+    rid: str
+    flip: bool = False
+
+
+@dataclass(slots=True)
+class Bye:
+    """A leaf leaves (RemoveLeaf, 4.2): withdraw everything it contributed, drop the link."""
+
+
+Coordination = Lock | Begin | Relayed | Separator | End | Unlock | Bye
+COORDINATION = (Lock, Begin, Relayed, Separator, End, Unlock, Bye)
+
+Message = Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination

@@ -1,7 +1,10 @@
 """ROM: what no fault can touch (DESIGN.md "ROM and RAM").
 
-Code, the broker's id, its neighbour set (thesis §3.2.3 keeps it in ROM), which neighbour is the
-parent, the root's identity, the routing algorithm and the constants π, ρ, δ_min, δ_max, d.
+Code, the broker's id, the root's identity, the routing algorithm, the constants π, ρ, δ_min,
+δ_max, d, and the initial overlay: the neighbour set and parent the broker boots with. Chapter 3
+keeps the neighbour set in ROM (thesis §3.2.3); from chapter 4 on the overlay changes at run
+time, so the broker copies its initial overlay into RAM (layer `overlay`), where reconfigurations
+change it and faults may corrupt it, like the initial routing configuration of the wrapper.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ class Algorithm(StrEnum):
 
 
 MERGING = (Algorithm.MERGING1, Algorithm.MERGING2)
+
+
+class Ordering(StrEnum):
+    """The system-wide notification ordering mode of the coordinated link exchange (4.4.2)."""
+
+    NONE = "none"
+    FIFO = "fifo"  # FIFO-publisher order (rule R6)
+    CAUSAL = "causal"  # causal order (rule R7)
 
 
 class ConfigError(ValueError):
@@ -74,8 +85,14 @@ class Params:
             "rho + d*(delta_max - delta_min)"  # (3.3)
         )
 
-    def bound(self, algorithm: Algorithm, wrapper: bool) -> float:
-        """The algorithm's worst-case stabilization time Δ (spec table "Key bounds")."""
+    def bound(self, algorithm: Algorithm, wrapper: bool, adverts: bool = False) -> float:
+        """The algorithm's worst-case stabilization time Δ (spec table "Key bounds").
+
+        With advertisements the two routing layers stabilize one after the other (fair
+        composition): Δ_a = 2·Δ, which is (3.11) for the wrapper.
+        """
+        if adverts:
+            return 2 * self.bound(algorithm, wrapper)
         pi, rho, dd = self.pi, self.rho, self.d * self.delta_max
         if wrapper:
             return 2 * pi + dd  # (3.10)
@@ -105,19 +122,31 @@ class Options:
     renew_forwarded: bool = True
     # Unsubscriptions: count all entries (True, avoids transient loss) or flag-1 entries only.
     unsub_counts_all: bool = True
+    # Coordinated link exchange (4.4.2). Switching off a queue is an ablation: Qsub keeps the
+    # FIFO-producer order of (un)subscriptions (R5), Qnot the notification order (R6/R7).
+    qsub: bool = True
+    qnot: bool = True
+    # Upper bound of the random back-off before an initiator retries a refused lock (fix D10);
+    # None: 4·d·δ_max (a lock round trip on the longest cycle), at least δ_max.
+    backoff: float | None = None
+    # Ours, not the thesis's: a lock held longer than this is released at the next overrun,
+    # so a corrupted or orphaned lock cannot block reconfigurations forever. None: never.
+    lock_lease: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Rom:
     broker_id: str
-    neighbors: frozenset[str]
+    neighbors: frozenset[str]  # the initial overlay: copied into RAM (layer `overlay`) at boot
     root: str  # identity of the root broker (hierarchical routing, wrapper switches)
-    parent: str | None  # the neighbour towards the root; None at the root
+    parent: str | None  # the initial neighbour towards the root; None at the root
     algorithm: Algorithm
     params: Params
     hierarchical: bool = False
     wrapper: bool = False  # periodic-rebuild wrapper (thesis §3.4.1) instead of second chance
     options: Options = Options()
+    adverts: bool = False  # advertisements (thesis §3.4.2) route the subscriptions
+    ordering: Ordering = Ordering.FIFO  # notification order kept across link exchanges
 
     @property
     def is_root(self) -> bool:

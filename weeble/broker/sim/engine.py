@@ -138,7 +138,7 @@ class Engine:
         self.sent: defaultdict[type, int] = defaultdict(int, dict.fromkeys(MESSAGE_KINDS, 0))
         self.dropped = 0
         self.duplicated = 0
-        self.stray = 0  # sends to a non-neighbour (a corrupted destination), discarded
+        self.stray = 0  # sends to no broker of the simulation (a corrupted destination), discarded
         self._on_link = on_link
         # Tracing receives needs its own arrival handler; without it, arrivals step directly.
         self._arrive = self._step if on_link is None else self._traced_arrival
@@ -210,8 +210,10 @@ class Engine:
                 continue
             link = links.get(e.neighbor)
             if link is None:
-                self.stray += 1
-                continue
+                link = self._connect(node, e.neighbor)
+                if link is None:
+                    self.stray += 1
+                    continue
             msg = e.message
             self.sent[type(msg)] += 1
             if link.faulty:
@@ -234,6 +236,16 @@ class Engine:
             heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst, received))
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
+
+    def _connect(self, node: Node, to: str) -> Link | None:
+        """A FIFO channel to any broker of the simulation, opened at first use: the link
+        exchange sends out of band and adds links at run time (the thesis assumes every broker
+        can reach every other, L5665). Whether the receiver accepts it is its own business."""
+        dst = self.nodes.get(to)
+        if dst is None or dst is node:
+            return None
+        link = node.links[to] = Link(node.id, dst)
+        return link
 
     def _traced_arrival(self, now: float, node: Node, event: Receive) -> None:
         self._on_link(now, "receive", event.neighbor, node.id, event.message)  # type: ignore[misc]
