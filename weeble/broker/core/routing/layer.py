@@ -38,6 +38,7 @@ from weeble.broker.core.table import RoutingTable
 
 OVERRUN = "overrun"  # SC-2 clock overrun, every π at every broker (leased algorithms)
 SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
+RENEW = "renew"  # merging: every ρ each broker renews its mergers, as a client its subscriptions
 NO_ADVERTS = "advertisements are not in use"
 
 STRATEGIES: dict[Algorithm, type[Strategy]] = {
@@ -121,13 +122,22 @@ class Routing:
 
     def on_start(self, now: float) -> list[Effect]:
         rom = self.rom
+        effects: list[Effect] = []
+        if rom.algorithm.merging:
+            effects.append(SetTimer(RENEW, now + rom.params.rho))
         if rom.wrapper and not rom.is_root:
-            return []  # only the root paces rebuilds
+            return effects  # only the root paces rebuilds
         self.ram.next_timer = now + rom.params.pi
-        return [SetTimer(SWITCH if rom.wrapper else OVERRUN, self.ram.next_timer)]
+        effects.append(SetTimer(SWITCH if rom.wrapper else OVERRUN, self.ram.next_timer))
+        return effects
 
     def on_timer(self, now: float, timer: str) -> list[Effect]:
         ram, rom = self.ram, self.rom
+        if timer == RENEW:
+            effects = [e for scheme in self.schemes() for plane in scheme.planes
+                       for e in scheme.strategy.renew(plane)]
+            effects.append(SetTimer(RENEW, now + rom.params.rho))
+            return effects
         if now < ram.next_timer - 1e-9:
             return []  # superseded (the clock was changed since this timer was set)
         ram.next_timer = now + rom.params.pi

@@ -100,6 +100,10 @@ class Strategy:
         """What f's departure from `plane` re-forwards (covering, merging); nothing here."""
         return []
 
+    def renew(self, plane: Plane) -> list[Effect]:
+        """Every ρ (only strategies that keep state of their own: merging's mergers)."""
+        return []
+
     def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None) -> list[Effect]:
         """A new link to `neighbor` (AddLeaf, a new advertisement from there): send it every
         filter held for other destinations (overlapping `within`, if given), and keep renewing
