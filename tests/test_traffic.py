@@ -17,7 +17,7 @@ import pytest
 from weeble.broker.core.messages import Sub
 from weeble.broker.core.rom import Algorithm, Params
 from weeble.broker.sim.network import SimNetwork
-from weeble.orchestrator.topology import chain
+from weeble.model.topology import chain
 
 PI, RHO, DMIN, DMAX = 10.0, 4.0, 0.01, 0.2
 FILTERS = ["price range [0, 10]", "price range [10, 20]", "price range [20, 30]",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from weeble.broker.core.filters import Filter, IndexKey, Value, notification_index_keys
 
 if TYPE_CHECKING:
-    from weeble.broker.core.merging import Merger
+    from weeble.broker.core.routing.merging import Merger
 
 
 class Entry:
