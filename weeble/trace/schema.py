@@ -66,7 +66,8 @@ FAULT_FIELDS: Mapping[str, Type] = {
 # A broker's state, as core `Broker.snapshot()` returns it.
 SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
-    "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J}
+    "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J, "adverts": B,
+    "adv_tables": J, "exchange": J}
 
 KIND_LIST = [
     # ---- the run ----
@@ -112,8 +113,8 @@ KIND_LIST = [
          "`evidence`/`before`/`after` say what it did", "sim, chaos, live",
          {"fault_id": S, "type": S}, dict(FAULT_FIELDS)),
     Kind("fault", "the broker core applied a state fault to its RAM: evidence of its effect",
-         "sim, live", {"field": S}, {"fault_id": S, "args": J, "value": J, "before": J,
-                                     "after": J}),
+         "sim, live", {"field": S}, {"fault_id": S, "layer": S, "args": J, "value": J,
+                                     "before": J, "after": J}),
     # ---- state (state-level stabilization) ----
     Kind("snapshot", "a broker's state (core `Broker.snapshot()`); the snapshots of one "
          "`round` are taken at about the same time and form one global state",
@@ -129,6 +130,14 @@ KIND_LIST = [
     Kind("switch", "periodic-rebuild wrapper: rebuild table `tag`", "sim, live", {"tag": N}),
     Kind("garbage", "a message or request the broker ignored", "sim, live", {"why": S},
          {"from": S, "peer": S, "size": N}),
+    Kind("adv_expire", "leased advertisement entries expired", "sim, live", {"count": N},
+         {"entries": J}),
+    Kind("reconfig", "a phase of reconfiguration `rid` at this broker: the coordinated link "
+         "exchange (thesis 4.4.2: request, lock, locked, lock_refused, lock_released, retry, "
+         "failed, refused, begin, gray, end, r_removed, a_released, unlocked, done)",
+         "sim, live", {"rid": S, "phase": S},
+         {"path": L, "remove": L, "why": S, "attempt": N, "at": F, "link": L, "relayed": N}),
+    Kind("leave", "this leaf broker leaves the overlay (RemoveLeaf, thesis 4.2)", "sim, live"),
     Kind("merger_invalid", "a merger no longer matches its constituents", "sim, live", {},
          {"merger_id": S, "filter": S, "dest": S, "constituents": L, "flag": N}),
     Kind("timer", "a broker timer fired `late` seconds after it was due (timing model)",
@@ -138,9 +147,9 @@ KIND_LIST = [
          {"algorithm": S, "listen": S, "admin": S, "neighbors": L, "addresses": J,
           "snapshot_period": F}),
     Kind("stop", "broker process stopping", "live", {}, {"undrained": N, "counters": J}),
-    Kind("link_up", "the link to neighbour `peer` is established", "live", {"peer": S},
+    Kind("link_up", "the link to neighbour `peer` is established", "sim, live", {"peer": S},
          {"dialer": B}),
-    Kind("link_down", "the link to neighbour `peer` was lost", "live", {"peer": S},
+    Kind("link_down", "the link to neighbour `peer` was lost", "sim, live", {"peer": S},
          {"why": S}),
     Kind("link_shape", "the emulation parameters of the link to `peer` changed", "live",
          {"peer": S}, {"delay_ms": F, "jitter_ms": F, "loss": F, "duplicate": F,
@@ -195,6 +204,15 @@ FIELD_DOC: Mapping[str, str] = {
               "comma-separated (the list is `targets`)",
     "targets": "what the fault hit, as a list",
     "field": "the RAM field a state fault set (core corruption target, e.g. entry.filter)",
+    "layer": "the broker layer whose RAM a state fault set (overlay, routing, exchange, ...)",
+    "rid": "reconfiguration id (one link exchange, on every broker of its cycle)",
+    "phase": "the reconfiguration phase this record marks",
+    "path": "the reconfiguration cycle as its initiator numbers it, B1 … Bn",
+    "remove": "the link r = [Br1, Br2] a link exchange removes",
+    "attempt": "the initiator's lock attempt, 1, 2, ...",
+    "at": "when the initiator retries, seconds on the clock of `t`",
+    "link": "a link [a, b] a reconfiguration added or removed",
+    "relayed": "routing entries an r-endpoint relayed to its a-endpoint at begin",
     "links": "the links a link fault hit, each `a-b`",
     "value": "the value a state fault wrote",
     "args": "arguments of a state fault (e.g. the table index)",
@@ -221,6 +239,9 @@ FIELD_DOC: Mapping[str, str] = {
     "algorithm": "routing algorithm", "hierarchical": "hierarchical (vs peer-to-peer) routing",
     "wrapper": "periodic-rebuild wrapper in use", "next_timer": "the broker's next timer time",
     "rebuild_bit": "the wrapper's current table bit", "mergers": "merger records",
+    "adverts": "advertisements route the subscriptions (thesis §3.4.2)",
+    "adv_tables": "advertisement routing tables, like `tables`",
+    "exchange": "the broker's link-exchange state: lock, cycle pointers, colour, queue sizes",
     "problems": "number of legitimacy problems found", "sample": "a few of the problems",
     "required": "number of subscriptions the check required",
     "count": "number of entries", "entries": "the entries",

@@ -42,7 +42,7 @@ class Membership:
         n = event.neighbor
         if not self.overlay.add(n):
             return [Trace("garbage", {"from": n, "why": "already a neighbour (or myself)"})]
-        effects: list[Effect] = [Trace("link_up", {"neighbor": n})]
+        effects: list[Effect] = [Trace("link_up", {"peer": n})]
         if event.bootstrap:
             effects.extend(self.routing.bootstrap(n))
         return effects
@@ -55,7 +55,7 @@ class Membership:
             return [Trace("garbage", {"from": n, "why": "not a neighbour"})]
         effects: list[Effect] = self.routing.withdraw_neighbor(n) if withdraw else []
         self.overlay.remove(n)
-        effects.append(Trace("link_down", {"neighbor": n}))
+        effects.append(Trace("link_down", {"peer": n}))
         return effects
 
     def on_leave(self, now: float, event: Leave) -> list[Effect]:
