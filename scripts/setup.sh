@@ -33,3 +33,21 @@ if ! command -v prometheus >/dev/null 2>&1; then
         echo "setup: 'prometheus' is not on PATH; install it (Debian: apt-get install prometheus)" >&2
     fi
 fi
+# The Mininet backend: Debian's mininet (mnexec, and its Python API for the system Python).
+# Only its `mininet` package is made importable in .venv (a .pth naming a folder that holds
+# just a link to it), so nothing else of the system's dist-packages shadows the venv's.
+if ! command -v mnexec >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends mininet >/dev/null
+    else
+        echo "setup: Mininet not found; install it (Debian: apt-get install mininet)" >&2
+    fi
+fi
+if [ -d /usr/lib/python3/dist-packages/mininet ]; then
+    mkdir -p .venv/debian-mininet
+    ln -sfn /usr/lib/python3/dist-packages/mininet .venv/debian-mininet/mininet
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$PWD/.venv/debian-mininet" > "$site/debian-mininet.pth"
+fi

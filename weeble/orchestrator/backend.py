@@ -41,6 +41,31 @@ class BrokerAddress:
 
 
 @dataclass(frozen=True, slots=True)
+class Ports:
+    """The ports a run asks for (None: the backend's default), and whether any free port will
+    do (tests, and runs beside others on one loopback)."""
+
+    listen: int | None = None
+    admin: int | None = None
+    metrics: int | None = None
+    metrics_enabled: bool = False
+    any_ports: bool = False
+    base_host: str = "127.0.0.2"  # local backend: the first broker's loopback address
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a backend puts one broker: what the broker binds (its config's addresses) and
+    where the orchestrator reaches it. They differ where the broker lives in a namespace or a
+    container: it binds its own interfaces, the orchestrator dials a management address."""
+
+    listen: str
+    admin: str
+    metrics: str | None
+    reach: BrokerAddress
+
+
+@dataclass(frozen=True, slots=True)
 class LinkShapeChange:
     """Egress shaping to set on a link; fields left None keep their current value."""
 
@@ -120,6 +145,47 @@ class Backend(ABC):
     removes everything it created unless `detach()` handed the brokers on (`weeble up`)."""
 
     name: ClassVar[str]
+    workdir: Path  # run_dir/brokers: each broker's config (<id>.json) and log (<id>.log)
+    access: AdminAccess
+
+    # ---- making one, finding one again ------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
+               log_level: str = "INFO") -> Backend:
+        """A backend for a new run in `run_dir` (nothing created on the system yet)."""
+
+    @classmethod
+    @abstractmethod
+    def reattach(cls, run_dir: Path, access: AdminAccess, configs: dict[str, BrokerConfig],
+                 brokers: dict[str, dict[str, Any]], state: dict[str, Any]) -> Backend:
+        """The backend of a run another process started, from its state file (`brokers`: each
+        broker's record, `state`: what `state()` returned). It is detached: closing it leaves
+        the run as it is; `teardown` ends it (`weeble down`)."""
+
+    def state(self) -> dict[str, Any]:
+        """What `reattach` needs besides the configs (host shells, containers, networks)."""
+        return {}
+
+    def preflight(self, configs: list[BrokerConfig]) -> None:
+        """Raise BackendError if these brokers cannot start (an address taken), before any
+        of them starts. Nothing to check where each broker gets a fresh network."""
+        return
+
+    def config_path(self, broker_id: str) -> Path:
+        return self.workdir / f"{broker_id}.json"
+
+    def log_path(self, broker_id: str) -> Path:
+        return self.workdir / f"{broker_id}.log"
+
+    # ---- the network --------------------------------------------------------------------------
+
+    @abstractmethod
+    def plan(self, brokers: list[str], edges: list[tuple[str, str]],
+             ports: Ports) -> dict[str, Placement]:
+        """Lay out the run's network (hosts, links, addresses) for these brokers and overlay
+        links, before any broker starts; `peer_address` answers from then on."""
 
     # ---- brokers ----------------------------------------------------------------------------
 
@@ -189,9 +255,11 @@ class Backend(ABC):
     # ---- run-time membership ----------------------------------------------------------------
 
     @abstractmethod
-    def add_broker(self, config: BrokerConfig) -> None:
-        """Make room for a broker that was not in the plan (a host, a container) and start
-        it; its config's neighbours must already be linked to it (`add_link`) or be none."""
+    def add_broker(self, config: BrokerConfig) -> BrokerConfig:
+        """Make room for a broker that was not in the plan (a host, a container), link it to
+        its config's neighbours (`add_link`), and start it. The backend sets the addresses of
+        its network in the config (listen, admin, metrics, neighbours); returns the config it
+        started. Returns at once, like `start_broker`."""
 
     @abstractmethod
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
@@ -256,13 +324,39 @@ class Backend(ABC):
     def detached(self) -> bool: ...
 
     @abstractmethod
+    def teardown(self) -> None:
+        """Stop every broker and remove everything the run made on the system (hosts, links,
+        containers, networks), attached or not (idempotent)."""
+
     def close(self) -> None:
-        """Stop and remove whatever this backend created and still runs (idempotent): the last
-        word of every run, also on an exception and on Ctrl-C. A detached backend leaves its
-        brokers running."""
+        """The last word of every run, also on an exception and on Ctrl-C: `teardown`, unless
+        the backend is detached (then the run stays up for another process)."""
+        if not self.detached:
+            self.teardown()
 
     def __enter__(self) -> Backend:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BACKEND_KINDS = ("local", "mininet", "docker", "k8s")
+
+
+def backend_class(kind: str) -> type[Backend]:
+    """The Backend class for a kind of `BACKEND_KINDS` (imported only when asked for: Mininet,
+    Docker and Kubernetes need their own libraries)."""
+    if kind == "local":
+        from weeble.orchestrator.local import LocalBackend
+        return LocalBackend
+    if kind == "mininet":
+        from weeble.orchestrator.backends.mininet import MininetBackend
+        return MininetBackend
+    if kind == "docker":
+        from weeble.orchestrator.backends.docker import DockerBackend
+        return DockerBackend
+    if kind == "k8s":
+        from weeble.orchestrator.backends.kubernetes import KubernetesBackend
+        return KubernetesBackend
+    raise BackendError(f"backend: unknown kind {kind!r} (one of {', '.join(BACKEND_KINDS)})")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
@@ -45,6 +46,8 @@ from weeble.orchestrator.backend import (
     BrokerState,
     LinkShapeChange,
     LinkState,
+    Placement,
+    Ports,
 )
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
 
@@ -213,11 +216,23 @@ class LocalBackend(Backend):
         self._procs: dict[str, BrokerProcess] = {}  # started here
         self._attached: dict[str, int] = {}  # started by another process: pid
         self._admins: dict[str, _Admin] = {}
+        self._reach: dict[str, BrokerAddress] = {}  # where the orchestrator dials, if planned
         self._cuts: set[frozenset[str]] = set()
         self._paused: set[str] = set()  # SIGSTOPped here: always continued before a stop
         self._shapes: dict[tuple[str, str], LinkShape] = {}  # (from, to) -> current shape
         self._detached = False
         _open_backends.add(self)
+
+    @classmethod
+    def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
+               log_level: str = "INFO") -> LocalBackend:
+        return cls(Path(run_dir) / "brokers", access, log_level=log_level)
+
+    @classmethod
+    def reattach(cls, run_dir: Path, access: AdminAccess, configs: dict[str, BrokerConfig],
+                 brokers: dict[str, dict[str, Any]], state: dict[str, Any]) -> LocalBackend:
+        return cls.attach(Path(run_dir) / "brokers", access,
+                          {b: (c, brokers.get(b, {}).get("pid")) for b, c in configs.items()})
 
     @classmethod
     def attach(cls, workdir: Path | str, access: AdminAccess,
@@ -226,6 +241,7 @@ class LocalBackend(Backend):
         result does not stop them; `stop_all` does."""
         backend = cls(workdir, access)
         backend._detached = True
+        _open_backends.discard(backend)
         for broker_id, (config, pid) in brokers.items():
             backend._configs[broker_id] = config
             if pid is not None:
@@ -241,17 +257,45 @@ class LocalBackend(Backend):
             known = ", ".join(self._configs) or "none"
             raise BackendError(f"unknown broker {broker_id!r} (brokers: {known})") from None
 
-    def config_path(self, broker_id: str) -> Path:
-        return self.workdir / f"{broker_id}.json"
-
-    def log_path(self, broker_id: str) -> Path:
-        return self.workdir / f"{broker_id}.log"
+    def preflight(self, configs: list[BrokerConfig]) -> None:
+        for config in configs:
+            self.check_addresses(config)
 
     def check_addresses(self, config: BrokerConfig) -> None:
         check_free(config.listen_address, f"broker {config.broker_id}: listen address")
         check_free(config.admin_address, f"broker {config.broker_id}: admin address")
         if config.metrics_address is not None:
             check_free(config.metrics_address, f"broker {config.broker_id}: metrics address")
+
+    # ---- the network --------------------------------------------------------------------------
+
+    def plan(self, brokers: list[str], edges: list[tuple[str, str]],
+             ports: Ports) -> dict[str, Placement]:
+        """One loopback address per broker from `ports.base_host` up; the same (or, with
+        `any_ports`, free) ports on each. Brokers bind what the orchestrator dials."""
+        base = ipaddress.IPv4Address(ports.base_host)
+        hosts = {b: str(base + i) for i, b in enumerate(brokers)}
+        if not all(ipaddress.IPv4Address(h).is_loopback for h in hosts.values()):
+            raise BackendError(f"base host {ports.base_host}: {len(brokers)} brokers do not fit"
+                               " in 127.0.0.0/8 from there")
+
+        def port(host: str, fixed: int | None) -> int:
+            return free_port(host) if ports.any_ports or not fixed else fixed
+
+        out = {}
+        for b, h in hosts.items():
+            listen = f"{h}:{port(h, ports.listen)}"
+            admin = f"{h}:{port(h, ports.admin)}"
+            metrics = f"{h}:{port(h, ports.metrics)}" if ports.metrics_enabled else None
+            out[b] = Placement(listen, admin, metrics, BrokerAddress(b, listen, admin, metrics))
+        self._reach.update({b: p.reach for b, p in out.items()})
+        return out
+
+    # ---- brokers ----------------------------------------------------------------------------
+
+    def _prefix(self, broker_id: str) -> list[str]:
+        """The command a broker runs under (none here; a namespace's `mnexec -a` on Mininet)."""
+        return []
 
     def start_broker(self, config: BrokerConfig) -> None:
         broker_id = config.broker_id
@@ -260,7 +304,9 @@ class LocalBackend(Backend):
         self.check_addresses(config)
         self._configs[broker_id] = config
         self._attached.pop(broker_id, None)
-        proc = BrokerProcess(config, self.workdir, python=self.python, log_level=self.log_level)
+        proc = BrokerProcess(config, self.workdir, python=self.python, log_level=self.log_level,
+                             prefix=self._prefix(broker_id),
+                             health_address=self.address(broker_id).listen)
         try:
             proc.start()
         except OSError as e:
@@ -275,8 +321,7 @@ class LocalBackend(Backend):
             except BrokerStartError as e:
                 raise BackendError(str(e)) from None
             return
-        config = self._config(broker_id)
-        wait_serving(config.listen_address, timeout, links=links, name=broker_id,
+        wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
                      alive=lambda: self.alive(broker_id))
 
     def _pid(self, broker_id: str) -> int | None:
@@ -332,25 +377,44 @@ class LocalBackend(Backend):
         return list(self._configs)
 
     def address(self, broker_id: str) -> BrokerAddress:
+        reach = self._reach.get(broker_id)
+        if reach is not None:
+            return reach
         c = self._config(broker_id)
         return BrokerAddress(broker_id, c.listen_address, c.admin_address, c.metrics_address)
 
     def peer_address(self, broker_id: str, neighbor: str) -> str:
         # one loopback address per broker: its neighbours dial the address clients use
-        self._config(neighbor)
-        return self._config(broker_id).listen_address
+        self.address(neighbor)
+        return self.address(broker_id).listen
 
     # ---- run-time membership ----------------------------------------------------------------
 
-    def add_broker(self, config: BrokerConfig) -> None:
-        if config.broker_id in self._configs:
-            raise BackendError(f"broker {config.broker_id} exists already")
-        unlinked = [n for n in config.neighbors if n not in self._configs
-                    or config.broker_id not in self._configs[n].neighbors]
-        if unlinked:
-            raise BackendError(f"broker {config.broker_id}: neighbour(s) {unlinked} are not"
-                               " linked to it (add_link first)")
-        self.start_broker(config)
+    def _place(self, config: BrokerConfig) -> BrokerConfig:
+        """The config of a broker added at run time, with this backend's addresses: locally,
+        the ones the caller chose."""
+        return config
+
+    def add_broker(self, config: BrokerConfig) -> BrokerConfig:
+        broker_id = config.broker_id
+        if broker_id in self._configs:
+            raise BackendError(f"broker {broker_id} exists already")
+        unknown = [n for n in config.neighbors if n not in self._configs]
+        if unknown:
+            raise BackendError(f"broker {broker_id}: unknown neighbour(s) {unknown}")
+        placed = self._place(config)
+        self._configs[broker_id] = placed.model_copy(
+            update={"neighbors": {}, "links": {}, "parent": None})
+        try:
+            for n in config.neighbors:
+                self.add_link(broker_id, n)
+            final = self._configs[broker_id].model_copy(
+                update={"links": placed.links, "parent": placed.parent})
+            self.start_broker(final)
+        except BaseException:
+            self.remove_broker(broker_id)
+            raise
+        return final
 
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
         config = self._config(broker_id)
@@ -364,6 +428,7 @@ class LocalBackend(Backend):
         del self._configs[broker_id]
         self._procs.pop(broker_id, None)
         self._attached.pop(broker_id, None)
+        self._reach.pop(broker_id, None)
 
     def add_link(self, a: str, b: str) -> None:
         ca, cb = self._config(a), self._config(b)
@@ -470,7 +535,7 @@ class LocalBackend(Backend):
     def _admin(self, broker_id: str) -> _Admin:
         admin = self._admins.get(broker_id)
         if admin is None:
-            admin = _Admin(broker_id, self._config(broker_id).admin_address, self.access)
+            admin = _Admin(broker_id, self.address(broker_id).admin, self.access)
             self._admins[broker_id] = admin
         return admin
 
@@ -574,13 +639,17 @@ class LocalBackend(Backend):
         self._detached = True
         _open_backends.discard(self)
 
+    def teardown(self) -> None:
+        running = [b for b in self._configs if self.alive(b)]
+        if running:
+            self.stop_all(only=running)
+        self._drop_admins(list(self._admins))
+
     def close(self) -> None:
         for b in list(self._paused):  # a frozen broker would outlive a detached run frozen
             self.resume_broker(b)
         if not self._detached:
-            running = [b for b in self._procs if self.alive(b)]
-            if running:
-                self.stop_all(only=running)
+            self.teardown()
         self._drop_admins(list(self._admins))
         _open_backends.discard(self)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import ipaddress
 import json
 import os
 import secrets
@@ -32,11 +31,18 @@ from typing import Any
 
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.certs import generate_run_certs
-from weeble.broker.runtime.config import BrokerConfig, TlsConfig
+from weeble.broker.runtime.config import BrokerConfig, TlsConfig, split_address
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.model.scenario import Scenario
-from weeble.orchestrator.backend import AdminAccess, BackendError, BrokerAddress, LinkShapeChange
-from weeble.orchestrator.local import LocalBackend, free_port
+from weeble.orchestrator.backend import (
+    AdminAccess,
+    Backend,
+    BackendError,
+    BrokerAddress,
+    LinkShapeChange,
+    Ports,
+    backend_class,
+)
 from weeble.trace.header import RunHeader
 from weeble.trace.schema import TRACE_DIR
 from weeble.trace.writer import write_header, write_run_end
@@ -55,15 +61,11 @@ def new_run_id(name: str) -> str:
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
 
 
-def host_of(base: str, index: int) -> str:
-    return str(ipaddress.IPv4Address(base) + index)
-
-
 class Testbed:
     __test__ = False  # not a pytest test class, despite its name
 
     def __init__(self, *, run_id: str, run_dir: Path, scenario: dict[str, Any],
-                 configs: dict[str, BrokerConfig], backend: LocalBackend, access: AdminAccess,
+                 configs: dict[str, BrokerConfig], backend: Backend, access: AdminAccess,
                  root: str, edges: list[tuple[str, str]], link_token: str,
                  created: str | None = None, state: str = "planned",
                  startup_timeout: float = 30.0) -> None:
@@ -88,11 +90,13 @@ class Testbed:
     @classmethod
     def plan(cls, scenario: Scenario, *, runs_dir: Path | str = "runs",
              run_id: str | None = None, base_host: str | None = None,
-             any_ports: bool = False, log_level: str = "INFO") -> Testbed:
+             any_ports: bool = False, log_level: str = "INFO",
+             backend: str | None = None) -> Testbed:
         """Write the run directory and every broker's config; start nothing.
 
         `base_host` overrides live.base_host; `any_ports` picks free ports instead of the
-        scenario's fixed ones (tests, and runs beside others)."""
+        scenario's fixed ones (tests, and runs beside others); `backend` overrides the
+        scenario's `backend:` (local, mininet, docker, k8s)."""
         run_id = run_id or new_run_id(scenario.name)
         run_dir = (Path(runs_dir) / run_id).resolve()
         if (run_dir / STATE_FILE).exists():
@@ -102,29 +106,32 @@ class Testbed:
             live = live.model_copy(update={"base_host": base_host})
         topology = scenario.build_topology()
         brokers = list(topology.brokers)
-        hosts = {b: host_of(live.base_host, i) for i, b in enumerate(brokers)}
-        if not all(ipaddress.IPv4Address(h).is_loopback for h in hosts.values()):
-            raise BackendError(f"base host {live.base_host}: {len(brokers)} brokers do not fit"
-                               " in 127.0.0.0/8 from there")
-
-        def port(host: str, fixed: int | None) -> int:
-            return free_port(host) if any_ports or not fixed else fixed
-
-        listen = {b: f"{h}:{port(h, live.listen_port)}" for b, h in hosts.items()}
-        admin = {b: f"{h}:{port(h, live.admin_port)}" for b, h in hosts.items()}
-        metrics = {b: None if live.metrics_port is None else f"{h}:{port(h, live.metrics_port)}"
-                   for b, h in hosts.items()}
+        edges = [(a, b) for a, b in topology.links]
 
         for sub in ("brokers", TRACE_DIR):
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
         admin_token = secrets.token_urlsafe(32)
         link_token = secrets.token_urlsafe(24)
         access = AdminAccess(admin_token)
+        kind = backend or getattr(scenario, "backend", None) or "local"
+        backend_obj = backend_class(kind).create(run_dir, access, run_id=run_id,
+                                                 log_level=log_level)
+        try:
+            places = backend_obj.plan(brokers, edges, Ports(
+                listen=live.listen_port, admin=live.admin_port, metrics=live.metrics_port,
+                metrics_enabled=live.metrics_port is not None, any_ports=any_ports,
+                base_host=live.base_host))
+        except BaseException:
+            backend_obj.close()
+            raise
         tls: TlsConfig | None = None
         if live.tls:
-            certs = generate_run_certs(run_dir / "tls", list(hosts.values()), run_id=run_id)
+            hosts = sorted({split_address(p.reach.admin)[0] for p in places.values()}
+                           | {split_address(p.admin)[0] for p in places.values()})
+            certs = generate_run_certs(run_dir / "tls", hosts, run_id=run_id)
             tls = TlsConfig(cert=certs.server_cert, key=certs.server_key, ca=certs.ca)
             access = AdminAccess(admin_token, certs.ca, certs.client_cert, certs.client_key)
+            backend_obj.access = access
 
         root = scenario.root_broker
         parents = topology.parent_map(root)
@@ -145,25 +152,24 @@ class Testbed:
                 hierarchical=r.hierarchical,
                 wrapper=r.wrapper,
                 options={"flag_rule": r.flag_rule, "unsub_counts_all": r.unsub_counts_all},
-                neighbors={n: listen[n] for n in neighbors},
-                listen_address=listen[b],
-                admin_address=admin[b],
+                neighbors={n: backend_obj.peer_address(n, b) for n in neighbors},
+                listen_address=places[b].listen,
+                admin_address=places[b].admin,
                 admin_token=admin_token,
                 link_token=link_token,
                 tls=tls,
                 trace_path=run_dir / TRACE_DIR / f"{b}.jsonl" if scenario.trace.enabled else None,
-                metrics_address=metrics[b],
+                metrics_address=places[b].metrics,
                 links={n: shape for n in neighbors} if shaped else {},
                 tuning={"link_batch_max": live.link_batch, "drain_timeout_s": live.drain,
                         "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i},
             )
-        backend = LocalBackend(run_dir / "brokers", access, log_level=log_level)
         bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
-                  configs=configs, backend=backend, access=access, root=root,
-                  edges=[(a, b) for a, b in topology.links], link_token=link_token,
+                  configs=configs, backend=backend_obj, access=access, root=root,
+                  edges=edges, link_token=link_token,
                   startup_timeout=live.startup_timeout)
         (run_dir / "scenario.json").write_text(json.dumps(bed.scenario, indent=2) + "\n")
-        bed.header = RunHeader.of_scenario(scenario, backend=backend.name, clock="wall",
+        bed.header = RunHeader.of_scenario(scenario, backend=backend_obj.name, clock="wall",
                                            run_id=run_id).fields()
         bed.save_state()
         return bed
@@ -176,8 +182,7 @@ class Testbed:
         say = on_event or (lambda _msg: None)
         self.state = "starting"
         try:
-            for config in self.configs.values():  # fail before starting anything
-                self.backend.check_addresses(config)
+            self.backend.preflight(list(self.configs.values()))  # fail before starting any
             for config in self.configs.values():
                 self.backend.start_broker(config)
             self.save_state()
@@ -287,6 +292,7 @@ class Testbed:
             "created": self.created,
             "state": self.state,
             "backend": self.backend.name,
+            "backend_state": self.backend.state(),
             "orchestrator_pid": os.getpid(),
             "root": self.root,
             "edges": self.edges,
@@ -296,7 +302,7 @@ class Testbed:
                       "client_key": _str(self.access.client_key)},
             "link_token": self.link_token,
             "brokers": {
-                b: {"pid": _int(self.backend.handle(b)),
+                b: {**_handle(self.backend.handle(b)),
                     "config": str(self.backend.config_path(b)),
                     "log": str(self.backend.log_path(b)),
                     "listen": c.listen_address, "admin": c.admin_address,
@@ -323,15 +329,14 @@ class Testbed:
         access = AdminAccess(a["token"], _path(a.get("ca")), _path(a.get("client_cert")),
                              _path(a.get("client_key")))
         configs: dict[str, BrokerConfig] = {}
-        procs: dict[str, tuple[BrokerConfig, int | None]] = {}
         for b, info in data["brokers"].items():
             config = BrokerConfig.load(info["config"]) if Path(info["config"]).exists() else None
             if config is None:
                 raise BackendError(f"run {data['run_id']}: broker {b}: config file"
                                    f" {info['config']} is missing")
             configs[b] = config
-            procs[b] = (config, info.get("pid"))
-        backend = LocalBackend.attach(run_dir / "brokers", access, procs)
+        backend = backend_class(data.get("backend", "local")).reattach(
+            run_dir, access, configs, data["brokers"], data.get("backend_state") or {})
         scenario_path = run_dir / "scenario.json"
         scenario = json.loads(scenario_path.read_text()) if scenario_path.exists() else {}
         return cls(run_id=data["run_id"], run_dir=run_dir, scenario=scenario, configs=configs,
@@ -384,8 +389,11 @@ def _str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _int(value: str | None) -> int | None:
-    return None if value is None else int(value)
+def _handle(value: str | None) -> dict[str, Any]:
+    """A broker's handle in the state file; a pid also as "pid" (an int)."""
+    if value is not None and value.isdigit():
+        return {"handle": value, "pid": int(value)}
+    return {"handle": value, "pid": None}
 
 
 def _path(value: str | None) -> Path | None:

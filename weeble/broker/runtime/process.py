@@ -36,12 +36,19 @@ class BrokerStartError(RuntimeError):
 class BrokerProcess:
     def __init__(self, config: BrokerConfig, workdir: Path | str, *,
                  python: str = sys.executable, log_level: str = "INFO",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, prefix: list[str] | None = None,
+                 health_address: str | None = None) -> None:
+        """`prefix`: a command the broker runs under (e.g. `mnexec -a PID`, which enters a
+        network namespace and then execs it, so the pid stays the broker's);
+        `health_address`: where this process reaches the broker's health service (default:
+        its listen address)."""
         self.config = config
         self.workdir = Path(workdir)
         self.python = python
         self.log_level = log_level
         self.env = env
+        self.prefix = list(prefix or [])
+        self.health_address = health_address or config.listen_address
         self.config_path = self.workdir / f"{config.broker_id}.json"
         self.log_path = self.workdir / f"{config.broker_id}.log"
         self.popen: subprocess.Popen[bytes] | None = None
@@ -71,8 +78,8 @@ class BrokerProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
-                [self.python, "-m", "weeble.broker.runtime", "--config", str(self.config_path),
-                 "--log-level", self.log_level],
+                [*self.prefix, self.python, "-m", "weeble.broker.runtime",
+                 "--config", str(self.config_path), "--log-level", self.log_level],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True,
             )
@@ -81,7 +88,7 @@ class BrokerProcess:
         """Wait until the broker serves (and, with `links`, until all its links are up)."""
         deadline = time.monotonic() + timeout
         service = LINK_SERVICE if links else ""
-        with grpc.insecure_channel(self.config.listen_address) as channel:
+        with grpc.insecure_channel(self.health_address) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 if not self.alive:

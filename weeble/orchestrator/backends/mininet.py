@@ -1,0 +1,529 @@
+"""MininetBackend: every broker a Mininet host (its own network namespace), every overlay link
+a Mininet link between two hosts, driven through Mininet's own Python API.
+
+The network, for a run with tag T (4 hex digits, unique among the runs on this machine):
+
+    root namespace (the orchestrator, its clients)
+       | wTmK  <- management veth, a /30 per host: the orchestrator's only way in
+    host wThK (broker b): mgmt 198.18.x.y/30, one interface per overlay link, each link its own
+       | /30 (198.18.x.y); the broker binds its links' and clients' port on all interfaces,
+       | its admin (and metrics) only on the management address
+    host wThJ (a neighbour)
+
+Addresses come from 198.18.0.0/15, the block set aside for network benchmarks (RFC 2544):
+not routed anywhere, and not a private range another network on the machine may use. Each
+run takes the first free /21 (512 /30s: 121 brokers and their links fit twice). Hosts have
+no default route and no host forwards, so two brokers talk only over their overlay link:
+a cut link (both interfaces down, `configLinkStatus`) really stops their traffic; the
+management /30s reach only the root namespace.
+
+Delay, jitter, loss, duplication and corruption stay in the brokers' user-space link shaper
+(admin SetLink): this kernel has no netem qdisc, which Mininet's TCLink would need for them.
+Rate limits go to the kernel, as Mininet does it: an htb qdisc on the sending interface.
+
+Cleanup: everything of a run carries its tag, and a registry entry (/run/weeble/mininet-T.json)
+names the process that owns it. `close()` (also on an exception, Ctrl-C, SIGTERM and atexit)
+stops the brokers and the network; a run whose owner died (SIGKILL, a crash) is removed by
+`clean_leftovers()`: the next Mininet run, `weeble clean` and `weeble down` call it. Removing
+a run kills its host shells and every process in their namespaces (the namespaces, and the
+veths in them, go with the last process) and deletes its root-side interfaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from weeble.broker.runtime.config import BrokerConfig
+from weeble.orchestrator.backend import (
+    AdminAccess,
+    BackendError,
+    BrokerAddress,
+    LinkShapeChange,
+    LinkState,
+    Placement,
+    Ports,
+)
+from weeble.orchestrator.local import LocalBackend, _open_backends
+
+POOL = ipaddress.IPv4Network("198.18.0.0/15")
+BLOCK_PREFIX = 21  # per run: 2048 addresses, 512 /30 subnets
+REGISTRY = Path("/run/weeble")
+LOCK = REGISTRY / "mininet.lock"
+DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
+_ROOT_INTF = re.compile(r"^w([0-9a-f]{4})m\d+$")
+
+
+def import_mininet() -> Any:
+    """Mininet's API (Debian's package, linked into the venv by scripts/setup.sh), as root."""
+    try:
+        import mininet.link
+        import mininet.log
+        import mininet.net
+        import mininet.node
+    except ImportError as e:
+        raise BackendError(
+            f"mininet backend: cannot import Mininet ({e}); install it (apt-get install"
+            " mininet) and run scripts/setup.sh, which makes it importable in .venv") from None
+    if os.geteuid() != 0:
+        raise BackendError("mininet backend: needs root (network namespaces, veth pairs)")
+    mininet.log.setLogLevel("warning")
+    return mininet
+
+
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    """One run at a time picks its tag and address block (they must not collide)."""
+    REGISTRY.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _root_interfaces() -> dict[str, str]:
+    """Interface name -> its IPv4 addresses (space separated), in the root namespace."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
+                         check=False).stdout
+    addrs: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) > 3:
+            addrs[parts[1].split("@")[0]] = addrs.get(parts[1], "") + " " + parts[3]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                           check=False).stdout
+    for line in links.splitlines():
+        name = line.split(":", 2)[1].strip().split("@")[0]
+        addrs.setdefault(name, "")
+    return addrs
+
+
+def _processes() -> Iterator[tuple[int, str]]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                    errors="replace")
+                yield int(entry.name), cmd
+
+
+def _netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _kill_run(tag: str) -> list[str]:
+    """Kill every process of run `tag` (host shells and all that runs in their namespaces) and
+    delete its root-side interfaces. Returns what it removed."""
+    removed = []
+    shells = [(pid, cmd) for pid, cmd in _processes() if f"mininet:w{tag}h" in cmd
+              or f"mininet:w{tag}r" in cmd]
+    namespaces = {ns for pid, cmd in shells if f"mininet:w{tag}h" in cmd
+                  if (ns := _netns(pid)) is not None}
+    victims = {pid for pid, _ in shells}
+    if namespaces:
+        victims |= {pid for pid, _ in _processes() if _netns(pid) in namespaces}
+    victims.discard(os.getpid())
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            removed.append(f"process {pid}")
+    for pid in victims:  # reap our own children; wait for the others to be gone
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.01)
+    for name in _root_interfaces():
+        m = _ROOT_INTF.match(name)
+        if m and m.group(1) == tag:
+            subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+            removed.append(f"interface {name}")
+    (REGISTRY / f"mininet-{tag}.json").unlink(missing_ok=True)
+    return removed
+
+
+def _owner_alive(entry: dict[str, Any]) -> bool:
+    pid = entry.get("owner")
+    if not isinstance(pid, int):
+        return False
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X") and bool(cmd)
+
+
+def clean_leftovers(*, everything: bool = False) -> list[str]:
+    """Remove the Mininet runs whose owner is gone and that were not handed on (`weeble up`);
+    with `everything`, every Mininet run of weeble on this machine. Also interfaces and host
+    shells of weeble's naming that no registry entry claims (an owner killed mid-start)."""
+    removed: list[str] = []
+    claimed: set[str] = set()
+    REGISTRY.mkdir(parents=True, exist_ok=True)
+    for path in REGISTRY.glob("mininet-*.json"):
+        tag = path.stem.removeprefix("mininet-")
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            entry = {}
+        if not everything and (entry.get("detached") or _owner_alive(entry)):
+            claimed.add(tag)
+            continue
+        removed += _kill_run(tag)
+    tags = {m.group(1) for name in _root_interfaces() if (m := _ROOT_INTF.match(name))}
+    tags |= {m.group(1) for _, cmd in _processes()
+             if (m := re.search(r"mininet:w([0-9a-f]{4})[hr]", cmd))}
+    for tag in tags - claimed:
+        removed += _kill_run(tag)
+    return removed
+
+
+@dataclass
+class _Link:
+    """One Mininet link between two hosts and its /30."""
+
+    a: str  # brokers, a < b
+    b: str
+    ip: dict[str, str]  # broker -> its address on this link
+    link: Any  # mininet.link.Link
+
+
+class MininetBackend(LocalBackend):
+    """Brokers as processes in Mininet hosts: the process side (start, signals, state, logs,
+    traces on the shared file system) is the local backend's; the network is Mininet's."""
+
+    name = "mininet"
+
+    def __init__(self, workdir: Path | str, access: AdminAccess, *, tag: str | None = None,
+                 log_level: str = "INFO") -> None:
+        super().__init__(workdir, access, log_level=log_level)
+        self.tag = tag or ""
+        self._mn: Any = None
+        self._net: Any = None
+        self._root: Any = None
+        self._hosts: dict[str, Any] = {}  # broker -> mininet Host
+        self._host_names: dict[str, str] = {}
+        self._mgmt: dict[str, tuple[str, str]] = {}  # broker -> (host ip, root ip)
+        self._links: dict[frozenset[str], _Link] = {}
+        self._subnets: Iterator[ipaddress.IPv4Network] = iter(())
+        self._next_host = 0
+        self._ports = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
+        self._rates: dict[tuple[str, str], float] = {}  # (from, to) -> bits/s in the kernel
+        self._lock = threading.RLock()  # Mininet's node shells serve one command at a time
+        self._attached_state: dict[str, Any] = {}
+
+    @classmethod
+    def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
+               log_level: str = "INFO") -> MininetBackend:
+        import_mininet()
+        clean_leftovers()  # what dead runs left behind must not take our names or addresses
+        return cls(Path(run_dir) / "brokers", access, log_level=log_level)
+
+    @classmethod
+    def reattach(cls, run_dir: Path, access: AdminAccess, configs: dict[str, BrokerConfig],
+                 brokers: dict[str, dict[str, Any]], state: dict[str, Any]) -> MininetBackend:
+        backend = cls(Path(run_dir) / "brokers", access, tag=state.get("tag"))
+        backend._detached = True
+        _open_backends.discard(backend)
+        backend._attached_state = state
+        for b, config in configs.items():
+            backend._configs[b] = config
+            pid = brokers.get(b, {}).get("pid")
+            if pid is not None:
+                backend._attached[b] = pid
+            mgmt = state.get("mgmt", {}).get(b)
+            if mgmt:
+                backend._mgmt[b] = (mgmt, "")
+        return backend
+
+    def state(self) -> dict[str, Any]:
+        return {"tag": self.tag, "mgmt": {b: ip for b, (ip, _) in self._mgmt.items()},
+                "links": {f"{k.a}-{k.b}": k.ip for k in self._links.values()},
+                "hosts": {b: h.pid for b, h in self._hosts.items()}}
+
+    # ---- the network --------------------------------------------------------------------------
+
+    def _registry(self, **extra: Any) -> None:
+        path = REGISTRY / f"mininet-{self.tag}.json"
+        path.write_text(json.dumps({"owner": os.getpid(), "workdir": str(self.workdir),
+                                    **extra}))
+
+    def plan(self, brokers: list[str], edges: list[tuple[str, str]],
+             ports: Ports) -> dict[str, Placement]:
+        self._mn = import_mininet()
+        self._ports = (ports.listen or DEFAULT_LISTEN, ports.admin or DEFAULT_ADMIN,
+                       (ports.metrics or DEFAULT_METRICS) if ports.metrics_enabled else None)
+        with _machine_lock():
+            used = {t for name in _root_interfaces() if (m := _ROOT_INTF.match(name))
+                    for t in [m.group(1)]}
+            used |= {p.stem.removeprefix("mininet-") for p in REGISTRY.glob("mininet-*.json")}
+            self.tag = next(t for t in iter(lambda: secrets.token_hex(2), None)
+                            if t not in used)
+            self._subnets = self._free_block().subnets(new_prefix=30)
+            self._registry()
+            try:
+                self._net = self._mn.net.Mininet(topo=None, build=False, controller=None,
+                                                 ipBase=str(POOL), waitConnected=False)
+                self._root = self._mn.node.Node(f"w{self.tag}r", inNamespace=False)
+            except Exception as e:
+                raise BackendError(f"mininet: cannot start the network: {e}") from None
+        with self._lock:
+            for b in brokers:
+                self._add_host(b)
+            for a, b in edges:
+                self._connect(a, b)
+        return {b: self._placement(b) for b in brokers}
+
+    def _free_block(self) -> ipaddress.IPv4Network:
+        taken = set()
+        for addrs in _root_interfaces().values():
+            for cidr in addrs.split():
+                ip = ipaddress.IPv4Interface(cidr).ip
+                if ip in POOL:
+                    taken.add(ipaddress.IPv4Network(f"{ip}/{BLOCK_PREFIX}", strict=False))
+        for block in POOL.subnets(new_prefix=BLOCK_PREFIX):
+            if block not in taken:
+                return block
+        raise BackendError(f"mininet: every /{BLOCK_PREFIX} of {POOL} is in use")
+
+    def _pair(self) -> tuple[str, str, int]:
+        try:
+            net = next(self._subnets)
+        except StopIteration:
+            raise BackendError("mininet: this run's address block is used up") from None
+        first, second = list(net.hosts())
+        return str(first), str(second), net.prefixlen
+
+    def _add_host(self, broker_id: str) -> None:
+        mn = self._mn
+        index = self._next_host
+        self._next_host += 1
+        name = f"w{self.tag}h{index}"
+        root_ip, host_ip, prefix = self._pair()
+        try:
+            host = self._net.addHost(name, ip=f"{host_ip}/{prefix}")
+            mn.link.Link(host, self._root, intfName1="mgmt", intfName2=f"w{self.tag}m{index}",
+                         params1={"ip": f"{host_ip}/{prefix}"},
+                         params2={"ip": f"{root_ip}/{prefix}"})
+            host.cmd("ip link set lo up")
+        except Exception as e:
+            raise BackendError(f"mininet: host for broker {broker_id}: {e}") from None
+        self._hosts[broker_id] = host
+        self._host_names[broker_id] = name
+        self._mgmt[broker_id] = (host_ip, root_ip)
+
+    def _connect(self, a: str, b: str) -> _Link:
+        key = frozenset((a, b))
+        if key in self._links:
+            raise BackendError(f"link {a}-{b} exists already")
+        for x in (a, b):
+            if x not in self._hosts:
+                raise BackendError(f"link {a}-{b}: no host for broker {x}")
+        ip_a, ip_b, prefix = self._pair()
+        try:
+            link = self._net.addLink(self._hosts[a], self._hosts[b], cls=self._mn.link.TCLink,
+                                     params1={"ip": f"{ip_a}/{prefix}"},
+                                     params2={"ip": f"{ip_b}/{prefix}"})
+        except Exception as e:
+            raise BackendError(f"mininet: link {a}-{b}: {e}") from None
+        lo, hi = sorted((a, b))
+        entry = _Link(lo, hi, {a: ip_a, b: ip_b}, link)
+        self._links[key] = entry
+        return entry
+
+    def _placement(self, broker_id: str) -> Placement:
+        mgmt = self._mgmt[broker_id][0]
+        listen, admin, metrics = self._ports
+        reach = BrokerAddress(broker_id, f"{mgmt}:{listen}", f"{mgmt}:{admin}",
+                              None if metrics is None else f"{mgmt}:{metrics}")
+        self._reach[broker_id] = reach
+        # links and clients on every interface (a link address and the management one);
+        # admin and metrics on the management address only
+        return Placement(f"0.0.0.0:{listen}", reach.admin, reach.metrics, reach)
+
+    def _link(self, a: str, b: str) -> _Link:
+        entry = self._links.get(frozenset((a, b)))
+        if entry is None:
+            raise BackendError(f"no link {a}-{b} in this Mininet network")
+        return entry
+
+    def peer_address(self, broker_id: str, neighbor: str) -> str:
+        return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"
+
+    def host(self, broker_id: str) -> Any:
+        """The Mininet host of a broker (tests use it to send traffic from inside)."""
+        try:
+            return self._hosts[broker_id]
+        except KeyError:
+            raise BackendError(f"broker {broker_id}: no Mininet host in this process") from None
+
+    def _need_net(self, what: str) -> None:
+        if self._net is None:
+            raise BackendError(f"mininet: {what} needs the process that built the network"
+                               " (`weeble run`, not an attached `weeble up` run)")
+
+    # ---- brokers ----------------------------------------------------------------------------
+
+    def _prefix(self, broker_id: str) -> list[str]:
+        # mnexec enters the host's namespaces and execs the broker: its pid is the broker's
+        return ["mnexec", "-a", str(self.host(broker_id).pid)]
+
+    def preflight(self, configs: list[BrokerConfig]) -> None:
+        return  # every host is a fresh namespace: no address can be taken
+
+    def check_addresses(self, config: BrokerConfig) -> None:
+        return
+
+    def _place(self, config: BrokerConfig) -> BrokerConfig:
+        self._need_net("add_broker")
+        with self._lock:
+            self._add_host(config.broker_id)
+            p = self._placement(config.broker_id)
+        return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
+                                         "metrics_address": p.metrics})
+
+    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
+        neighbours = [n for k in self._links for n in k if broker_id in k and n != broker_id]
+        for n in neighbours:
+            self.remove_link(broker_id, n)
+        super().remove_broker(broker_id, timeout)
+        with self._lock:
+            host = self._hosts.pop(broker_id, None)
+            if host is not None:
+                self._net.delNode(host)
+            self._mgmt.pop(broker_id, None)
+            self._host_names.pop(broker_id, None)
+
+    def add_link(self, a: str, b: str) -> None:
+        self._need_net("add_link")
+        with self._lock:
+            self._connect(a, b)
+        super().add_link(a, b)
+
+    def remove_link(self, a: str, b: str) -> None:
+        self._need_net("remove_link")
+        entry = self._link(a, b)
+        with self._lock:
+            self._net.delLink(entry.link)
+            del self._links[frozenset((a, b))]
+        self._rates.pop((a, b), None)
+        self._rates.pop((b, a), None)
+        super().remove_link(a, b)
+
+    def links(self) -> list[tuple[str, str]]:
+        if self._net is None:
+            return super().links()
+        return sorted((e.a, e.b) for e in self._links.values())
+
+    # ---- links ------------------------------------------------------------------------------
+
+    def _set_status(self, a: str, b: str, status: str) -> None:
+        self._need_net(f"link {status}")
+        entry = self._link(a, b)
+        with self._lock:
+            # Mininet's own link switch: both interfaces of the veth pair down (or up)
+            self._net.configLinkStatus(self._host_names[a], self._host_names[b], status)
+            if status == "up":
+                self._restore(entry)
+
+    def _intf(self, entry: _Link, broker: str) -> Any:
+        """The interface of `broker`'s end of a link."""
+        link = entry.link
+        return link.intf1 if link.intf1.node is self._hosts[broker] else link.intf2
+
+    def _restore(self, entry: _Link) -> None:
+        """An interface taken down and up keeps its IPv4 address on Linux; put back anything
+        that went missing (it did on some kernels: the anchors' link up/down complaint)."""
+        for broker in (entry.a, entry.b):
+            intf = self._intf(entry, broker)
+            if entry.ip[broker] not in intf.node.cmd(f"ip -4 -o addr show dev {intf.name}"):
+                intf.node.cmd(f"ip addr add {entry.ip[broker]}/30 dev {intf.name}")
+
+    # A cut lives in the network, not in the brokers: a restarted broker finds its link down
+    # as it was, and the local backend's user-space cuts (its `_cuts`) stay empty here.
+    def cut_link(self, a: str, b: str) -> None:
+        self._set_status(a, b, "down")
+
+    def heal_link(self, a: str, b: str) -> None:
+        self._set_status(a, b, "up")
+
+    def link_state(self, a: str, b: str) -> LinkState:
+        """Each end's interface, as the kernel reports it in that host's namespace."""
+        self._need_net("link_state")
+        entry = self._link(a, b)
+        ends = {}
+        with self._lock:
+            for broker in (a, b):
+                intf = self._intf(entry, broker)
+                ends[broker] = f"{intf.name} {'up' if intf.isUp() else 'down'}"
+        cut = all(v.endswith(" down") for v in ends.values())
+        return LinkState(a, b, cut=cut, mechanism="interface", ends=ends)
+
+    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
+                   both_ways: bool = True) -> None:
+        """Rate in the kernel (htb on the sending interface, as Mininet's TCIntf sets it);
+        the rest in the brokers' link shaper, through admin."""
+        fields = change.fields()
+        rate = fields.pop("rate_bps", None)
+        directions = [(a, b), (b, a)] if both_ways else [(a, b)]
+        if rate is not None:
+            self._need_net("a rate limit")
+            entry = self._link(a, b)
+            with self._lock:
+                for x, y in directions:
+                    intf = self._intf(entry, x)
+                    if rate > 0:
+                        intf.config(bw=rate / 1e6)
+                    else:
+                        intf.tc("%s qdisc del dev %s root")
+                    self._rates[x, y] = rate
+        if fields:
+            super().shape_link(a, b, LinkShapeChange(**fields), both_ways=both_ways)
+
+    def rate(self, a: str, b: str) -> str:
+        """The kernel's qdisc on a's interface toward b (evidence of a rate limit)."""
+        intf = self._intf(self._link(a, b), a)
+        with self._lock:
+            return str(intf.tc("%s qdisc show dev %s"))
+
+    # ---- the end ----------------------------------------------------------------------------
+
+    def detach(self) -> None:
+        super().detach()
+        if self.tag:
+            self._registry(detached=True)
+
+    def teardown(self) -> None:
+        super().teardown()
+        with self._lock:
+            if self._net is not None:
+                with contextlib.suppress(Exception):
+                    self._net.stop()
+                self._net = None
+            if self._root is not None:
+                with contextlib.suppress(Exception):
+                    self._root.stop(deleteIntfs=True)
+                    self._root.terminate()
+                self._root = None
+            self._hosts.clear()
+        if self.tag:
+            _kill_run(self.tag)  # whatever escaped Mininet's own stop (an attached run's all)
