@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 
 # Adding a subcommand: write weeble/commands/<name>.py with `register`, add its name here.
-COMMANDS = ("simulate", "up", "status", "down", "run", "chaos", "publish", "subscribe", "analyze",
-            "reproduce")
+COMMANDS = ("simulate", "up", "status", "down", "clean", "run", "chaos", "publish", "subscribe",
+            "analyze", "reproduce")
 
 
 def build_parser() -> argparse.ArgumentParser:

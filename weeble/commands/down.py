@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     with signals_raise():
         running = [b for b in bed.brokers if bed.backend.alive(b)]
         bed.down(timeout=args.timeout)
+        bed.backend.teardown()  # the run's hosts, links, containers, networks go too
         bed.backend.close()
     left = [b for b in bed.brokers if bed.backend.alive(b)]
     traces = sorted(bed.trace_dir.glob("*.jsonl"))

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                TextColumn("{task.fields[info]}")]
     with signals_raise():
         bed = Testbed.plan(scenario, runs_dir=args.runs_dir, run_id=args.run_id,
-                           base_host=args.base_host, any_ports=args.any_ports)
+                           base_host=args.base_host, any_ports=args.any_ports,
+                           backend=args.backend)
         with bed, Progress(*columns, console=console, transient=True,
                            disable=args.quiet) as progress:
             task = progress.add_task(f"starting {len(bed.brokers)} brokers", total=duration,

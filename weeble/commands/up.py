@@ -29,6 +29,11 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
                    help="first broker's loopback address (overrides live.base_host)")
     p.add_argument("--any-ports", action="store_true",
                    help="pick free ports instead of the scenario's fixed ones")
+    from weeble.orchestrator.backend import BACKEND_KINDS
+
+    p.add_argument("--backend", choices=BACKEND_KINDS,
+                   help="where the brokers run (overrides the scenario's backend:;"
+                        " default local)")
 
 
 def warn_unsupported(scenario: Any) -> None:
@@ -46,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     warn_unsupported(scenario)
     with signals_raise():
         bed = Testbed.plan(scenario, runs_dir=args.runs_dir, run_id=args.run_id,
-                           base_host=args.base_host, any_ports=args.any_ports)
+                           base_host=args.base_host, any_ports=args.any_ports,
+                           backend=args.backend)
         try:
             bed.up(on_event=lambda msg: print(f"  {msg}", file=sys.stderr))
         except BaseException:

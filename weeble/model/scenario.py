@@ -270,7 +270,8 @@ class Scenario(_Model):
     publications: list[Publication] = []
     faults: list[Fault] = []
     trace: Trace = Trace()
-    backend: Literal["local"] = "local"  # where a live run puts its brokers
+    # where a live run puts its brokers (weeble/orchestrator/backend.py BACKEND_KINDS)
+    backend: Literal["local", "mininet", "docker", "k8s"] = "local"
     live: Live = Live()
     check_every: float | None = Field(default=1.0, gt=0)  # None: no legitimacy checks
     # A chaos experiment run alongside the workload (t = 0 at the workload's start): applied by

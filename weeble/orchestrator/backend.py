@@ -17,13 +17,15 @@ same ROM, from the same config), which is what a crash-and-recover looks like to
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.config import BrokerConfig
+from weeble.model.scenario import Scenario
 
 
 class BackendError(RuntimeError):
@@ -163,6 +165,13 @@ class Backend(ABC):
         """The backend of a run another process started, from its state file (`brokers`: each
         broker's record, `state`: what `state()` returned). It is detached: closing it leaves
         the run as it is; `teardown` ends it (`weeble down`)."""
+
+    @classmethod
+    def clean_leftovers(cls, *, everything: bool = False) -> list[str]:
+        """Remove what dead runs of this kind left on the system (hosts, interfaces,
+        containers, networks) whose owner is gone and that no `weeble up` handed on; with
+        `everything`, all of this kind's runs. Returns what it removed."""
+        return []
 
     def state(self) -> dict[str, Any]:
         """What `reattach` needs besides the configs (host shells, containers, networks)."""
@@ -341,22 +350,22 @@ class Backend(ABC):
         self.close()
 
 
-BACKEND_KINDS = ("local", "mininet", "docker", "k8s")
+# the kinds a scenario's `backend:` field admits (the scenario model is their one definition)
+BACKEND_KINDS: tuple[str, ...] = get_args(Scenario.model_fields["backend"].annotation)
 
 
 def backend_class(kind: str) -> type[Backend]:
     """The Backend class for a kind of `BACKEND_KINDS` (imported only when asked for: Mininet,
     Docker and Kubernetes need their own libraries)."""
-    if kind == "local":
-        from weeble.orchestrator.local import LocalBackend
-        return LocalBackend
-    if kind == "mininet":
-        from weeble.orchestrator.backends.mininet import MininetBackend
-        return MininetBackend
-    if kind == "docker":
-        from weeble.orchestrator.backends.docker import DockerBackend
-        return DockerBackend
-    if kind == "k8s":
-        from weeble.orchestrator.backends.kubernetes import KubernetesBackend
-        return KubernetesBackend
+    modules = {"local": ("weeble.orchestrator.local", "LocalBackend"),
+               "mininet": ("weeble.orchestrator.backends.mininet", "MininetBackend"),
+               "docker": ("weeble.orchestrator.backends.docker", "DockerBackend"),
+               "k8s": ("weeble.orchestrator.backends.kubernetes", "KubernetesBackend")}
+    if kind in modules:
+        module, name = modules[kind]
+        try:
+            cls: type[Backend] = getattr(importlib.import_module(module), name)
+        except ImportError as e:
+            raise BackendError(f"backend {kind}: cannot load it: {e}") from None
+        return cls
     raise BackendError(f"backend: unknown kind {kind!r} (one of {', '.join(BACKEND_KINDS)})")

@@ -218,6 +218,7 @@ class Testbed:
     def detach(self) -> None:
         """Leave the brokers running after this process exits (`weeble up`)."""
         self.backend.detach()
+        self.save_state()
 
     def close(self) -> None:
         """Stop whatever this process started and still runs (idempotent)."""
@@ -294,6 +295,7 @@ class Testbed:
             "backend": self.backend.name,
             "backend_state": self.backend.state(),
             "orchestrator_pid": os.getpid(),
+            "detached": self.backend.detached,  # handed on (`weeble up`), not left by a crash
             "root": self.root,
             "edges": self.edges,
             "startup_timeout": self.startup_timeout,

@@ -255,6 +255,11 @@ class MininetBackend(LocalBackend):
                 backend._mgmt[b] = (mgmt, "")
         return backend
 
+    @classmethod
+    def clean_leftovers(cls, *, everything: bool = False) -> list[str]:
+        import_mininet()
+        return clean_leftovers(everything=everything)
+
     def state(self) -> dict[str, Any]:
         return {"tag": self.tag, "mgmt": {b: ip for b, (ip, _) in self._mgmt.items()},
                 "links": {f"{k.a}-{k.b}": k.ip for k in self._links.values()},
