@@ -129,14 +129,19 @@ def _netns(pid: int) -> str | None:
         return None
 
 
-def _kill_run(tag: str) -> list[str]:
-    """Kill every process of run `tag` (host shells and all that runs in their namespaces) and
-    delete its root-side interfaces. Returns what it removed."""
+def _kill_run(tag: str, workdir: str | None = None) -> list[str]:
+    """Kill every process of run `tag` and delete its root-side interfaces; returns what it
+    removed. Its processes: the host shells, the brokers (their command line names the run's
+    `workdir`; a host shell ends with its owner, the brokers do not) and anything else in the
+    namespaces of either."""
     removed = []
+    marker = f"{workdir.rstrip('/')}/" if workdir else None
     shells = [(pid, cmd) for pid, cmd in _processes() if f"mininet:w{tag}h" in cmd
-              or f"mininet:w{tag}r" in cmd]
-    namespaces = {ns for pid, cmd in shells if f"mininet:w{tag}h" in cmd
-                  if (ns := _netns(pid)) is not None}
+              or f"mininet:w{tag}r" in cmd
+              or (marker is not None and "weeble.broker.runtime" in cmd and marker in cmd)]
+    root_ns = _netns(1)
+    namespaces = {ns for pid, cmd in shells if f"mininet:w{tag}r" not in cmd
+                  if (ns := _netns(pid)) is not None and ns != root_ns}
     victims = {pid for pid, _ in shells}
     if namespaces:
         victims |= {pid for pid, _ in _processes() if _netns(pid) in namespaces}
@@ -188,7 +193,7 @@ def clean_leftovers(*, everything: bool = False) -> list[str]:
         if not everything and (entry.get("detached") or _owner_alive(entry)):
             claimed.add(tag)
             continue
-        removed += _kill_run(tag)
+        removed += _kill_run(tag, entry.get("workdir"))
     tags = {m.group(1) for name in _root_interfaces() if (m := _ROOT_INTF.match(name))}
     tags |= {m.group(1) for _, cmd in _processes()
              if (m := re.search(r"mininet:w([0-9a-f]{4})[hr]", cmd))}
@@ -250,9 +255,9 @@ class MininetBackend(LocalBackend):
             pid = brokers.get(b, {}).get("pid")
             if pid is not None:
                 backend._attached[b] = pid
-            mgmt = state.get("mgmt", {}).get(b)
-            if mgmt:
-                backend._mgmt[b] = (mgmt, "")
+            reach = state.get("reach", {}).get(b)
+            if reach:
+                backend._reach[b] = BrokerAddress(b, *reach)
         return backend
 
     @classmethod
@@ -261,7 +266,8 @@ class MininetBackend(LocalBackend):
         return clean_leftovers(everything=everything)
 
     def state(self) -> dict[str, Any]:
-        return {"tag": self.tag, "mgmt": {b: ip for b, (ip, _) in self._mgmt.items()},
+        return {"tag": self.tag,
+                "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
                 "links": {f"{k.a}-{k.b}": k.ip for k in self._links.values()},
                 "hosts": {b: h.pid for b, h in self._hosts.items()}}
 
@@ -530,5 +536,5 @@ class MininetBackend(LocalBackend):
                     self._root.terminate()
                 self._root = None
             self._hosts.clear()
-        if self.tag:
-            _kill_run(self.tag)  # whatever escaped Mininet's own stop (an attached run's all)
+        if self.tag:  # whatever escaped Mininet's own stop (an attached run's all)
+            _kill_run(self.tag, str(self.workdir))

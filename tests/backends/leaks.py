@@ -1,0 +1,67 @@
+"""What a backend test may leave behind: nothing. A snapshot of the system's namespaces,
+interfaces, processes, containers and networks of weeble's naming, before and after."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_INTF = re.compile(r"^w[0-9a-f]{4}m\d+$")  # Mininet management veths (root side)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    namespaces: frozenset[str]  # network namespaces held by weeble's processes
+    interfaces: frozenset[str]  # root-namespace interfaces of weeble's naming
+    processes: frozenset[str]  # "pid cmdline" of weeble's processes (brokers, host shells)
+    containers: frozenset[str]  # docker containers labelled weeble.run
+    networks: frozenset[str]  # docker networks labelled weeble.run
+
+
+def _ours(cmd: str, marker: str) -> bool:
+    return "mininet:w" in cmd or ("weeble.broker.runtime" in cmd and marker in cmd)
+
+
+def _docker(kind: str) -> frozenset[str]:
+    if not Path("/var/run/docker.sock").exists():
+        return frozenset()
+    out = subprocess.run(["docker", kind, "ls", "-q", *(["-a"] if kind == "container" else []),
+                          "--filter", "label=weeble.run"],
+                         capture_output=True, text=True, check=False, timeout=30).stdout
+    return frozenset(out.split())
+
+
+def snapshot(marker: str) -> Snapshot:
+    """Weeble's footprint; `marker` (a test's tmp path) picks that test's broker processes."""
+    processes, namespaces = set(), set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if not _ours(cmd, marker):
+                continue
+            processes.add(f"{entry.name} {cmd.strip()}")
+            ns = os.readlink(entry / "ns" / "net")
+            if ns != os.readlink("/proc/1/ns/net"):
+                namespaces.add(ns)
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
+                                      text=True, check=True).stdout)
+    interfaces = {li["ifname"] for li in links if ROOT_INTF.match(li["ifname"])}
+    return Snapshot(frozenset(namespaces), frozenset(interfaces), frozenset(processes),
+                    _docker("container"), _docker("network"))
+
+
+def leaked(before: Snapshot, after: Snapshot) -> dict[str, list[str]]:
+    """What `after` has that `before` had not, by kind ({} = nothing leaked)."""
+    out = {}
+    for kind in ("namespaces", "interfaces", "processes", "containers", "networks"):
+        new = sorted(getattr(after, kind) - getattr(before, kind))
+        if new:
+            out[kind] = new
+    return out
