@@ -51,3 +51,22 @@ if [ -d /usr/lib/python3/dist-packages/mininet ]; then
     site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$PWD/.venv/debian-mininet" > "$site/debian-mininet.pth"
 fi
+# The Docker backend: Debian's docker.io (dockerd) and debootstrap (the broker image is built
+# offline from a Debian rootfs). No init system starts dockerd here, so this does, once, with
+# its log in /var/log/weeble-dockerd.log; then the broker image is built if missing (minutes
+# the first time, cached after: python -m weeble.orchestrator.backends.image).
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends docker.io debootstrap >/dev/null
+    fi
+    if ! docker info >/dev/null 2>&1; then
+        nohup dockerd >/var/log/weeble-dockerd.log 2>&1 &
+        for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    fi
+    .venv/bin/python -m weeble.orchestrator.backends.image
+elif ! docker info >/dev/null 2>&1; then
+    echo "setup: no Docker engine answers; the docker backend needs dockerd (as root:" \
+         "apt-get install docker.io debootstrap; dockerd &)" >&2
+fi

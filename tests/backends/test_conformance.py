@@ -19,7 +19,7 @@ FAULTS = {"table": "corrupt", "cut": "cut", "crash": "crash", "pause": "pause"}
 CUT_MECHANISM = {"local": "user-space", "mininet": "interface", "docker": "network"}
 
 
-@pytest.mark.parametrize("backend", ["local", "mininet"])
+@pytest.mark.parametrize("backend", ["local", "mininet", "docker"])
 def test_conformance_run_passes_with_every_fault_taking_effect(backend: str,
                                                                 tmp_path: Path) -> None:
     runs = tmp_path / "runs"

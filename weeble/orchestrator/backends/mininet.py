@@ -10,7 +10,7 @@ The network, for a run with tag T (4 hex digits, unique among the runs on this m
        | its admin (and metrics) only on the management address
     host wThJ (a neighbour)
 
-Addresses come from 198.18.0.0/15, the block set aside for network benchmarks (RFC 2544):
+Addresses come from 198.18.0.0/16, half the block set aside for network benchmarks (RFC 2544):
 not routed anywhere, and not a private range another network on the machine may use. Each
 run takes the first free /21 (512 /30s: 121 brokers and their links fit twice). Hosts have
 no default route and no host forwards, so two brokers talk only over their overlay link:
@@ -21,20 +21,19 @@ Delay, jitter, loss, duplication and corruption stay in the brokers' user-space 
 (admin SetLink): this kernel has no netem qdisc, which Mininet's TCLink would need for them.
 Rate limits go to the kernel, as Mininet does it: an htb qdisc on the sending interface.
 
-Cleanup: everything of a run carries its tag, and a registry entry (/run/weeble/mininet-T.json)
-names the process that owns it. `close()` (also on an exception, Ctrl-C, SIGTERM and atexit)
-stops the brokers and the network; a run whose owner died (SIGKILL, a crash) is removed by
-`clean_leftovers()`: the next Mininet run, `weeble clean` and `weeble down` call it. Removing
-a run kills its host shells and every process in their namespaces (the namespaces, and the
-veths in them, go with the last process) and deletes its root-side interfaces.
+Cleanup: everything of a run carries its tag, and a registry entry (/run/weeble/mininet-T.json,
+weeble/orchestrator/backends/registry.py) names the process that owns it. `close()` (also on
+an exception, Ctrl-C, SIGTERM and atexit) stops the brokers and the network; a run whose
+owner died (SIGKILL, a crash) is removed by `clean_leftovers()`: the next Mininet run and
+`weeble clean` call it. Removing a run kills its host shells, its brokers and every process in
+their namespaces (the namespaces, and the veths in them, go with the last process) and deletes
+its root-side interfaces.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -57,12 +56,12 @@ from weeble.orchestrator.backend import (
     Placement,
     Ports,
 )
+from weeble.orchestrator.backends import registry
 from weeble.orchestrator.local import LocalBackend, _open_backends
 
-POOL = ipaddress.IPv4Network("198.18.0.0/15")
+KIND = "mininet"
+POOL = ipaddress.IPv4Network("198.18.0.0/16")  # (198.19.0.0/16: the Docker backend's)
 BLOCK_PREFIX = 21  # per run: 2048 addresses, 512 /30 subnets
-REGISTRY = Path("/run/weeble")
-LOCK = REGISTRY / "mininet.lock"
 DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
 _ROOT_INTF = re.compile(r"^w([0-9a-f]{4})m\d+$")
 
@@ -82,18 +81,6 @@ def import_mininet() -> Any:
         raise BackendError("mininet backend: needs root (network namespaces, veth pairs)")
     mininet.log.setLogLevel("warning")
     return mininet
-
-
-@contextlib.contextmanager
-def _machine_lock() -> Iterator[None]:
-    """One run at a time picks its tag and address block (they must not collide)."""
-    REGISTRY.mkdir(parents=True, exist_ok=True)
-    with LOCK.open("w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _root_interfaces() -> dict[str, str]:
@@ -161,20 +148,8 @@ def _kill_run(tag: str, workdir: str | None = None) -> list[str]:
         if m and m.group(1) == tag:
             subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
             removed.append(f"interface {name}")
-    (REGISTRY / f"mininet-{tag}.json").unlink(missing_ok=True)
+    registry.forget(KIND, tag)
     return removed
-
-
-def _owner_alive(entry: dict[str, Any]) -> bool:
-    pid = entry.get("owner")
-    if not isinstance(pid, int):
-        return False
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X") and bool(cmd)
 
 
 def clean_leftovers(*, everything: bool = False) -> list[str]:
@@ -183,14 +158,8 @@ def clean_leftovers(*, everything: bool = False) -> list[str]:
     shells of weeble's naming that no registry entry claims (an owner killed mid-start)."""
     removed: list[str] = []
     claimed: set[str] = set()
-    REGISTRY.mkdir(parents=True, exist_ok=True)
-    for path in REGISTRY.glob("mininet-*.json"):
-        tag = path.stem.removeprefix("mininet-")
-        try:
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError):
-            entry = {}
-        if not everything and (entry.get("detached") or _owner_alive(entry)):
+    for tag, entry in registry.entries(KIND).items():
+        if not everything and registry.claimed(entry):
             claimed.add(tag)
             continue
         removed += _kill_run(tag, entry.get("workdir"))
@@ -273,24 +242,19 @@ class MininetBackend(LocalBackend):
 
     # ---- the network --------------------------------------------------------------------------
 
-    def _registry(self, **extra: Any) -> None:
-        path = REGISTRY / f"mininet-{self.tag}.json"
-        path.write_text(json.dumps({"owner": os.getpid(), "workdir": str(self.workdir),
-                                    **extra}))
-
     def plan(self, brokers: list[str], edges: list[tuple[str, str]],
              ports: Ports) -> dict[str, Placement]:
         self._mn = import_mininet()
         self._ports = (ports.listen or DEFAULT_LISTEN, ports.admin or DEFAULT_ADMIN,
                        (ports.metrics or DEFAULT_METRICS) if ports.metrics_enabled else None)
-        with _machine_lock():
+        with registry.machine_lock(KIND):
             used = {t for name in _root_interfaces() if (m := _ROOT_INTF.match(name))
                     for t in [m.group(1)]}
-            used |= {p.stem.removeprefix("mininet-") for p in REGISTRY.glob("mininet-*.json")}
+            used |= set(registry.entries(KIND))
             self.tag = next(t for t in iter(lambda: secrets.token_hex(2), None)
                             if t not in used)
             self._subnets = self._free_block().subnets(new_prefix=30)
-            self._registry()
+            registry.register(KIND, self.tag, self.workdir)
             try:
                 self._net = self._mn.net.Mininet(topo=None, build=False, controller=None,
                                                  ipBase=str(POOL), waitConnected=False)
@@ -521,7 +485,7 @@ class MininetBackend(LocalBackend):
     def detach(self) -> None:
         super().detach()
         if self.tag:
-            self._registry(detached=True)
+            registry.register(KIND, self.tag, self.workdir, detached=True)
 
     def teardown(self) -> None:
         super().teardown()

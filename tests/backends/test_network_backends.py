@@ -1,7 +1,8 @@
-"""The Mininet backend on real Mininet (Debian's package, as root): a link cut stops the
-traffic at the network layer and heals; brokers and links come and go at run time; a crashed
-orchestrator's network is removed by `weeble clean`; `weeble up/status/down` work. These tests
-fail, never skip, where Mininet cannot run."""
+"""The backends with a network of their own, for real: Mininet (Debian's package, as root) and
+Docker (the engine and the offline-built image). On each: a link cut stops the traffic at the
+network layer and a heal resumes it; brokers and links come and go at run time; what a killed
+orchestrator left is removed by `weeble clean`; `weeble up/status/down` work. These tests
+fail, never skip, where a backend cannot run."""
 
 from __future__ import annotations
 
@@ -17,19 +18,23 @@ from typing import Any
 
 import pytest
 
+from tests.backends.leaks import leaked, snapshot
 from tests.live.livebed import REPO, scenario, wait_for, weeble
 from weeble.broker.client import Subscriber
+from weeble.orchestrator.backend import Backend
+from weeble.orchestrator.backends.docker import DockerBackend
 from weeble.orchestrator.backends.mininet import MininetBackend
-from weeble.orchestrator.local import pid_alive
 from weeble.orchestrator.testbed import Testbed
 
 CHAIN = {"kind": "chain", "brokers": 3}  # b0 - b1 - b2
+KINDS = ["mininet", "docker"]
+MANAGEMENT = {"mininet": "198.18.", "docker": "198.19."}  # where the orchestrator reaches them
 
 
-def mininet_bed(tmp_path: Path, **kw: Any) -> Testbed:
+def network_bed(tmp_path: Path, kind: str, **kw: Any) -> Testbed:
     s = scenario(topology=CHAIN, algorithm="identity", pi=2.0, rho=0.5, **kw)
     bed = Testbed.plan(s, runs_dir=tmp_path / "runs", any_ports=True, log_level="DEBUG",
-                       backend="mininet")
+                       backend=kind)
     try:
         bed.up()
     except BaseException:
@@ -38,23 +43,34 @@ def mininet_bed(tmp_path: Path, **kw: Any) -> Testbed:
     return bed
 
 
-@pytest.fixture
-def bed(tmp_path: Path) -> Iterator[Testbed]:
-    testbed = mininet_bed(tmp_path)
+@pytest.fixture(params=KINDS)
+def bed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Testbed]:
+    testbed = network_bed(tmp_path, request.param)
     try:
         yield testbed
     finally:
         testbed.close()
 
 
-def reachable(backend: MininetBackend, src: str, address: str, timeout: float = 1.0) -> bool:
-    """Does a TCP connection from inside `src`'s host to `address` succeed?"""
+def _inside(backend: Backend, broker: str) -> list[str]:
+    """The command prefix that runs a host program in `broker`'s network namespace."""
+    if isinstance(backend, MininetBackend):
+        return ["mnexec", "-a", str(backend.host(broker).pid)]
+    assert isinstance(backend, DockerBackend)
+    container = backend.container(broker)
+    container.reload()
+    return ["nsenter", "-t", str(container.attrs["State"]["Pid"]), "-n"]
+
+
+def reachable(backend: Backend, src: str, address: str, timeout: float = 1.0) -> bool:
+    """Does a TCP connection from inside `src`'s namespace to `address` succeed?"""
     host, port = address.rsplit(":", 1)
     code = ("import socket, sys\n"
             f"try: socket.create_connection(({host!r}, {port}), timeout={timeout}).close()\n"
             "except OSError: sys.exit(1)\n")
-    proc = backend.host(src).popen([sys.executable, "-c", code])
-    return proc.wait(timeout + 10) == 0
+    result = subprocess.run([*_inside(backend, src), sys.executable, "-c", code],
+                            capture_output=True, timeout=timeout + 30, check=False)
+    return result.returncode == 0
 
 
 async def _link(bed: Testbed, broker: str, neighbor: str) -> dict[str, Any]:
@@ -64,7 +80,6 @@ async def _link(bed: Testbed, broker: str, neighbor: str) -> dict[str, Any]:
 
 def test_cut_stops_traffic_at_the_network_layer_and_heal_resumes_it(bed: Testbed) -> None:
     backend = bed.backend
-    assert isinstance(backend, MininetBackend)
     b0_from_b1 = backend.peer_address("b0", "b1")  # b0's address on the b0-b1 link
     assert b0_from_b1 != bed.address("b0").listen  # a link address, not the management one
     assert reachable(backend, "b1", b0_from_b1)
@@ -83,8 +98,8 @@ def test_cut_stops_traffic_at_the_network_layer_and_heal_resumes_it(bed: Testbed
 
             await asyncio.to_thread(backend.cut_link, "b0", "b1")
             state = backend.link_state("b0", "b1")
-            assert state.cut and state.mechanism == "interface"
-            assert all(v.endswith(" down") for v in state.ends.values())
+            assert state.cut and state.mechanism in ("interface", "network")
+            assert all(v.endswith(" down") or v.startswith("off ") for v in state.ends.values())
             assert not await asyncio.to_thread(reachable, backend, "b1", b0_from_b1)
             at_cut = await received()
             sent_at_cut = int((await _link(bed, "b1", "b0"))["counters"].get("sent", 0))
@@ -112,7 +127,6 @@ async def _more(counter: Any, than: int) -> bool:
 
 def test_brokers_and_links_added_and_removed_at_run_time(bed: Testbed) -> None:
     backend = bed.backend
-    assert isinstance(backend, MininetBackend)
     # a new leaf b3 under b2: a new host, a new link, a broker that serves the orchestrator
     template = backend.config("b2")
     config = backend.add_broker(template.model_copy(update={
@@ -125,7 +139,7 @@ def test_brokers_and_links_added_and_removed_at_run_time(bed: Testbed) -> None:
     assert reachable(backend, "b3", backend.peer_address("b2", "b3"))
     assert reachable(backend, "b2", backend.peer_address("b3", "b2"))
     assert not reachable(backend, "b1", backend.peer_address("b3", "b2"))  # not linked
-    host_pid = backend.host("b3").pid
+    before_removal = snapshot(str(bed.run_dir))
 
     # a new link between brokers that exist, then gone again
     backend.add_link("b0", "b2")
@@ -135,31 +149,43 @@ def test_brokers_and_links_added_and_removed_at_run_time(bed: Testbed) -> None:
     assert ("b0", "b2") not in backend.links() and "b2" not in backend.config("b0").neighbors
     assert not reachable(backend, "b0", gone)
 
-    # the leaf goes: its broker, its host (shell and namespace) and its link
+    # the leaf goes: its broker, its host or container, its namespace and its link
     backend.remove_broker("b3")
     assert "b3" not in backend.brokers() and ("b2", "b3") not in backend.links()
     assert "b3" not in backend.config("b2").neighbors
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{host_pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not Path(f"/proc/{host_pid}").exists()
+    after = _settled(lambda: snapshot(str(bed.run_dir)),
+                     lambda s: bool(leaked(s, before_removal).get("namespaces")))
+    gone = leaked(after, before_removal)  # what the snapshot before had and now lacks
+    assert gone.get("namespaces") and (gone.get("containers") or gone.get("processes")), gone
+
+
+def _settled(take: Any, done: Any, timeout: float = 10) -> Any:
+    """`take()` once `done` holds for it (the kernel and the engine finish a moment later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = take()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
 
 
 _ORPHAN = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from tests.backends.test_mininet import mininet_bed
-bed = mininet_bed(Path({tmp!r}))
+from tests.backends.test_network_backends import network_bed
+bed = network_bed(Path({tmp!r}), {kind!r})
 print("UP", bed.run_id, flush=True)
 time.sleep(600)
 """
 
 
-def test_weeble_clean_removes_what_a_killed_orchestrator_left(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN.format(repo=str(REPO),
-                                                                  tmp=str(tmp_path))],
-                            stdout=subprocess.PIPE, text=True, cwd=REPO)
+@pytest.mark.parametrize("kind", KINDS)
+def test_weeble_clean_removes_what_a_killed_orchestrator_left(kind: str, tmp_path: Path) -> None:
+    before = snapshot(str(tmp_path))
+    code = _ORPHAN.format(repo=str(REPO), tmp=str(tmp_path), kind=kind)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            cwd=REPO)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -167,31 +193,24 @@ def test_weeble_clean_removes_what_a_killed_orchestrator_left(tmp_path: Path) ->
     finally:
         proc.send_signal(signal.SIGKILL)  # no cleanup of its own: the crash case
         proc.wait()
-    run_dir = next((tmp_path / "runs").iterdir())
-    state = json.loads((run_dir / "testbed.json").read_text())
-    tag = state["backend_state"]["tag"]
-    # the dead run's brokers run on in their namespaces, its management veths are there...
-    # (the host shells end with their owner: they read their commands from it)
-    brokers = [i["pid"] for i in state["brokers"].values()]
-    assert all(Path(f"/proc/{p}").exists() for p in brokers)
-    interfaces = subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
-                                text=True).stdout
-    assert interfaces.count(f" w{tag}m") == 3
-    result = weeble("clean", "--runs-dir", str(tmp_path / "runs"), timeout=120)
+    # the dead run's brokers run on, with their namespaces, veths or containers and networks
+    left = leaked(before, snapshot(str(tmp_path)))
+    assert len(left.get("processes", []) if kind == "mininet" else left.get("containers", [])) \
+        == 3, left
+    result = weeble("clean", "--runs-dir", str(tmp_path / "runs"), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ended run" in result.stdout
-    # ...and gone after `weeble clean` (the leak check looks at everything else)
-    assert not any(pid_alive(p, "weeble.broker.runtime") for p in brokers), result.stdout
-    interfaces = subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
-                                text=True).stdout
-    assert f" w{tag}m" not in interfaces
+    after = _settled(lambda: snapshot(str(tmp_path)), lambda s: not leaked(before, s))
+    assert not leaked(before, after), result.stdout  # all of it gone
+    run_dir = next((tmp_path / "runs").iterdir())
     assert json.loads((run_dir / "testbed.json").read_text())["state"] == "down"
 
 
-def test_weeble_up_status_down_on_mininet(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_weeble_up_status_down(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "chain.yaml"
     path.write_text(json.dumps({
-        "name": "mn-cli", "duration": 10, "backend": "mininet",
+        "name": "cli", "duration": 10, "backend": kind,
         "topology": CHAIN, "routing": {"algorithm": "identity"},
         "timing": {"pi": 2, "rho": 1, "delta_min": 0, "delta_max": 0.1},
         "live": {"metrics_port": None, "drain": 0.5}}))
@@ -199,12 +218,12 @@ def test_weeble_up_status_down_on_mininet(tmp_path: Path) -> None:
     up = weeble("up", str(path), "--runs-dir", runs, "--run-id", "m", timeout=120)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        assert "198.18." in up.stdout  # the brokers' management addresses
+        assert MANAGEMENT[kind] in up.stdout  # the brokers' management addresses
         status = weeble("status", "--runs-dir", runs, "m", "--json", timeout=60)
         assert status.returncode == 0, status.stdout + status.stderr
         rows = json.loads(status.stdout)["brokers"]
         assert [r["alive"] for r in rows] == [True] * 3, rows
-        assert all(r["address"].startswith("198.18.") for r in rows), rows
+        assert all(r["address"].startswith(MANAGEMENT[kind]) for r in rows), rows
     finally:
         down = weeble("down", "--runs-dir", runs, "m", timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr

@@ -1,0 +1,584 @@
+"""DockerBackend: every broker a container of the offline-built broker image, every overlay
+link a Docker network of its own, driven through the official Docker SDK.
+
+The network of a run with tag T (4 hex digits), all from 198.19.0.0/16 (the Mininet
+backend's twin half of the benchmarking block, RFC 2544), one /20 per run:
+
+    weeble-T-mgmt   internal bridge, inter-container traffic off (enable_icc=false): the
+                    orchestrator (on the host, through the bridge's gateway address) reaches
+                    every broker, no broker reaches another over it; the broker binds its
+                    admin and metrics here only
+    weeble-T-a-b    internal bridge per overlay link (a /29): only a and b are on it
+
+Internal networks give a container no default route, so two brokers talk only over their
+link's network: a cut disconnects both containers from it (the interface leaves their
+namespaces, the kernel drops what they send there), a heal connects them again with the same
+addresses. Rate limits are a tbf qdisc on the container's link interface, set from the host in
+the container's namespace (nsenter); delay, jitter, loss, duplication and corruption stay in
+the brokers' user-space link shaper (admin SetLink), as everywhere (no netem in this kernel).
+
+The run directory is bind-mounted at the same path, so configs, traces and TLS material keep
+their host paths: the traces are collected by being written there. A pause is `docker pause`
+(the cgroup freezer), a crash `docker kill` (SIGKILL), a restart `docker start` of the same
+container (a fresh process, empty RAM, same networks and addresses).
+
+Containers and networks carry the label weeble.run=T; a registry entry names the run's owner
+(weeble/orchestrator/backends/registry.py), so a dead owner's leftovers are found and removed
+(`weeble clean`, and the next Docker run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from weeble.broker.runtime.config import BrokerConfig
+from weeble.orchestrator.backend import (
+    AdminAccess,
+    BackendError,
+    BrokerAddress,
+    BrokerState,
+    LinkShapeChange,
+    LinkState,
+    Placement,
+    Ports,
+)
+from weeble.orchestrator.backends import registry
+from weeble.orchestrator.backends.image import PYTHON, ensure_image
+from weeble.orchestrator.local import LocalBackend, _open_backends, wait_serving
+
+KIND = "docker"
+LABEL = "weeble.run"
+POOL = ipaddress.IPv4Network("198.19.0.0/16")
+BLOCK_PREFIX = 20  # per run: a /24 for management, 480 /29 links
+DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
+
+
+def docker_client() -> Any:
+    try:
+        import docker
+    except ImportError as e:
+        raise BackendError(f"docker backend: the docker SDK is missing ({e})") from None
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as e:
+        raise BackendError(f"docker backend: no Docker engine answers ({e}); start dockerd"
+                           " (scripts/setup.sh starts it as root)") from None
+    return client
+
+
+def _remove_run(client: Any, tag: str) -> list[str]:
+    """Remove every container and network labelled with run `tag`."""
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": f"{LABEL}={tag}"}):
+        with contextlib.suppress(Exception):
+            c.remove(force=True)
+            removed.append(f"container {c.name}")
+    for n in client.networks.list(filters={"label": f"{LABEL}={tag}"}):
+        with contextlib.suppress(Exception):
+            n.remove()
+            removed.append(f"network {n.name}")
+    registry.forget(KIND, tag)
+    return removed
+
+
+def clean_leftovers(*, everything: bool = False) -> list[str]:
+    """Remove the containers and networks of Docker runs whose owner is gone (and that no
+    `weeble up` handed on); with `everything`, of every weeble Docker run."""
+    client = docker_client()
+    entries = registry.entries(KIND)
+    tags = set(entries)
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        tags.add(c.labels.get(LABEL, ""))
+    for n in client.networks.list(filters={"label": LABEL}):
+        tags.add(n.attrs.get("Labels", {}).get(LABEL, ""))
+    removed = []
+    for tag in sorted(tags - {""}):
+        entry = entries.get(tag)
+        if not everything and entry is not None and registry.claimed(entry):
+            continue
+        removed += _remove_run(client, tag)
+    return removed
+
+
+@dataclass
+class _Link:
+    a: str
+    b: str
+    ip: dict[str, str]  # broker -> its address on this link
+    network: Any  # docker Network
+
+
+class DockerBackend(LocalBackend):
+    """Brokers in containers. Configs, admin calls, user-space shaping and restarts with the
+    link shapes put back are the local backend's; processes and the network are Docker's."""
+
+    name = "docker"
+
+    def __init__(self, workdir: Path | str, access: AdminAccess, *, image: str | None = None,
+                 tag: str = "", log_level: str = "INFO") -> None:
+        super().__init__(workdir, access, python=PYTHON, log_level=log_level)
+        self.run_dir = self.workdir.parent
+        self.image = image
+        self.tag = tag
+        self._client: Any = None
+        self._containers: dict[str, Any] = {}
+        self._mgmt_ip: dict[str, str] = {}
+        self._mgmt: Any = None  # docker Network
+        self._links: dict[frozenset[str], _Link] = {}
+        self._mgmt_hosts: Iterator[ipaddress.IPv4Address] = iter(())
+        self._subnets: Iterator[ipaddress.IPv4Network] = iter(())
+        self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
+        self._net_lock = threading.RLock()
+
+    @classmethod
+    def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
+               log_level: str = "INFO") -> DockerBackend:
+        image = ensure_image()
+        clean_leftovers()  # a dead run's containers must not hold our names or addresses
+        return cls(Path(run_dir) / "brokers", access, image=image, log_level=log_level)
+
+    @classmethod
+    def reattach(cls, run_dir: Path, access: AdminAccess, configs: dict[str, BrokerConfig],
+                 brokers: dict[str, dict[str, Any]], state: dict[str, Any]) -> DockerBackend:
+        backend = cls(Path(run_dir) / "brokers", access, tag=state.get("tag", ""))
+        backend._detached = True
+        _open_backends.discard(backend)
+        backend._client = docker_client()
+        backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
+        for b, config in configs.items():
+            backend._configs[b] = config
+            with contextlib.suppress(Exception):
+                backend._containers[b] = backend._client.containers.get(
+                    brokers.get(b, {}).get("handle") or f"weeble-{backend.tag}-{b}")
+            reach = state.get("reach", {}).get(b)
+            if reach:
+                backend._reach[b] = BrokerAddress(b, *reach)
+        for name, ips in state.get("links", {}).items():
+            a, b = sorted(ips)
+            with contextlib.suppress(Exception):
+                backend._links[frozenset((a, b))] = _Link(
+                    a, b, ips, backend._client.networks.get(f"weeble-{backend.tag}-{name}"))
+        return backend
+
+    @classmethod
+    def clean_leftovers(cls, *, everything: bool = False) -> list[str]:
+        return clean_leftovers(everything=everything)
+
+    def state(self) -> dict[str, Any]:
+        return {"tag": self.tag, "image": self.image, "ports": list(self._ports),
+                "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
+                "links": {f"{e.a}-{e.b}": e.ip for e in self._links.values()}}
+
+    # ---- the network --------------------------------------------------------------------------
+
+    def plan(self, brokers: list[str], edges: list[tuple[str, str]],
+             ports: Ports) -> dict[str, Placement]:
+        import docker
+
+        self._client = self._client or docker_client()
+        if self.image is None:
+            self.image = ensure_image()
+        self._ports = (ports.listen or DEFAULT_LISTEN, ports.admin or DEFAULT_ADMIN,
+                       (ports.metrics or DEFAULT_METRICS) if ports.metrics_enabled else None)
+        with registry.machine_lock(KIND):
+            used = set(registry.entries(KIND)) | {
+                n.attrs.get("Labels", {}).get(LABEL) for n in self._client.networks.list()}
+            self.tag = next(t for t in iter(lambda: secrets.token_hex(2), None)
+                            if t not in used)
+            block = self._free_block()
+            mgmt, *rest = block.subnets(new_prefix=24)
+            self._mgmt_hosts = iter(list(mgmt.hosts())[1:])  # .1 is the host's gateway
+            self._subnets = (s for r in rest for s in r.subnets(new_prefix=29))
+            registry.register(KIND, self.tag, self.workdir)
+            try:
+                self._mgmt = self._client.networks.create(
+                    f"weeble-{self.tag}-mgmt", driver="bridge", internal=True,
+                    labels={LABEL: self.tag},
+                    options={"com.docker.network.bridge.enable_icc": "false"},
+                    ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                        subnet=str(mgmt), gateway=str(mgmt.network_address + 1))]))
+            except Exception as e:
+                raise BackendError(f"docker: management network: {e}") from None
+        with self._net_lock:
+            for b in brokers:
+                self._create_container(b)
+            for a, b in edges:
+                self._connect(a, b)
+        return {b: self._placement(b) for b in brokers}
+
+    def _free_block(self) -> ipaddress.IPv4Network:
+        taken = set()
+        for n in self._client.networks.list():
+            for pool in (n.attrs.get("IPAM") or {}).get("Config") or []:
+                with contextlib.suppress(KeyError, ValueError):
+                    net = ipaddress.IPv4Network(pool["Subnet"])
+                    if net.subnet_of(POOL):
+                        taken.add(net.supernet(new_prefix=BLOCK_PREFIX))
+        for block in POOL.subnets(new_prefix=BLOCK_PREFIX):
+            if block not in taken:
+                return block
+        raise BackendError(f"docker: every /{BLOCK_PREFIX} of {POOL} is in use")
+
+    def _create_container(self, broker_id: str) -> None:
+        api = self._client.api
+        try:
+            ip = str(next(self._mgmt_hosts))
+        except StopIteration:
+            raise BackendError("docker: this run's management network is full") from None
+        config_path = self.config_path(broker_id)
+        command = [PYTHON, "-m", "weeble.broker.runtime", "--config", str(config_path),
+                   "--log-level", self.log_level]
+        try:
+            created = api.create_container(
+                self.image, command=command, name=f"weeble-{self.tag}-{broker_id}",
+                labels={LABEL: self.tag, "weeble.broker": broker_id},
+                environment={"PYTHONUNBUFFERED": "1"},
+                host_config=api.create_host_config(
+                    binds={str(self.run_dir): {"bind": str(self.run_dir), "mode": "rw"}},
+                    init=True),  # tini as pid 1: SIGTERM reaches the broker, zombies reaped
+                networking_config=api.create_networking_config({
+                    self._mgmt.name: api.create_endpoint_config(ipv4_address=ip)}))
+        except Exception as e:
+            raise BackendError(f"docker: container for broker {broker_id}: {e}") from None
+        self._containers[broker_id] = self._client.containers.get(created["Id"])
+        self._mgmt_ip[broker_id] = ip
+
+    def _connect(self, a: str, b: str) -> _Link:
+        import docker
+
+        key = frozenset((a, b))
+        if key in self._links:
+            raise BackendError(f"link {a}-{b} exists already")
+        try:
+            subnet = next(self._subnets)
+        except StopIteration:
+            raise BackendError("docker: this run's address block is used up") from None
+        lo, hi = sorted((a, b))
+        gateway, ip_lo, ip_hi = (str(h) for h in list(subnet.hosts())[:3])
+        try:
+            network = self._client.networks.create(
+                f"weeble-{self.tag}-{lo}-{hi}", driver="bridge", internal=True,
+                labels={LABEL: self.tag},
+                ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                    subnet=str(subnet), gateway=gateway)]))
+        except Exception as e:
+            raise BackendError(f"docker: network of link {a}-{b}: {e}") from None
+        entry = _Link(lo, hi, {lo: ip_lo, hi: ip_hi}, network)
+        self._links[key] = entry
+        for broker in (lo, hi):
+            self._attach(entry, broker)
+            self._no_default_route(broker)
+        return entry
+
+    def _attach(self, entry: _Link, broker: str) -> None:
+        try:
+            entry.network.connect(self._containers[broker], ipv4_address=entry.ip[broker])
+        except Exception as e:
+            raise BackendError(f"docker: connecting {broker} to link {entry.a}-{entry.b}:"
+                               f" {e}") from None
+
+    def _detach_end(self, entry: _Link, broker: str) -> None:
+        import docker
+
+        with contextlib.suppress(docker.errors.APIError):  # not connected: nothing to do
+            entry.network.disconnect(self._containers[broker], force=True)
+        self._no_default_route(broker)
+
+    def _placement(self, broker_id: str) -> Placement:
+        mgmt = self._mgmt_ip[broker_id]
+        listen, admin, metrics = self._ports
+        reach = BrokerAddress(broker_id, f"{mgmt}:{listen}", f"{mgmt}:{admin}",
+                              None if metrics is None else f"{mgmt}:{metrics}")
+        self._reach[broker_id] = reach
+        return Placement(f"0.0.0.0:{listen}", reach.admin, reach.metrics, reach)
+
+    def _link(self, a: str, b: str) -> _Link:
+        entry = self._links.get(frozenset((a, b)))
+        if entry is None:
+            raise BackendError(f"no link {a}-{b} in this Docker run")
+        return entry
+
+    def peer_address(self, broker_id: str, neighbor: str) -> str:
+        return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"
+
+    def container(self, broker_id: str) -> Any:
+        try:
+            return self._containers[broker_id]
+        except KeyError:
+            raise BackendError(f"broker {broker_id}: no container in this run") from None
+
+    # ---- brokers ----------------------------------------------------------------------------
+
+    def preflight(self, configs: list[BrokerConfig]) -> None:
+        return  # every container has its own network namespace
+
+    def check_addresses(self, config: BrokerConfig) -> None:
+        return
+
+    def start_broker(self, config: BrokerConfig) -> None:
+        broker_id = config.broker_id
+        container = self.container(broker_id)
+        if self._status(broker_id)[0] in ("running", "paused", "restarting"):
+            raise BackendError(f"broker {broker_id} is already running")
+        self._configs[broker_id] = config
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config.dump(self.config_path(broker_id))
+        try:
+            container.start()
+        except Exception as e:
+            raise BackendError(f"docker: starting broker {broker_id}: {e}") from None
+        container.reload()
+        self._no_default_route(broker_id)
+
+    def _no_default_route(self, broker_id: str) -> None:
+        """Docker gives a container a default route through one of its networks' gateways
+        (the host), and moves it when a network leaves: delete it, so that the only way from
+        one broker to another is their link's network (the host could otherwise forward)."""
+        if self._status(broker_id)[0] != "running":
+            return  # a stopped container has no namespace; its start deletes the route
+        with contextlib.suppress(BackendError):  # none: nothing to delete
+            self._nsenter(broker_id, "ip", "route", "del", "default")
+    def _status(self, broker_id: str) -> tuple[str, int | None]:
+        import docker
+
+        container = self._containers.get(broker_id)
+        if container is None:
+            return "absent", None
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return "absent", None
+        return container.status, container.attrs.get("State", {}).get("ExitCode")
+
+    def broker_state(self, broker_id: str) -> BrokerState:
+        self._config(broker_id)
+        status, code = self._status(broker_id)
+        running = status in ("running", "paused", "restarting")
+        container = self._containers.get(broker_id)
+        return BrokerState(broker_id, running=running, paused=status == "paused",
+                           handle=None if container is None else container.short_id,
+                           detail=status, exit_code=None if running else code)
+
+    def alive(self, broker_id: str) -> bool:
+        return self.broker_state(broker_id).running
+
+    def handle(self, broker_id: str) -> str | None:
+        container = self._containers.get(broker_id)
+        return None if container is None else container.short_id
+
+    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
+        try:
+            wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
+                         alive=lambda: self.alive(broker_id))
+        except BackendError as e:
+            raise BackendError(f"{e}:\n{self.log_tail(broker_id)}") from None
+
+    def pause_broker(self, broker_id: str) -> BrokerState:
+        if not self.alive(broker_id):
+            raise BackendError(f"broker {broker_id} is not running")
+        self.container(broker_id).pause()
+        self._paused.add(broker_id)
+        return self.broker_state(broker_id)
+
+    def resume_broker(self, broker_id: str) -> BrokerState:
+        if self.broker_state(broker_id).paused:
+            self.container(broker_id).unpause()
+        self._paused.discard(broker_id)
+        return self.broker_state(broker_id)
+
+    def kill_broker(self, broker_id: str) -> None:
+        self._config(broker_id)
+        if self.broker_state(broker_id).paused:
+            self.resume_broker(broker_id)
+        with contextlib.suppress(Exception):  # it may have died on its own meanwhile
+            self.container(broker_id).kill()
+        deadline = time.monotonic() + 10
+        while self.alive(broker_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._drop_admins([broker_id])
+
+    def stop_all(self, timeout: float = 10.0, *,
+                 only: list[str] | None = None) -> dict[str, int | None]:
+        """`docker stop` (SIGTERM, SIGKILL at the deadline) of all at once."""
+        targets = [self._config(b).broker_id for b in only] if only else self.brokers()
+
+        def stop(b: str) -> int | None:
+            if b in self._paused or self.broker_state(b).paused:
+                self.resume_broker(b)
+            if self.alive(b):
+                with contextlib.suppress(Exception):
+                    self.container(b).stop(timeout=int(timeout + 0.999))
+            return self._status(b)[1]
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
+            codes = dict(zip(targets, pool.map(stop, targets), strict=True))
+        self._drop_admins(targets)
+        return codes
+
+    def _exit_code(self, broker_id: str) -> int | None:
+        return self._status(broker_id)[1]
+
+    def _place(self, config: BrokerConfig) -> BrokerConfig:
+        with self._net_lock:
+            self._create_container(config.broker_id)
+            p = self._placement(config.broker_id)
+        return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
+                                         "metrics_address": p.metrics})
+
+    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
+        for n in [n for k in list(self._links) if broker_id in k for n in k if n != broker_id]:
+            self.remove_link(broker_id, n)
+        super().remove_broker(broker_id, timeout)
+        container = self._containers.pop(broker_id, None)
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        self._mgmt_ip.pop(broker_id, None)
+
+    def add_link(self, a: str, b: str) -> None:
+        with self._net_lock:
+            self._connect(a, b)
+        super().add_link(a, b)
+
+    def remove_link(self, a: str, b: str) -> None:
+        entry = self._link(a, b)
+        with self._net_lock:
+            self._detach_end(entry, a)
+            self._detach_end(entry, b)
+            with contextlib.suppress(Exception):
+                entry.network.remove()
+            del self._links[frozenset((a, b))]
+        super().remove_link(a, b)
+
+    def links(self) -> list[tuple[str, str]]:
+        return sorted((e.a, e.b) for e in self._links.values())
+
+    # ---- links ------------------------------------------------------------------------------
+
+    def cut_link(self, a: str, b: str) -> None:
+        entry = self._link(a, b)
+        with self._net_lock:
+            for broker in (a, b):
+                self._detach_end(entry, broker)
+                self._no_default_route(broker)
+
+    def heal_link(self, a: str, b: str) -> None:
+        entry = self._link(a, b)
+        with self._net_lock:
+            for broker in (a, b):
+                if not self._connected(entry, broker):
+                    self._attach(entry, broker)
+                self._no_default_route(broker)
+
+    def _connected(self, entry: _Link, broker: str) -> bool:
+        container = self.container(broker)
+        container.reload()
+        networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
+        return entry.network.name in networks
+
+    def link_state(self, a: str, b: str) -> LinkState:
+        """Whether each container is on the link's network, as the engine says."""
+        entry = self._link(a, b)
+        ends = {x: (f"on {entry.network.name} ({entry.ip[x]})" if self._connected(entry, x)
+                    else f"off {entry.network.name}") for x in (a, b)}
+        cut = all(v.startswith("off ") for v in ends.values())
+        return LinkState(a, b, cut=cut, mechanism="network", ends=ends)
+
+    def _nsenter(self, broker_id: str, *cmd: str) -> str:
+        """Run a command of the host in the container's network namespace (tc and ip: the
+        image has neither, and needs no capability for them)."""
+        container = self.container(broker_id)
+        container.reload()
+        pid = container.attrs.get("State", {}).get("Pid")
+        if not pid:
+            raise BackendError(f"broker {broker_id}: its container is not running")
+        result = subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True,
+                                text=True, check=False)
+        if result.returncode != 0:
+            raise BackendError(f"broker {broker_id}: {' '.join(cmd)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def _interface(self, broker_id: str, ip: str) -> str:
+        for line in self._nsenter(broker_id, "ip", "-o", "-4", "addr", "show").splitlines():
+            parts = line.split()
+            if parts[3].split("/")[0] == ip:
+                return parts[1].split("@")[0]
+        raise BackendError(f"broker {broker_id}: no interface with {ip} (is the link cut?)")
+
+    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
+                   both_ways: bool = True) -> None:
+        """Rate as a tbf qdisc on the sending container's link interface; the rest in the
+        brokers' link shaper (admin)."""
+        fields = change.fields()
+        rate = fields.pop("rate_bps", None)
+        if rate is not None:
+            entry = self._link(a, b)
+            for x in (a, b) if both_ways else (a,):
+                self.container(x).reload()
+                dev = self._interface(x, entry.ip[x])
+                if rate > 0:
+                    self._nsenter(x, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+                                  "rate", f"{int(rate)}bit", "burst", "32kbit",
+                                  "latency", "100ms")
+                else:
+                    with contextlib.suppress(BackendError):  # none set: nothing to remove
+                        self._nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
+        if fields:
+            super().shape_link(a, b, LinkShapeChange(**fields), both_ways=both_ways)
+
+    def rate(self, a: str, b: str) -> str:
+        """The kernel's qdisc on a's link interface toward b (evidence of a rate limit)."""
+        entry = self._link(a, b)
+        self.container(a).reload()
+        return self._nsenter(a, "tc", "qdisc", "show", "dev", self._interface(a, entry.ip[a]))
+
+    # ---- results and the end ----------------------------------------------------------------
+
+    def log_tail(self, broker_id: str, lines: int = 30) -> str:
+        container = self._containers.get(broker_id)
+        if container is None:
+            return "(no container)"
+        try:
+            return str(container.logs(tail=lines).decode(errors="replace"))
+        except Exception as e:
+            return f"(no log: {e})"
+
+    def collect_logs(self, dest: Path) -> list[Path]:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        out = []
+        for b, container in self._containers.items():
+            with contextlib.suppress(Exception):
+                target = dest / f"{b}.log"
+                target.write_bytes(container.logs())
+                out.append(target)
+        return out
+
+    def detach(self) -> None:
+        super().detach()
+        if self.tag:
+            registry.register(KIND, self.tag, self.workdir, detached=True)
+
+    def teardown(self) -> None:
+        if self._client is None:
+            return
+        running = [b for b in self._containers if self.alive(b)]
+        if running:
+            self.stop_all(only=running)
+        self.collect_logs(self.workdir)  # the containers and their logs go next
+        self._drop_admins(list(self._admins))
+        if self.tag:
+            _remove_run(self._client, self.tag)
+        self._containers.clear()
+        self._links.clear()
