@@ -48,7 +48,7 @@ def snapshot(marker: str) -> Snapshot:
                 continue
             processes.add(f"{entry.name} {cmd.strip()}")
             ns = os.readlink(entry / "ns" / "net")
-            if ns != os.readlink("/proc/1/ns/net"):
+            if ns != os.readlink("/proc/self/ns/net"):  # the root namespace: not one of ours
                 namespaces.add(ns)
     links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
                                       text=True, check=True).stdout)

@@ -182,6 +182,11 @@ class Backend(ABC):
         of them starts. Nothing to check where each broker gets a fresh network."""
         return
 
+    def trace_path(self, run_trace_dir: Path, broker_id: str) -> Path:
+        """Where the broker writes its trace: in the run directory, where the broker shares
+        the file system with it (`collect_traces` brings it there otherwise)."""
+        return run_trace_dir / f"{broker_id}.jsonl"
+
     def config_path(self, broker_id: str) -> Path:
         return self.workdir / f"{broker_id}.json"
 

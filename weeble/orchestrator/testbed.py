@@ -40,6 +40,7 @@ from weeble.orchestrator.backend import (
     BackendError,
     BrokerAddress,
     LinkShapeChange,
+    Placement,
     Ports,
     backend_class,
 )
@@ -59,6 +60,48 @@ class RunNotFound(BackendError):
 def new_run_id(name: str) -> str:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def broker_configs(scenario: Scenario, places: dict[str, Placement],
+                   peer_address: Callable[[str, str], str], *, admin_token: str,
+                   link_token: str, tls: TlsConfig | None,
+                   trace_path: Callable[[str], Path]) -> dict[str, BrokerConfig]:
+    """Every broker's config for a scenario laid out by a backend (its placements and the
+    addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
+    live = scenario.live
+    topology = scenario.build_topology()
+    root = scenario.root_broker
+    parents = topology.parent_map(root)
+    params = scenario.params
+    shape = LinkShape(**live.links.model_dump())
+    shaped = shape != LinkShape()
+    r = scenario.routing
+    configs: dict[str, BrokerConfig] = {}
+    for i, b in enumerate(topology.brokers):
+        neighbors = topology.neighbors(b)
+        configs[b] = BrokerConfig(
+            broker_id=b,
+            algorithm=r.algorithm,
+            params={"pi": params.pi, "rho": params.rho, "delta_min": params.delta_min,
+                    "delta_max": params.delta_max, "d": params.d},
+            root=root,
+            parent=parents[b],
+            hierarchical=r.hierarchical,
+            wrapper=r.wrapper,
+            options={"flag_rule": r.flag_rule, "unsub_counts_all": r.unsub_counts_all},
+            neighbors={n: peer_address(n, b) for n in neighbors},
+            listen_address=places[b].listen,
+            admin_address=places[b].admin,
+            admin_token=admin_token,
+            link_token=link_token,
+            tls=tls,
+            trace_path=trace_path(b) if scenario.trace.enabled else None,
+            metrics_address=places[b].metrics,
+            links={n: shape for n in neighbors} if shaped else {},
+            tuning={"link_batch_max": live.link_batch, "drain_timeout_s": live.drain,
+                    "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i},
+        )
+    return configs
 
 
 class Testbed:
@@ -134,36 +177,10 @@ class Testbed:
             backend_obj.access = access
 
         root = scenario.root_broker
-        parents = topology.parent_map(root)
-        params = scenario.params
-        shape = LinkShape(**live.links.model_dump())
-        shaped = shape != LinkShape()
-        r = scenario.routing
-        configs: dict[str, BrokerConfig] = {}
-        for i, b in enumerate(brokers):
-            neighbors = topology.neighbors(b)
-            configs[b] = BrokerConfig(
-                broker_id=b,
-                algorithm=r.algorithm,
-                params={"pi": params.pi, "rho": params.rho, "delta_min": params.delta_min,
-                        "delta_max": params.delta_max, "d": params.d},
-                root=root,
-                parent=parents[b],
-                hierarchical=r.hierarchical,
-                wrapper=r.wrapper,
-                options={"flag_rule": r.flag_rule, "unsub_counts_all": r.unsub_counts_all},
-                neighbors={n: backend_obj.peer_address(n, b) for n in neighbors},
-                listen_address=places[b].listen,
-                admin_address=places[b].admin,
-                admin_token=admin_token,
-                link_token=link_token,
-                tls=tls,
-                trace_path=run_dir / TRACE_DIR / f"{b}.jsonl" if scenario.trace.enabled else None,
-                metrics_address=places[b].metrics,
-                links={n: shape for n in neighbors} if shaped else {},
-                tuning={"link_batch_max": live.link_batch, "drain_timeout_s": live.drain,
-                        "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i},
-            )
+        configs = broker_configs(
+            scenario, places, backend_obj.peer_address, admin_token=admin_token,
+            link_token=link_token, tls=tls,
+            trace_path=lambda b: backend_obj.trace_path(run_dir / TRACE_DIR, b))
         bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
                   configs=configs, backend=backend_obj, access=access, root=root,
                   edges=edges, link_token=link_token,

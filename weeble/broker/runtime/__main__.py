@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
+from pydantic import ValidationError
+
 from weeble.broker.core.rom import ConfigError
-from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.config import BrokerConfig, format_errors
 from weeble.broker.runtime.server import BrokerServer, StartupError
 
 
@@ -27,14 +30,33 @@ async def serve(config: BrokerConfig) -> None:
     await server.wait_stopped()
 
 
+def tokens_from_env(config: BrokerConfig) -> BrokerConfig:
+    tokens = {field: os.environ.get(var) for field, var in
+              (("admin_token", "WEEBLE_ADMIN_TOKEN"), ("link_token", "WEEBLE_LINK_TOKEN"))}
+    missing = [f for f, v in tokens.items() if not v]
+    if missing:
+        raise ConfigError(f"--tokens-from-env: {', '.join(missing)} not set (environment"
+                          " WEEBLE_ADMIN_TOKEN, WEEBLE_LINK_TOKEN)")
+    try:
+        return BrokerConfig.model_validate({**config.model_dump(), **tokens})
+    except ValidationError as e:
+        raise ConfigError(f"--tokens-from-env: {format_errors(e)}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m weeble.broker.runtime",
                                      description="Run one live Weeble broker.")
     parser.add_argument("--config", required=True, help="BrokerConfig JSON file")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--tokens-from-env", action="store_true",
+                        help="take admin_token and link_token from the environment variables"
+                             " WEEBLE_ADMIN_TOKEN and WEEBLE_LINK_TOKEN (a Kubernetes Secret),"
+                             " not from the config (a ConfigMap)")
     args = parser.parse_args(argv)
     try:
         config = BrokerConfig.load(args.config)
+        if args.tokens_from_env:
+            config = tokens_from_env(config)
     except ConfigError as e:
         print(f"weeble broker: bad config: {e}", file=sys.stderr)
         return 2
