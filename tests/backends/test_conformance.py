@@ -14,6 +14,7 @@ import pytest
 
 from tests.live.livebed import REPO, next_base_host, weeble
 from weeble.orchestrator.testbed import Testbed
+from weeble.trace.schema import TRACE_DIR
 
 FAULTS = {"table": "corrupt", "cut": "cut", "crash": "crash", "pause": "pause"}
 CUT_MECHANISM = {"local": "user-space", "mininet": "interface", "docker": "network"}
@@ -44,7 +45,7 @@ def test_conformance_run_passes_with_every_fault_taking_effect(backend: str,
         assert f" {kind} " in rows[name] and " yes " in rows[name] and " pass " in rows[name]
 
     records = [json.loads(line) for line in
-               (runs / "c" / "traces" / "chaos.jsonl").read_text().splitlines()]
+               (runs / "c" / TRACE_DIR / "chaos.jsonl").read_text().splitlines()]
     begins = {r["fault_id"]: r for r in records if r["kind"] == "fault_begin"}
     assert set(begins) == set(FAULTS) and all(r["took_effect"] for r in begins.values())
     cut = begins["cut"]["evidence"]["b0-b1"]
