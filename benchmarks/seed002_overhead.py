@@ -154,7 +154,7 @@ def one_run(*, seed: int, policy: TimerPolicy, publish_interval: float, downtime
             w.emit(v, node.subscribe(p))
         else:
             eid += 1
-            w.emit(v, node.publish(pattern(), eid))
+            w.emit(v, node.publish(w.net.now, pattern(), eid))
     w.net.run(t_end)
     return w.hops["subscription"], w.unwanted_hops(), w.hops["check bytes"]
 

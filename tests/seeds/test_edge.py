@@ -186,7 +186,7 @@ def test_timer_policies_on_a_link_failure() -> None:
         results[kind] = "x" in w.nodes["b0"].router.held["b1"]
         if kind == "adaptive":
             for _ in range(5):  # unwanted events from b0 reach b2 and go nowhere
-                w.emit("b0", w.nodes["b0"].publish("x"))
+                w.emit("b0", w.nodes["b0"].publish(w.net.now, "x"))
             w.net.run(w.net.now + 1.0)
             results["adaptive after events"] = "x" in w.nodes["b0"].router.held["b1"]
     assert results == {"strawman": False, "static": True, "adaptive": True,

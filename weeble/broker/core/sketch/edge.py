@@ -26,7 +26,6 @@ Choices (spec B.3, D.2; the paper is silent on them):
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -244,17 +243,17 @@ class AntiEntropyNode:
         self._forward(self.router.local_unsub(item), unsub=True, out=out)
         return out
 
-    def publish(self, item: Item, eid: int = 0) -> list[Effect]:
-        return self._route(item, None, eid)
+    def publish(self, now: float, item: Item, eid: int = 0) -> list[Effect]:
+        return self._route(now, item, None, eid)
 
-    def _route(self, item: Item, frm: str | None, eid: int = 0) -> list[Effect]:
+    def _route(self, now: float, item: Item, frm: str | None, eid: int = 0) -> list[Effect]:
         local, targets = self.router.route(item, frm)
         out: list[Effect] = [Delivered(item, eid)] if local else []
         out.extend(Send(y, Event(item, eid)) for y in targets)  # type: ignore[arg-type]
         if frm is not None and not local and not targets:
             self.stats.unwanted += 1
             self._unwanted_since_failure += 1
-            self._maybe_resume(out)
+            self._maybe_resume(now, out)
         return out
 
     # ---- link changes (the timer policies of §5) -----------------------------------------------
@@ -287,19 +286,18 @@ class AntiEntropyNode:
                 self._resume(now, out)
         return out
 
-    def _maybe_resume(self, out: list[Effect]) -> None:
+    def _maybe_resume(self, now: float, out: list[Effect]) -> None:
         if (self.params.timer.kind == "adaptive"
                 and self._unwanted_since_failure >= self.params.timer.threshold
                 and any(e.suspended for e in self.edges.values())):
-            self._resume(None, out)
+            self._resume(now, out)
 
-    def _resume(self, now: float | None, out: list[Effect]) -> None:
+    def _resume(self, now: float, out: list[Effect]) -> None:
         for n in sorted(self.edges):
             e = self.edges[n]
             if e.suspended:
                 e.suspended = False
-                # "now" is the current instant; a driver fires a timer set in the past at once
-                self._arm(n, -math.inf if now is None else now, out)
+                self._arm(n, now, out)
 
     # ---- the round -----------------------------------------------------------------------------
 
@@ -349,7 +347,7 @@ class AntiEntropyNode:
                 self._note_in(frm, s)
                 self._forward(self.router.on_unsub(frm, s), unsub=True, out=out)
             case Event(item=s, eid=eid):
-                out.extend(self._route(s, frm, eid))
+                out.extend(self._route(now, s, frm, eid))
             case Observe():
                 out.extend(self._on_observe(frm, msg))
             case ObserveReply():
