@@ -4,7 +4,8 @@ For each n: (1) from SR(n) with 20 publications, corrupt everything the spec lis
 labels, random edges, a database with all four corruption conditions, 3n junk messages) and
 measure the time to legitimacy (ring, shortcuts, database and every trie); (2) everyone joins at
 once from nothing; (3) in the legitimate state, messages per interval sent and received per member
-(maximum and mean) and at the supervisor. Time unit: one member Timeout interval; the supervisor's
+(maximum and mean) and at the supervisor; (4) convergence against the supervisor's Timeout
+with and without the local plausibility check (spec A.13-5). Time unit: one member Timeout interval; the supervisor's
 Timeout runs 4× as often (spec D.4); link delays 1–5 % of an interval.
 
 The paper's claims beside ours (abstract, §3.2.1, §4.3): constant expected work per interval for
@@ -28,11 +29,14 @@ from weeble.broker.core.overlay.skipring.corruption import (
     corrupt_member,
     junk_messages,
 )
+from weeble.broker.core.overlay.skipring.member import MemberParams
 from weeble.broker.core.overlay.skipring.trie import Publication
 
 
-def corrupted_convergence(n: int, seed: int) -> float | None:
-    w = SkipRingWorld(n, seed=seed)
+def corrupted_convergence(n: int, seed: int, *, supervisor_period: float = 0.25,
+                          plausibility: bool = True) -> float | None:
+    w = SkipRingWorld(n, seed=seed, supervisor_period=supervisor_period,
+                      params=MemberParams(plausibility=plausibility))
     w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(20)])
     w.net.run(2)
     rng = random.Random(seed)
@@ -66,6 +70,13 @@ def steady_load(n: int, seed: int, intervals: int = 20) -> dict[str, float]:
             "bytes max": max(w.net.bytes_sent[v] for v in w.ids) / intervals}
 
 
+def med(xs: list[float | None]) -> str:
+    ok = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    return "None" if len(ok) < len(xs) else f"{statistics.median(ok):.0f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--full", action="store_true", help="add n = 4096 (joins and load)")
@@ -85,13 +96,15 @@ def main() -> None:
              if n <= args.corrupted_max else [])
         j = [join_convergence(n, s) for s in seeds[:1]]
 
-        def med(xs: list[float | None]) -> str:
-            ok = [x for x in xs if x is not None]
-            if not xs:
-                return "-"
-            return "None" if len(ok) < len(xs) else f"{statistics.median(ok):.0f}"
-
         print(f"{n:>6} {med(c):>10} {med(j):>9} {time.perf_counter() - t0:>7.1f}")
+    print("\nconvergence from a corrupted state against the supervisor's Timeout (n = 64; spec "
+          "C.1-10, A.13-5)")
+    print(f"{'supervisor period':>18} {'plausibility on':>16} {'off (paper)':>12}")
+    for sp in (1.0, 0.25, 0.0625):
+        on = [corrupted_convergence(64, s, supervisor_period=sp) for s in seeds]
+        off = [corrupted_convergence(64, s, supervisor_period=sp, plausibility=False)
+               for s in seeds]
+        print(f"{sp:>18} {med(on):>16} {med(off):>12}")
     print("\nlegitimate-state load per interval (paper: O(1) expected per process and supervisor)")
     print(f"{'n':>6} {'sent max':>9} {'sent mean':>10} {'recv max':>9} {'recv mean':>10} "
           f"{'sup in':>7} {'sup out':>8} {'B/node max':>11}")
