@@ -5,8 +5,8 @@ labels, random edges, a database with all four corruption conditions, 3n junk me
 measure the time to legitimacy (ring, shortcuts, database and every trie); (2) everyone joins at
 once from nothing; (3) in the legitimate state, messages per interval sent and received per member
 (maximum and mean) and at the supervisor; (4) convergence against the supervisor's Timeout
-with and without the local plausibility check (spec A.13-5). Time unit: one member Timeout interval; the supervisor's
-Timeout runs 4× as often (spec D.4); link delays 1–5 % of an interval.
+with and without the local plausibility check (spec A.13-5). Time unit: one member Timeout
+interval; the supervisor's Timeout runs 4× as often (spec D.4); link delays 1–5 % of an interval.
 
 The paper's claims beside ours (abstract, §3.2.1, §4.3): constant expected work per interval for
 the supervisor and for any process in a legitimate state; O(log n) worst-case, O(1) average
