@@ -95,15 +95,17 @@ class Net:
 
 
 class SkipRingWorld:
-    """One supervisor `S` and members n0…n{n−1} of topic `t`, with an eventually-correct failure
-    detector at the supervisor (it reports the crashed set at every supervisor Timeout)."""
+    """One supervisor `S` and members n0…n{n−1} of topic `t`. With `oracle_detector` an
+    eventually-correct failure detector reports the crashed set at every supervisor Timeout;
+    without it, crashes are found by the members' Suspect reports alone."""
 
     TOPIC = "t"
 
     def __init__(self, n: int, *, seed: int = 0, member_period: float = 1.0,
                  supervisor_period: float = 0.25, delay: tuple[float, float] = (0.01, 0.05),
-                 params: MemberParams | None = None) -> None:
+                 params: MemberParams | None = None, oracle_detector: bool = True) -> None:
         self.net = Net(seed=seed, delay=delay)
+        self.oracle_detector = oracle_detector
         self.member_period = member_period
         self.sup = "S"
         self.ids = [f"n{i}" for i in range(n)]
@@ -138,7 +140,8 @@ class SkipRingWorld:
 
     def _supervisor_tick(self) -> None:
         layer = self.layers[self.sup]
-        self.emit(self.sup, layer.failure_report(self.net.crashed))
+        if self.oracle_detector:
+            self.emit(self.sup, layer.failure_report(self.net.crashed))
         self.emit(self.sup, layer.supervisor_timeout())
 
     # ---- operations ----------------------------------------------------------------------------

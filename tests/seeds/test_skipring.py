@@ -66,6 +66,7 @@ def test_database_repairs_send_nothing() -> None:
     w = legit_world(16)
     corrupt_database(w.supervisor_state, random.Random(1), w.ids)
     sup = w.supervisor_state
+    sup.suspects = {}  # (a probe that times out costs a Config; that is detection, not repair)
     # R1 and R3 act at once, R2 when the duplicated subscriber's turn comes (within n Timeouts)
     assert all(len(sup.timeout()) == 1 for _ in range(3 * 16))  # one Config each, repairs silent
     assert not sup.corrupted()
@@ -123,6 +124,30 @@ def test_crash_converges_to_sr_n_minus_one(victims: list[str]) -> None:
     assert sorted(w.supervisor_state.db) == list(range(24 - len(victims)))
     w.net.run(w.net.now + 5)
     assert all(not set(victims) & w.member(v).neighbours() for v in w.alive())
+
+
+@pytest.mark.parametrize("victims", [["n7"], ["n0", "n1", "n11"]])
+def test_crash_found_by_ring_neighbours_without_an_external_detector(victims: list[str]) -> None:
+    """Spec A.8 [D]: silent ring neighbours are reported, probed and removed: O(1) messages per
+    crash, no heartbeat per subscriber; in a legitimate state nobody is suspected (closure)."""
+    w = legit_world(24, seed=5, pubs=5, oracle_detector=False)
+    w.net.run(5)
+    w.net.reset_counts()
+    w.net.run(15)
+    assert "Suspect" not in w.net.kinds and "Probe" not in w.net.kinds
+    for v in victims:
+        w.crash(v)
+    assert w.run_until_legitimate(120) is not None
+    assert set(victims) <= w.supervisor_state.dead
+    assert sorted(w.supervisor_state.db) == list(range(24 - len(victims)))
+
+
+def test_a_live_node_wrongly_held_dead_comes_back() -> None:
+    w = legit_world(16, seed=6, oracle_detector=False)
+    w.supervisor_state.failure_report(["n4"])  # a false suspicion from outside
+    w.net.run(3)
+    assert w.run_until_legitimate(80) is not None
+    assert "n4" in w.supervisor_state.members() and "n4" not in w.supervisor_state.dead
 
 
 def test_publications_converge_from_any_distribution() -> None:

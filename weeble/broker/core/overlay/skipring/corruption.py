@@ -24,9 +24,11 @@ from weeble.broker.core.overlay.skipring.messages import (
     IntroduceShortcut,
     LabelFix,
     NotMember,
+    Probe,
     Ref,
     RemoveMe,
     SendPrefix,
+    Suspect,
 )
 from weeble.broker.core.overlay.skipring.supervisor import TopicSupervisor
 from weeble.broker.core.overlay.skipring.trie import KEY_BITS, Prefix, Summary
@@ -51,7 +53,8 @@ def corrupt_member(m: TopicMember, rng: random.Random, nodes: Sequence[str]) -> 
 
 
 def corrupt_database(sup: TopicSupervisor, rng: random.Random, nodes: Sequence[str]) -> None:
-    """A database with tuples without subscriber, duplicates, gaps and out-of-range labels."""
+    """A database with tuples without subscriber, duplicates, gaps and out-of-range labels, and a
+    failure detector view that holds live nodes dead or suspected."""
     n = len(nodes)
     db: dict[int, str | None] = {}
     for v in nodes:
@@ -61,7 +64,10 @@ def corrupt_database(sup: TopicSupervisor, rng: random.Random, nodes: Sequence[s
             db[random_label(rng, n)] = v
     for _ in range(rng.randrange(1, 4)):
         db[random_label(rng, n)] = None
-    sup.load(db=db, next_=rng.randrange(1 << 16))
+    # and a wrong view of who crashed: live nodes held dead or under suspicion
+    dead = rng.sample(list(nodes), k=min(len(nodes), rng.randrange(3)))
+    suspects = {v: rng.randrange(-3, 20) for v in rng.sample(list(nodes), k=min(len(nodes), 2))}
+    sup.load(db=db, next_=rng.randrange(1 << 16), dead=dead, suspects=suspects)
 
 
 def junk_messages(rng: random.Random, *, topic: str, nodes: Sequence[str], supervisor: str,
@@ -95,7 +101,7 @@ def junk_messages(rng: random.Random, *, topic: str, nodes: Sequence[str], super
         elif kind == 4:
             msg = RemoveMe(topic=topic, node=u)
         elif kind == 5:
-            msg = NotMember(topic=topic, node=u)
+            msg = NotMember(topic=topic, node=u) if rng.random() < 0.5 else Probe(topic=topic)
         elif kind == 6:
             msg = CheckTrie(topic=topic, node=u,
                             entries=(Summary(prefix(), rng.getrandbits(KEY_BITS)),))
@@ -106,8 +112,9 @@ def junk_messages(rng: random.Random, *, topic: str, nodes: Sequence[str], super
         elif kind == 8:
             msg = SendPrefix(topic=topic, node=u, prefix=prefix())
         else:
-            msg = (ConfigRequest(topic=topic, node=u) if rng.random() < 0.5
-                   else ConfigRequestFor(topic=topic, node=u, about=w))
+            msg = rng.choice([ConfigRequest(topic=topic, node=u),
+                              ConfigRequestFor(topic=topic, node=u, about=w),
+                              Suspect(topic=topic, node=u, about=w)])
             v = supervisor
         out.append((v, msg))
     return out

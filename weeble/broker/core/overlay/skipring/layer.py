@@ -20,12 +20,13 @@ from weeble.broker.core.overlay.skipring.messages import (
     ConfigRequest,
     ConfigRequestFor,
     Subscribe,
+    Suspect,
     Unsubscribe,
 )
 from weeble.broker.core.overlay.skipring.supervisor import TopicSupervisor
 from weeble.broker.core.overlay.skipring.trie import Publication
 
-SUPERVISOR_MESSAGES = (Subscribe, Unsubscribe, ConfigRequest, ConfigRequestFor)
+SUPERVISOR_MESSAGES = (Subscribe, Unsubscribe, ConfigRequest, ConfigRequestFor, Suspect)
 
 
 def supervisor_of(topic: str, supervisors: tuple[str, ...]) -> str:

@@ -56,11 +56,13 @@ from weeble.broker.core.overlay.skipring.messages import (
     LabelFix,
     MemberMessage,
     NotMember,
+    Probe,
     PublishNew,
     Ref,
     RemoveMe,
     SendPrefix,
     Subscribe,
+    Suspect,
     Unsubscribe,
 )
 from weeble.broker.core.overlay.skipring.trie import Prefix, Publication, PublicationTrie, Summary
@@ -74,6 +76,7 @@ class MemberParams:
     push_hints: bool = True
     flood: bool = True
     linearize_foreign_shortcuts: bool = True
+    suspect_after: int = 3  # silent intervals of a ring neighbour before a Suspect (0 = never)
 
     def __post_init__(self) -> None:
         if self.p_base < 1 or not 0 <= self.q <= 1:
@@ -128,6 +131,8 @@ class TopicMember:
         # labels heard first-hand: from the node itself (its self-introduction, its LabelFix) or
         # from the supervisor's Config; a ring edge is handed on only with a confirmed label
         self.confirmed: dict[str, int] = {}
+        # intervals since each ring neighbour last introduced itself (failure detection)
+        self.silent: dict[str, int] = {}
         self.store = PublicationTrie()
 
     # ---- client side ---------------------------------------------------------------------------
@@ -281,6 +286,7 @@ class TopicMember:
         if self.ring is not None:
             out.send(self.ring.node, Introduce(topic=self.topic, node=self.me, label=label,
                                                belief=self.ring.label, via_ring=True))
+        self._watch_ring(out)
         self._tidy_shortcuts(out)
         held = self.neighbours()
         for node in [node for node in self.confirmed if node not in held]:
@@ -288,6 +294,17 @@ class TopicMember:
         self._introduce_shortcuts(out)
         self._check_trie(out)
         return out.sends
+
+    def _watch_ring(self, out: _Out) -> None:
+        """Count intervals without a self-introduction from each ring neighbour; report one that
+        stays silent (spec A.8: neighbours detect, the supervisor confirms)."""
+        k = self.params.suspect_after
+        ring = {r.node for r in (self.left, self.right, self.ring) if r is not None}
+        self.silent = {u: self.silent.get(u, 0) + 1 for u in ring}
+        if k:
+            for u in sorted(ring):
+                if self.silent[u] % k == 0:
+                    out.send(self.supervisor, Suspect(topic=self.topic, node=self.me, about=u))
 
     def _plausible(self) -> bool:
         pr, su = self.pred(), self.succ()
@@ -349,6 +366,9 @@ class TopicMember:
                 self._on_label_fix(w, lab, out)
             case NotMember(node=u) | RemoveMe(node=u):
                 self._forget(u)
+            case Probe():
+                if self.member:
+                    out.send(self.supervisor, ConfigRequest(topic=self.topic, node=self.me))
             case PublishNew(node=u, pub=pub):
                 if self.member and self.store.insert(pub):
                     out.sends.append(Delivered(self.topic, pub))
@@ -423,8 +443,9 @@ class TopicMember:
             return
         if self.label is None:
             return  # cannot place anyone before we know our own label; Config will come
-        if msg.belief is not None:  # a self-introduction: first-hand label
+        if msg.belief is not None:  # a self-introduction: first-hand label, and a sign of life
             self.confirmed[msg.node] = msg.label
+            self.silent[msg.node] = 0
             if msg.belief != self.label:
                 out.send(msg.node, LabelFix(topic=self.topic, node=self.me, label=self.label))
         ref = Ref(msg.node, msg.label)
@@ -522,4 +543,5 @@ class TopicMember:
         self.label = self.left = self.right = self.ring = None
         self.shortcuts = {}
         self.confirmed = {}
+        self.silent = {}
         self.store = PublicationTrie()

@@ -69,6 +69,19 @@ class ConfigRequestFor:
         return _HDR + 2 * _ID
 
 
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """Neighbour-assisted failure detection (spec A.8 [D]): `node` has not heard its ring
+    neighbour `about` for several intervals; the supervisor probes `about` before removing it."""
+
+    topic: str
+    node: str
+    about: str
+
+    def size(self) -> int:
+        return _HDR + 2 * _ID
+
+
 # ---- supervisor → subscriber ----------------------------------------------------------------
 
 
@@ -83,6 +96,16 @@ class Config:
 
     def size(self) -> int:
         return _HDR + _LABEL + 2 * (_ID + _LABEL)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Are you alive? A member answers with a ConfigRequest, which clears the suspicion."""
+
+    topic: str
+
+    def size(self) -> int:
+        return _HDR
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +234,7 @@ class PublishNew:
         return _HDR + 2 * _ID + 8 + len(self.pub.payload)
 
 
-SupervisorMessage = Subscribe | Unsubscribe | ConfigRequest | ConfigRequestFor
-MemberMessage = (Config | NotMember | Introduce | LabelFix | IntroduceShortcut | RemoveMe
+SupervisorMessage = Subscribe | Unsubscribe | ConfigRequest | ConfigRequestFor | Suspect
+MemberMessage = (Config | Probe | NotMember | Introduce | LabelFix | IntroduceShortcut | RemoveMe
                  | CheckTrie | CheckAndPublish | SendPrefix | DeliverPublications | PublishNew)
 SkipRingMessage = SupervisorMessage | MemberMessage

@@ -8,6 +8,11 @@ rebuilt whenever RAM is written from outside (`load`).
 Repairs are local and send nothing (R1–R3 of spec A.5); subscribe costs 1 message, unsubscribe 2,
 and the periodic Timeout exactly 1 Config per topic.
 
+Failure detection (spec A.8 [D]): ring neighbours report silence (Suspect); the supervisor probes
+the suspect and removes it if it has not asked for its configuration within CONFIRM_AFTER
+Timeouts, so detection costs O(1) per crash instead of a heartbeat per subscriber. An external
+detector (`failure_report`) may add to `dead` too.
+
 Choices where the paper is silent or lost (spec A.13): R2 keeps the lowest *index*; a crash
 reported by the failure detector is handled like an unsubscribe without the grant (the newest
 tuple takes the freed label and is told at once: 1 message, instead of waiting up to n Timeouts
@@ -27,11 +32,15 @@ from weeble.broker.core.overlay.skipring.messages import (
     ConfigRequest,
     ConfigRequestFor,
     NotMember,
+    Probe,
     Ref,
     Subscribe,
     SupervisorMessage,
+    Suspect,
     Unsubscribe,
 )
+
+CONFIRM_AFTER = 8  # supervisor Timeouts a probed node has to answer (2 member intervals at 4×)
 
 
 class TopicSupervisor:
@@ -40,16 +49,18 @@ class TopicSupervisor:
         self.db: dict[int, str | None] = {}
         self.next = 0
         self.dead: set[str] = set()
+        self.suspects: dict[str, int] = {}  # probed node -> Timeouts left to answer
         self._reindex()
 
     # ---- RAM and its index ---------------------------------------------------------------------
 
     def load(self, *, db: dict[int, str | None], next_: int = 0,
-             dead: Iterable[str] = ()) -> None:
+             dead: Iterable[str] = (), suspects: dict[str, int] | None = None) -> None:
         """Overwrite RAM (an arbitrary state, e.g. from a corruption) and reindex."""
         self.db = {check_label(i): v for i, v in db.items()}
         self.next = next_
         self.dead = set(dead)
+        self.suspects = {u: max(0, min(int(k), CONFIRM_AFTER)) for u, k in (suspects or {}).items()}
         self._reindex()
 
     def _reindex(self) -> None:
@@ -158,8 +169,18 @@ class TopicSupervisor:
     # ---- handlers ------------------------------------------------------------------------------
 
     def timeout(self) -> list[Send]:
+        out: list[Send] = []
+        for u in sorted(self.suspects):
+            self.suspects[u] -= 1
+            if self.suspects[u] <= 0:  # no answer to the probe: crashed
+                del self.suspects[u]
+                self.dead.add(u)
+                out.extend(self._remove(u))
         self._r1()
         self._r3()
+        return out + self._round_robin()
+
+    def _round_robin(self) -> list[Send]:
         n = self.n
         if not n:
             return []
@@ -171,8 +192,12 @@ class TopicSupervisor:
         self._r2(v)
         return [Send(v, self._config(self.label_of(v)))]  # type: ignore[arg-type]
 
-    def _configure(self, v: str) -> list[Send]:
-        if v in self.dead:
+    def _configure(self, v: str, *, own: bool) -> list[Send]:
+        """Configure v; `own` when v asked itself, which proves it alive."""
+        if own:
+            self.dead.discard(v)
+            self.suspects.pop(v, None)
+        elif v in self.dead:
             return []
         self._r2(v)
         if self.label_of(v) is None:
@@ -184,11 +209,18 @@ class TopicSupervisor:
     def receive(self, msg: SupervisorMessage) -> list[Send]:
         match msg:
             case Subscribe(node=v) | ConfigRequest(node=v):
-                return self._configure(v)
+                return self._configure(v, own=True)
+            case Suspect(node=v, about=u):
+                if u in self.dead:
+                    return [Send(v, NotMember(topic=self.topic, node=u))]
+                if u in self._by_sub and u not in self.suspects:
+                    self.suspects[u] = CONFIRM_AFTER
+                    return [Send(u, Probe(topic=self.topic))]
+                return []
             case ConfigRequestFor(node=v, about=u):
                 if u in self.dead:
                     return [Send(v, NotMember(topic=self.topic, node=u))]
-                return self._configure(u)
+                return self._configure(u, own=False)
             case Unsubscribe(node=v):
                 out = self._remove(v)
                 out.append(Send(v, Config(topic=self.topic, label=None, pred=None, succ=None)))
@@ -196,8 +228,8 @@ class TopicSupervisor:
         raise ValueError(f"not a supervisor message: {type(msg).__name__}")
 
     def failure_report(self, dead: Iterable[str]) -> list[Send]:
-        """The failure detector's current view (eventually correct): drop the crashed."""
-        self.dead = set(dead)
+        """An external failure detector's view (eventually correct): drop the crashed."""
+        self.dead |= set(dead)
         out: list[Send] = []
         for v in sorted(self.dead & self._by_sub.keys()):
             out.extend(self._remove(v))
