@@ -164,6 +164,11 @@ class Broker:
     def parent(self) -> str | None:
         return self.ram.overlay.parent
 
+    @property
+    def locked(self) -> bool:
+        """Inside a reconfiguration (layer `exchange`)."""
+        return self.ram.exchange.locked
+
     def clock(self, now: float) -> float:
         """The broker's modulo-π clock at `now` (thesis §3.3.1)."""
         pi = self.rom.params.pi

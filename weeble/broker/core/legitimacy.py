@@ -17,6 +17,13 @@ Per destination D of broker V, with R/A the required/allowed subscriptions on D'
 - covering, merging: every filter of R is covered by an entry (complete), and every entry is
   covered by the union of A's filters (sound; mergers are exact unions).
 Under the periodic-rebuild wrapper the union of T^0 and T^1 is checked (A1 routes on it).
+
+With advertisements (thesis §3.4.2) the advertisement tables are checked the same way against
+the live advertisements, and a subscription is on D's side of V only as far as it travels: V
+must hold it towards D iff some advertisement on V's side (V included) overlaps its filter.
+
+`overlay` checks the overlay layer itself: a spanning tree of symmetric links, every parent
+pointer towards the root, and no broker left inside a reconfiguration.
 """
 
 from __future__ import annotations
@@ -77,9 +84,20 @@ class SnapshotView:
         ]
         self.neighbors = self.rom.neighbors  # the overlay when the snapshot was taken
         self.parent = self.rom.parent
+        self.locked = bool(snapshot.get("exchange", {}).get("locked", False))
+        self._adv_tables = [
+            [_SnapshotEntry(e["sub_id"], Filter.parse(e["filter"]), e["dest"], int(e["flag"]))
+             for e in table]
+            for table in snapshot.get("adv_tables", [])
+        ]
 
     def entries(self) -> Iterator[tuple[int, _SnapshotEntry]]:
         for tag, table in enumerate(self._tables):
+            for e in table:
+                yield tag, e
+
+    def adv_entries(self) -> Iterator[tuple[int, _SnapshotEntry]]:
+        for tag, table in enumerate(self._adv_tables):
             for e in table:
                 yield tag, e
 
@@ -92,10 +110,17 @@ class LiveSub:
     broker: str
 
 
+Adverts = tuple[Iterable["LiveSub"], Iterable["LiveSub"]]  # (required, allowed)
+
+
 def check(
-    brokers: Mapping[str, Broker], required: Iterable[LiveSub], allowed: Iterable[LiveSub]
+    brokers: Mapping[str, Broker], required: Iterable[LiveSub], allowed: Iterable[LiveSub],
+    adverts: Adverts | None = None,
 ) -> list[str]:
-    """Problems that keep `brokers` from the legitimate configuration; [] means legitimate."""
+    """Problems that keep `brokers` from the legitimate configuration; [] means legitimate.
+
+    `adverts`: the live advertisements (required, allowed), when advertisements are in use.
+    """
     required, allowed = set(required), set(allowed)
     allowed |= required
     if not brokers:
@@ -107,9 +132,20 @@ def check(
     remote = alg is not Algorithm.FLOODING
     sides_req = _sides(brokers, required, key, up=not hierarchical) if remote else {}
     sides_all = _sides(brokers, allowed, key, up=not hierarchical) if remote else {}
+    problems: list[str] = []
+    if adverts is not None:
+        adv_req, adv_all = set(adverts[0]), set(adverts[1])
+        adv_all |= adv_req
+        views = {b: _Adverts(broker) for b, broker in brokers.items()}
+        problems += [f"adv {p}" for p in check(views, adv_req, adv_all)]
+        f_of = (lambda k: k[1]) if alg is Algorithm.SIMPLE else (lambda k: k)
+        for sides, advs in ((sides_req, adv_req), (sides_all, adv_all)):
+            towards = _sides(brokers, advs, lambda s: s.filter, up=True)
+            for (v, d), keys in sides.items():
+                there = towards.get((d, v), set())  # advertisements on V's side of V–D
+                sides[v, d] = {k for k in keys if any(_overlap(f_of(k), g) for g in there)}
     local_req = _by_client(required)
     local_all = _by_client(allowed)
-    problems: list[str] = []
     for v in sorted(brokers):
         neighbors = brokers[v].neighbors
         by_dest: dict[str, list[tuple[str, Filter]]] = {}
@@ -128,6 +164,65 @@ def check(
             else:
                 problems += _check_remote(alg, where, held, sides_req.get((v, d), set()),
                                           sides_all.get((v, d), set()))
+    return problems
+
+
+def _overlap(f: Filter, g: Filter) -> bool:
+    return (f & g).satisfiable
+
+
+class _Adverts:
+    """A broker's advertisement tables seen as routing tables, for `check`."""
+
+    def __init__(self, broker: Any) -> None:
+        self.rom = broker.rom
+        self.neighbors = broker.neighbors
+        self.parent = broker.parent
+        self._broker = broker
+
+    def entries(self) -> Iterable[tuple[int, Any]]:
+        return self._broker.adv_entries()
+
+
+def overlay(brokers: Mapping[str, Any], root: str) -> list[str]:
+    """Problems that keep the overlay layer from legitimacy; [] means legitimate.
+
+    Legitimate: links are symmetric and name brokers that exist, they form a spanning tree,
+    each broker's parent is its neighbour towards `root` (None at the root), and no broker is
+    inside a reconfiguration (locked). During a link exchange the overlay is not legitimate by
+    this rule (r and a are both links for a while, thesis A2.29): it becomes legitimate again
+    when the exchange is over.
+    """
+    problems: list[str] = []
+    names = set(brokers)
+    links: set[tuple[str, str]] = set()
+    for v in sorted(brokers):
+        for n in sorted(brokers[v].neighbors):
+            if n not in names:
+                problems.append(f"{v}: neighbour {n} is no broker")
+            elif v not in brokers[n].neighbors:
+                problems.append(f"{v}–{n}: {n} does not have {v} as a neighbour")
+            else:
+                links.add((min(v, n), max(v, n)))
+        if getattr(brokers[v], "locked", False):
+            problems.append(f"{v}: locked in a reconfiguration")
+    if len(links) != len(names) - 1:
+        problems.append(f"{len(names)} brokers need {len(names) - 1} links, have {len(links)}")
+    if root not in brokers:
+        return [*problems, f"root {root} is no broker"]
+    parent: dict[str, str | None] = {root: None}
+    order = [root]
+    for v in order:
+        for n in sorted(brokers[v].neighbors):
+            if n in names and n not in parent and v in brokers[n].neighbors:
+                parent[n] = v
+                order.append(n)
+    unreached = sorted(names - set(parent))
+    if unreached:
+        problems.append(f"not connected to the root {root}: {unreached}")
+    for v in sorted(parent):
+        if brokers[v].parent != parent[v]:
+            problems.append(f"{v}: parent {brokers[v].parent}, towards the root is {parent[v]}")
     return problems
 
 

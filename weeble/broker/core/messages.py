@@ -7,9 +7,9 @@ Two families, each message owned by the layer that handles it:
   colour c_new of the 3-colour scheme. `gray` is the message colour of the coordinated link
   exchange (thesis 4.4.2): which of the removed link r (black) and the added link a (gray) it
   may cross; it is meaningful only between brokers of one reconfiguration cycle.
-- coordination messages (layer `reconfig`): lock, begin, relayed, separator, end, unlock of the
-  coordinated link exchange, each with its reconfiguration id (spec ch. 4 fix D4), and bye of a
-  leaf removal (4.2).
+- coordination messages (layer `reconfig`): lock, begin, relayed, reroute, separator, end,
+  unlock of the coordinated link exchange, each with its reconfiguration id (spec ch. 4 fix
+  D4), and bye of a leaf removal (4.2).
 
 One link carries one FIFO stream of these messages. Link messages are plain slotted dataclasses
 for speed (see events.py); treat them as immutable: a broker forwards the object it received,
@@ -125,7 +125,27 @@ class Begin:
 @dataclass(slots=True)
 class Relayed:
     """An (un)subscription or (un)advertisement an r-endpoint relays out of band to the
-    a-endpoint of its side, which handles it as if it had arrived over a (A3, A7 step 3)."""
+    a-endpoint of its side, which handles it as if it had arrived over a (A3, A7 step 3).
+
+    `reroute`: one of the routes across r that Begin re-issues towards a (A3.4-10), as opposed
+    to a client's (un)subscription that arrived over r while relaying (A7.7-9).
+    """
+
+    rid: str
+    message: Control
+    reroute: bool = False
+
+
+@dataclass(slots=True)
+class Reroute:
+    """A routing update of the exchange itself, between brokers of one cycle: a re-issued
+    route across r on its way along the side, or the withdrawal of a route across r (A4.24-30).
+
+    Ours: the thesis lets these travel as ordinary (un)subscriptions. They stay on the cycle
+    (Cugola et al.'s observation, L4111-4126: contracted to one broker, the cycle's external
+    behaviour does not change), so no broker off the cycle sees them: an ordinary withdrawal
+    would reach brokers off the cycle and remove routes they still need.
+    """
 
     rid: str
     message: Control
@@ -164,7 +184,7 @@ class Bye:
     """A leaf leaves (RemoveLeaf, 4.2): withdraw everything it contributed, drop the link."""
 
 
-Coordination = Lock | Begin | Relayed | Separator | End | Unlock | Bye
-COORDINATION = (Lock, Begin, Relayed, Separator, End, Unlock, Bye)
+Coordination = Lock | Begin | Relayed | Reroute | Separator | End | Unlock | Bye
+COORDINATION = (Lock, Begin, Relayed, Reroute, Separator, End, Unlock, Bye)
 
 Message = Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination

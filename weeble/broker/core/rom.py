@@ -126,12 +126,13 @@ class Options:
     # FIFO-producer order of (un)subscriptions (R5), Qnot the notification order (R6/R7).
     qsub: bool = True
     qnot: bool = True
+    # Ours (spec ch. 4 D12): an a-endpoint holds relayed client (un)subscriptions until End and
+    # every cycle broker is gray, so they cannot overtake older ones still on their way along
+    # its side. False: the thesis as printed (handled on arrival).
+    hold_relays: bool = True
     # Upper bound of the random back-off before an initiator retries a refused lock (fix D10);
     # None: 4·d·δ_max (a lock round trip on the longest cycle), at least δ_max.
     backoff: float | None = None
-    # Ours, not the thesis's: a lock held longer than this is released at the next overrun,
-    # so a corrupted or orphaned lock cannot block reconfigurations forever. None: never.
-    lock_lease: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,8 +77,17 @@ class RoutingTable:
 
     # ---- second-chance operations -----------------------------------------------------------
 
-    def refresh(self, sub_id: str, filter: Filter, dest: str) -> list[Entry]:
+    def refresh(self, sub_id: str, filter: Filter, dest: str,
+                per_destination: bool = False) -> list[Entry]:
         """SC-1: remove every entry with this id (whatever its contents), insert it with flag 1.
+
+        With `per_destination`, only this destination's entries with the id go; entries with
+        the id towards other destinations stay until they expire (second chance) or are
+        withdrawn. The routing schemes use it for every (re)subscription: in a static tree all
+        entries of one id point the same way, so nothing changes there; across a link exchange
+        the new route of a subscription is installed while its old route still carries the
+        black traffic (thesis 4.4.2), and with identity-based routing one id may stand for the
+        interest of a whole subtree, so moving the id would take that interest away.
 
         Returns the entries removed, so callers can tell a refresh from a new subscription.
         """
@@ -89,7 +98,12 @@ class RoutingTable:
             if entry.dest == dest and (entry.filter is filter or entry.filter == filter):
                 entry.flag = 1
                 return [entry]
-        removed = self.remove_id(sub_id)
+        if per_destination and bucket:
+            removed = [e for e in bucket if e.dest == dest]
+            for e in removed:
+                self.discard(e)
+        else:
+            removed = self.remove_id(sub_id)
         self.add(Entry(sub_id, filter, dest, 1))
         return removed
 

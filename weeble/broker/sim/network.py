@@ -17,8 +17,10 @@ from typing import Any
 from weeble.broker.core.broker import Broker
 from weeble.broker.core.corruption import random_fault
 from weeble.broker.core.events import (
+    ClientAdvertise,
     ClientPublish,
     ClientSubscribe,
+    ClientUnadvertise,
     ClientUnsubscribe,
     Corrupt,
     Deliver,
@@ -28,8 +30,9 @@ from weeble.broker.core.events import (
 )
 from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.legitimacy import LiveSub, check
+from weeble.broker.core.legitimacy import overlay as overlay_check
 from weeble.broker.core.messages import Message, Notification
-from weeble.broker.core.rom import Algorithm, Options, Params, Rom
+from weeble.broker.core.rom import Algorithm, Options, Ordering, Params, Rom
 from weeble.broker.sim.engine import Engine, Node
 from weeble.model.topology import Topology
 
@@ -72,19 +75,24 @@ class SimNetwork:
         seed: int | str = 0,
         on_trace: Any = None,
         on_link: Any = None,
+        adverts: bool = False,
+        ordering: Ordering = Ordering.FIFO,
     ) -> None:
         self.topology = topology
         self.params = params
         self.root = root or topology.brokers[0]
         parents = topology.parent_map(self.root)
+        self.adverts = adverts
         self.brokers: dict[str, Broker] = {
             b: Broker(Rom(b, frozenset(topology.neighbors(b)), self.root, parents[b], algorithm,
-                          params, hierarchical, wrapper, options or Options()))
+                          params, hierarchical, wrapper, options or Options(), adverts=adverts,
+                          ordering=ordering))
             for b in topology.brokers
         }
-        self.bound = params.bound(algorithm, wrapper)
+        self.bound = params.bound(algorithm, wrapper, adverts)
         self.rng = random.Random(f"{seed}:clients")
         self.subscriptions: dict[str, Subscription] = {}
+        self.advertisements: dict[str, Subscription] = {}  # a publisher's (thesis §3.4.2)
         self.publications: dict[str, Publication] = {}
         self.traces: list[tuple[float, str, Trace]] = []
         self._on_trace = on_trace
@@ -134,6 +142,31 @@ class SimNetwork:
         """F12: the client stops refreshing without unsubscribing."""
         sub = self.subscriptions[sub_id]
         sub.end, sub.crashed = t, True
+
+    def advertise(self, t: float, client: str, broker: str, f: Filter | str,
+                  adv_id: str | None = None, phase: float | None = None) -> str:
+        """A publisher advertises at time t and refreshes every ρ, like a subscription."""
+        f = Filter.parse(f) if isinstance(f, str) else f
+        adv_id = adv_id or f"{client}/adv{len(self.advertisements)}"
+        adv = Subscription(adv_id, f, client, broker, t)
+        self.advertisements[adv_id] = adv
+        self.engine.schedule(t, self._readvertise, adv, None)
+        first = phase if phase is not None else self.rng.uniform(0, self.params.rho)
+        self.engine.schedule(t + first, self._readvertise, adv, "periodic")
+        return adv_id
+
+    def _readvertise(self, now: float, adv: Subscription, periodic: str | None) -> None:
+        if adv.end is not None and now >= adv.end:
+            return
+        self.engine.inject(now, adv.broker, ClientAdvertise(adv.client, adv.sub_id, adv.filter))
+        if periodic:
+            self.engine.schedule(now + self.params.rho, self._readvertise, adv, periodic)
+
+    def unadvertise(self, t: float, adv_id: str) -> None:
+        adv = self.advertisements[adv_id]
+        adv.end = t
+        event = ClientUnadvertise(adv.client, adv.sub_id, adv.filter)
+        self.engine.schedule(t, lambda now, b, e: self.engine.inject(now, b, e), adv.broker, event)
 
     def publish(self, t: float, broker: str, attributes: Mapping[str, Value],
                 publisher: str | None = None) -> str:
@@ -194,20 +227,19 @@ class SimNetwork:
 
         Required: live for at least `settle`; allowed: live now, or ended less than `linger` ago.
         """
-        required, allowed = [], []
-        for s in self.subscriptions.values():
-            if s.start > now:
-                continue
-            ended = s.end is not None and s.end <= now
-            if not ended and now - s.start >= settle:
-                required.append(s.live())
-            if not ended or now - s.end < linger:  # type: ignore[operator]
-                allowed.append(s.live())
-        return required, allowed
+        return _live(self.subscriptions.values(), now, settle, linger)
 
     def legitimacy(self, settle: float = 0.0, linger: float = 0.0) -> list[str]:
-        required, allowed = self.live(self.now, settle, linger)
-        return check(self.brokers, required, allowed)
+        now = self.now
+        required, allowed = self.live(now, settle, linger)
+        if not self.adverts:
+            return check(self.brokers, required, allowed)
+        adv_required, adv_allowed = _live(self.advertisements.values(), now, settle, linger)
+        return check(self.brokers, required, allowed, adverts=(adv_required, adv_allowed))
+
+    def overlay_legitimacy(self) -> list[str]:
+        """Problems of the overlay itself: a spanning tree, parents towards the root, no lock."""
+        return overlay_check(self.brokers, self.root)
 
     def expected_receivers(self, pub: Publication, settle: float) -> set[str]:
         """Clients that must get `pub`: a matching subscription live from settle before it on.
@@ -258,3 +290,17 @@ class SimNetwork:
             if t >= since and trace.kind == "expire":
                 for entry in trace.fields["entries"]:
                     yield t, node, entry
+
+
+def _live(subs: Iterable[Subscription], now: float, settle: float, linger: float) -> tuple[
+        list[LiveSub], list[LiveSub]]:
+    required, allowed = [], []
+    for s in subs:
+        if s.start > now:
+            continue
+        ended = s.end is not None and s.end <= now
+        if not ended and now - s.start >= settle:
+            required.append(s.live())
+        if not ended or now - s.end < linger:  # type: ignore[operator]
+            allowed.append(s.live())
+    return required, allowed

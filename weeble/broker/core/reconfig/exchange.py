@@ -20,8 +20,17 @@ Fixes of the printed pseudo-code (spec ch. 4 §3.11), all adopted:
   received" and the r-role's relay target are kept apart, and what a broker relays to itself it
   handles at once, in order.
 - D10: a refused initiator retries after a random back-off drawn from the request's seed.
-Ours, beyond the thesis: a bounced lock says why (busy: retry; path: give up, the manager must
-re-plan), and the unlock wave carries `flip` so the parent pointers follow the new tree.
+Ours, beyond the thesis (each found by the simulation tests, tests/test_exchange.py):
+- D12 case, FIFO-producer order: a subscription Br2 forwarded along its side before Begin, and
+  its unsubscription relayed out of band after Begin, reach Bn in the wrong order (the relay
+  overtakes). The a-endpoint holds relayed client (un)subscriptions (Qrel) until End is in and
+  every cycle broker is known gray, then handles them before Qsub (`Options.hold_relays`).
+- The routes Begin re-issues, and their withdrawal at the r-endpoints, stay on the cycle
+  (`Reroute`): as ordinary (un)subscriptions they reached brokers off the cycle and withdrew
+  routes those still needed. SC-1 is per destination (RoutingTable.refresh), so a re-issued
+  route never takes the old one away while black traffic still needs it.
+- A bounced lock says why (busy: retry; path: give up, the manager must re-plan), and the
+  unlock wave carries `flip` so the parent pointers follow the new tree.
 
 Preconditions (thesis L4336-4346, checked at the request): simple, identity or covering routing
 (flooding works too: it has no remote entries), peer-to-peer, leasing (not the wrapper).
@@ -44,11 +53,11 @@ from weeble.broker.core.messages import (
     Lock,
     Notify,
     Relayed,
+    Reroute,
     Separator,
     Sub,
     Unadv,
     Unlock,
-    Unsub,
 )
 from weeble.broker.core.overlay import Overlay
 from weeble.broker.core.reconfig.membership import Membership
@@ -80,7 +89,7 @@ class ExchangeRam:
 
     __slots__ = (
         "awaiting_end", "begin_done", "edge", "flip", "gray", "gray_set", "left", "links",
-        "locked", "new", "old", "path", "pending", "qnot", "qsub", "queue_set", "relay_to",
+        "locked", "new", "old", "path", "pending", "qnot", "qrel", "qsub", "queue_set", "relay_to",
         "relaying", "rid", "right", "side", "since", "unlock_sent", "unlock_started",
     )
 
@@ -109,6 +118,7 @@ class ExchangeRam:
         self.side: str | None = None
         self.qnot: deque[tuple[str, Notify]] = deque()
         self.qsub: deque[tuple[str, Any]] = deque()
+        self.qrel: deque[tuple[str, Any]] = deque()  # relayed client (un)subscriptions held
         self.unlock_started = False
         self.unlock_sent: set[str] = set()
         self.flip = False
@@ -121,7 +131,7 @@ class ExchangeRam:
             **{p: getattr(self, p) for p in _POINTERS},
             "gray": self.gray, "side": self.side, "relaying": self.relaying,
             "gray_set": sorted(self.gray_set), "queue_set": sorted(self.queue_set),
-            "qnot": len(self.qnot), "qsub": len(self.qsub),
+            "qnot": len(self.qnot), "qsub": len(self.qsub), "qrel": len(self.qrel),
             "pending": {rid: r.as_dict() for rid, r in sorted(self.pending.items())},
         }
 
@@ -159,6 +169,7 @@ class Exchange:
             Lock: self.on_lock,
             Begin: self.on_begin,
             Relayed: self.on_relayed,
+            Reroute: self.on_reroute,
             Separator: self.on_separator,
             End: self.on_end,
             Unlock: self.on_unlock,
@@ -218,7 +229,7 @@ class Exchange:
             if kind is Notify and x.queue_set and self.options.qnot:
                 x.qnot.append((sender, msg))  # A7.3-4 (R6/R7)
                 return []
-            if control and x.awaiting_end is not None and self.options.qsub:
+            if control and not _released(x) and self.options.qsub:
                 x.qsub.append((sender, msg))  # A7.5-6 (R5)
                 return []
         if control and sender == x.old and sender is not None and x.relaying:
@@ -395,7 +406,7 @@ class Exchange:
                     if e.dest == x.old:
                         cls = Adv if scheme is self.routing.adverts else Sub
                         msg = cls(e.sub_id, e.filter, 0, True)
-                        effects.append(Send(x.relay_to, Relayed(mb.rid, msg)))
+                        effects.append(Send(x.relay_to, Relayed(mb.rid, msg, reroute=True)))
         relayed = len(effects)
         effects.append(Send(x.relay_to, Separator(mb.rid, frozenset(), relayed=True)))
         x.begin_done = True
@@ -416,7 +427,49 @@ class Exchange:
         x = self.ram
         if not x.locked or mr.rid != x.rid or x.new is None or sender != x.awaiting_end:
             return [Trace("garbage", {"from": sender, "why": f"relay {mr.rid!r} not for me"})]
+        if mr.reroute:
+            return self._rerouted(now, x.new, mr.message, True)
+        if self.options.hold_relays and not _released(x):
+            x.qrel.append((x.new, mr.message))
+            return []
         return self._routed(now, x.new, mr.message, True)
+
+    def _release(self, now: float) -> list[Effect]:
+        """An a-endpoint handles what it held back, relayed first, then what came over a, once
+        End is in (nothing more will be relayed) and every cycle broker is known gray (the old
+        (un)subscriptions Br sent along my side before Begin, and Br's withdrawal of the routes
+        across r, have arrived before the separators that told me so)."""
+        x = self.ram
+        if x.new is None or not _released(x):
+            return []
+        return self._drain(now, x.qrel) + self._drain(now, x.qsub)
+
+    def on_reroute(self, now: float, sender: str, mr: Reroute) -> list[Effect]:
+        x = self.ram
+        if not x.locked or mr.rid != x.rid or sender not in (x.left, x.right):
+            return [Trace("garbage", {"from": sender, "why": f"reroute {mr.rid!r} not for me"})]
+        return self._rerouted(now, sender, mr.message, mr.message.gray)
+
+    def _rerouted(self, now: float, sender: str, msg: Any, gray: bool) -> list[Effect]:
+        """Handle a routing update of the exchange; what it sets off stays on the cycle."""
+        return self._confine(self.routing.receivers[type(msg)](now, sender, msg), gray)
+
+    def _confine(self, effects: list[Effect], gray: bool) -> list[Effect]:
+        """Routing messages go on along my side of the cycle as Reroute, in this colour, and
+        nowhere else: these updates are about the new tree, so never over r (a covered
+        subscription a withdrawal uncovers included), and black ones never over a."""
+        x = self.ram
+        assert x.rid is not None
+        out: list[Effect] = []
+        for e in effects:
+            if type(e) is not Send or type(e.message) not in CONTROL:
+                out.append(e)
+                continue
+            to = e.neighbor
+            if to not in (x.left, x.right) or to == x.old or (to == x.new and not gray):
+                continue
+            out.append(Send(to, Reroute(x.rid, _coloured(e.message, gray))))
+        return out
 
     # ---- A4: separator ----------------------------------------------------------------------
 
@@ -447,6 +500,7 @@ class Exchange:
         x.queue_set -= brokers
         if x.new is not None and not x.queue_set and x.qnot:  # A4.15-19
             effects.extend(self._drain(now, x.qnot))
+        effects.extend(self._release(now))
         if x.old is not None:  # A4.20
             if sender == x.old:  # the far side's separator crossed r (fix D2)
                 if x.begin_done and x.relay_to is not None:
@@ -471,18 +525,18 @@ class Exchange:
                 if to is not None and to != x.new]
 
     def _withdraw_old(self, now: float) -> list[Effect]:
-        """handleMsg(Bold, unsubscription) for every route across r: black, off a (A4.24-30);
-        subscriptions before advertisements, so the unsubscriptions still find their way."""
+        """handleMsg(Bold, unsubscription) for every route across r: black, off a, on the cycle
+        only (A4.24-30); subscriptions before advertisements, so that the unsubscriptions still
+        find their way."""
         x = self.ram
         old = x.old
         effects: list[Effect] = []
         for scheme in reversed(self.routing.schemes()):  # subs first, then adverts
             held = sorted({(e.sub_id, e.filter) for t in scheme.ram.tables for e in t
                            if e.dest == old}, key=lambda p: (p[0], str(p[1])))
-            cls = Unadv if scheme is self.routing.adverts else Unsub
             for sub_id, f in held:
                 raw = scheme.unsubscribe(old, sub_id, f, remote=True)  # type: ignore[arg-type]
-                effects.extend(self._colour(raw, False, cls(sub_id, f)))
+                effects.extend(self._confine(raw, False))
         return effects
 
     def _drain(self, now: float, queue: deque[tuple[str, Any]]) -> list[Effect]:
@@ -499,7 +553,7 @@ class Exchange:
         if not x.locked or me_.rid != x.rid or sender != x.awaiting_end:
             return [Trace("garbage", {"from": sender, "why": f"end {me_.rid!r} not for me"})]
         x.awaiting_end = None  # A5.3
-        effects = self._drain(now, x.qsub)  # A5.4-7: R5
+        effects = self._release(now)  # A5.4-7: R5
         effects.append(_trace(me_.rid, "end"))
         if x.unlock_started:  # A5.8-11: my side already released, a was waiting for End
             effects.extend(self._unlock_sends(me_.rid))
@@ -556,8 +610,9 @@ class Exchange:
         rid = x.rid
         assert rid is not None
         leftovers: list[Effect] = []
-        if x.qnot or x.qsub:  # cannot happen fault-free (I6); a corrupted queue is not lost
-            leftovers = self._drain(now, x.qsub) + self._drain(now, x.qnot)
+        if x.qnot or x.qsub or x.qrel:  # not fault-free (I6); a corrupted queue is not lost
+            leftovers = self._drain(now, x.qrel) + self._drain(now, x.qsub) + self._drain(
+                now, x.qnot)
         initiator = x.path[0] == self.me
         x.clear()  # A6.16-19
         effects = [*leftovers, _trace(rid, "unlocked")]
@@ -572,6 +627,11 @@ class Exchange:
 
 
 # ---- helpers --------------------------------------------------------------------------------
+
+def _released(x: ExchangeRam) -> bool:
+    """Qsub and Qrel may drain: End is in and every broker of the cycle is known gray."""
+    return x.awaiting_end is None and x.gray_set.issuperset(x.path)
+
 
 def _same(m: Any, handled: Any) -> bool:
     """Is `m` a forwarded copy of the message being handled (not one generated here)?"""

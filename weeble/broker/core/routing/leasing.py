@@ -1,6 +1,7 @@
 """Leasing with second chance (SC-1…SC-4, thesis §3.3.1) around any strategy.
 
-One table. A (re)subscription replaces every entry with its id and sets the flag (SC-1); every π
+One table. A (re)subscription replaces the entry with its id towards its destination and sets the
+flag (SC-1, per destination: see RoutingTable.refresh); every π
 the overrun deletes flag-0 entries and clears the rest (SC-2); an unsubscription removes the
 entry (SC-3); clients refresh every ρ (SC-4, the clients' business).
 """
@@ -55,7 +56,7 @@ class Leasing:
 
     def subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
         plane = self.planes[0]
-        plane.table.refresh(sub_id, f, source)  # SC-1
+        plane.table.refresh(sub_id, f, source, per_destination=True)  # SC-1
         return self.strategy.on_subscribe(plane, source, sub_id, f)
 
     def unsubscribe(self, source: str, sub_id: str, f: Filter, remote: bool) -> list[Effect]:

@@ -37,7 +37,7 @@ class Rebuild:
             return []
         seen.add(key)
         plane = self.planes[tag]
-        plane.table.refresh(sub_id, f, source)
+        plane.table.refresh(sub_id, f, source, per_destination=True)
         return self.strategy.on_subscribe(plane, source, sub_id, f)
 
     def unsubscribe(self, source: str, sub_id: str, f: Filter, remote: bool) -> list[Effect]:

@@ -1,0 +1,380 @@
+"""The advanced coordinated link exchange (thesis 4.4.2, spec ch. 4 §6.2), proven in simulation.
+
+One exchange on a reconfiguration cycle of 3 to 12 brokers (plus brokers off the cycle), under
+steady traffic from publishers on and off the cycle, with random delays: no notification lost or
+duplicated (TC-5, TC-6), the tables of the new tree (TC-7), no FIFO violation in FIFO mode and no
+causal violation in causal mode (TC-9, TC-10), each broker gray once, from a to r (TC-15), r
+dropped only when both sides are gray and nothing crosses it after (TC-16), every broker unlocked
+with empty queues (TC-17), exactly 6n coordination messages (TC-18), no table off the cycle
+touched (TC-23). The ablations show each queue matters: without Qnot the FIFO order breaks,
+without Qsub a subscribe-then-unsubscribe race leaves a stale entry (TC-8), and FIFO mode lets a
+cross-side causal chain break (TC-10).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import pytest
+
+from weeble.broker.core.events import StartExchange
+from weeble.broker.core.messages import COORDINATION, Notification, Separator, Unlock
+from weeble.broker.core.reconfig.plan import ExchangeLink, Tree, apply, cycle, edge
+from weeble.broker.core.rom import Algorithm, Options, Ordering, Params
+from weeble.broker.sim.network import SimNetwork
+from weeble.check.causal import Causal
+from weeble.model.topology import from_edges
+
+PI, RHO, DMIN, DMAX = 10.0, 2.0, 0.01, 0.2
+T_X = 3 * RHO + 1.0  # the exchange starts when every subscription is active everywhere
+
+
+class Net(SimNetwork):
+    """A SimNetwork that logs client events in order, with clients that publish on receipt."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.log: list[tuple[str, float, str, tuple[str, int]]] = []
+        self.reactors: dict[str, tuple[str, str]] = {}  # client -> (its broker, watched pub)
+        super().__init__(*args, **kwargs)
+
+    def _delivered(self, now: float, node: Any, effect: Any) -> None:
+        super()._delivered(now, node, effect)
+        n: Notification = effect.notification
+        self.log.append(("deliver", now, effect.client, (n.publisher, n.seq)))
+        react = self.reactors.get(effect.client)
+        if react is not None and n.publisher == react[1]:
+            self.publish(now, react[0], {"class": 1, "price": 1}, publisher=effect.client)
+
+    def _publish(self, now: float, broker: str, n: Notification) -> None:
+        self.log.append(("publish", now, n.publisher, (n.publisher, n.seq)))
+        super()._publish(now, broker, n)
+
+    def start_exchange(self, t: float, op: ExchangeLink, tree: Tree, rid: str, seed: int = 0
+                       ) -> tuple[str, ...]:
+        path = cycle(tree, op)
+        event = StartExchange(rid, path, op.remove, seed)
+        self.engine.schedule(t, lambda now, b, e: self.engine.inject(now, b, e), path[0], event)
+        return path
+
+
+def ordering_violations(net: Net) -> tuple[int, int]:
+    """(FIFO-publisher violations, causal violations) over the clients' deliveries."""
+    causal = Causal()
+    fifo = 0
+    last: dict[tuple[str, str], int] = {}
+    for kind, t, client, nid in net.log:
+        if kind == "publish":
+            causal.publish(client, nid)
+            continue
+        key = (client, nid[0])
+        if last.get(key, 0) > nid[1]:
+            fifo += 1
+        last[key] = max(last.get(key, 0), nid[1])
+        causal.deliver(t, client, nid)
+    return fifo, causal.count
+
+
+@dataclass
+class Run:
+    net: Net
+    tree: Tree  # before
+    after: Tree
+    path: tuple[str, ...]
+    op: ExchangeLink
+    coordination: Counter[str] = field(default_factory=Counter)
+    links: list[tuple[str, float, str, str, Any]] = field(default_factory=list)  # coordination
+    over_r_after_removal: list[str] = field(default_factory=list)
+    tables_before: dict[str, set[Any]] = field(default_factory=dict)
+
+
+def exchange_run(alg: Algorithm, n: int, seed: int, *, ordering: Ordering = Ordering.FIFO,
+                 delay: str = "uniform", options: Options | None = None, extra: int = 3,
+                 remove_at: int | None = None, publish_every: float = 0.05,
+                 until: float = T_X + 12.0, react: tuple[str, str, str] | None = None,
+                 churn: tuple[str, float, float] | None = None) -> Run:
+    """One exchange: the cycle b0 … b(n−1) (add b0–b(n−1), remove b_k–b_k+1), `extra` brokers
+    off the cycle, one subscriber per broker, five publishers. `react`: (broker, client,
+    publisher) — that client publishes whenever it receives from that publisher. `churn`:
+    (broker, from, to) — short-lived subscriptions at that broker during that window."""
+    rng = random.Random(seed)
+    cyc = [f"b{i}" for i in range(n)]
+    edges = list(pairwise(cyc))
+    nodes = list(cyc)
+    for j in range(extra):
+        x = f"x{j}"
+        edges.append((x, rng.choice(nodes)))
+        nodes.append(x)
+    tree = Tree.of(edges)
+    k = rng.randrange(n - 1) if remove_at is None else remove_at
+    op = ExchangeLink(remove=edge(cyc[k], cyc[k + 1]), add=(cyc[0], cyc[-1]))
+    after = apply(tree, op)
+    params = Params(PI, RHO, DMIN, DMAX, len(nodes) - 1)
+    removed_at: dict[str, float] = {}
+    run: Run
+
+    def on_link(t: float, kind: str, src: str, dst: str, msg: Any) -> None:
+        if type(msg) in COORDINATION:
+            run.links.append((kind, t, src, dst, msg))
+            if kind == "send":
+                run.coordination[type(msg).__name__] += 1
+        if kind == "receive" and (dst, src) in removed_at and t > removed_at[dst, src]:
+            run.over_r_after_removal.append(f"{src}→{dst} at {t:.3f}: {type(msg).__name__}")
+
+    def on_trace(t: float, node: Any, tr: Any) -> None:
+        if tr.kind == "reconfig" and tr.fields["phase"] == "r_removed":
+            removed_at[node.id, tr.fields["link"][1]] = t
+
+    net = Net(from_edges(edges), algorithm=alg, params=params, delay=delay, seed=seed,
+              options=options, ordering=ordering, on_link=on_link, on_trace=on_trace,
+              root=cyc[0])
+    run = Run(net, tree, after, (), op)
+    filters = ["class == 1", "price < 50", "class == 1 && price < 20", "price range [10, 30]"]
+    for i, b in enumerate(nodes):
+        net.subscribe(0.0, f"s{i}", b, filters[i % len(filters)])
+    for p in dict.fromkeys([cyc[0], cyc[-1], cyc[k], cyc[k + 1], nodes[-1]]):
+        t = 2 * RHO + rng.uniform(0, publish_every)
+        while t < until - 3.0:  # each publisher in its own rhythm, seq in time order
+            net.publish(t, p, {"class": 1, "price": rng.uniform(0, 40)}, publisher=f"p-{p}")
+            t += publish_every * rng.uniform(0.5, 1.5)
+    if react is not None:
+        net.reactors[react[1]] = (react[0], react[2])
+    if churn is not None:
+        b, t, end = churn
+        i = 0
+        while t < end:
+            # a filter of its own, so that identity-based routing forwards it everywhere
+            sid = net.subscribe(t, f"churn{i}", b, f"price == {1000 + i}")
+            net.unsubscribe(t + 0.05, sid)
+            t += 0.02
+            i += 1
+    run.path = net.start_exchange(T_X, op, tree, "x1", seed)
+    net.run(T_X - 0.001)
+    run.tables_before = {b: net.brokers[b].pairs() for b in nodes}
+    net.run(until)
+    return run
+
+
+def check_exchange(run: Run, *, ordering: Ordering) -> None:
+    net, after = run.net, run.after
+    phases = [(t, node, tr.fields["phase"]) for t, node, tr in net.traces
+              if tr.kind == "reconfig"]
+    assert any(p == "done" for _, _, p in phases), phases
+    # TC-17: every broker unlocked and black, pointers ⊥, queues empty
+    for b, broker in net.brokers.items():
+        x = broker.ram.exchange
+        assert not x.locked and not x.gray and not x.qnot and not x.qsub, (b, x.snapshot())
+        assert all(getattr(x, p) is None for p in ("left", "right", "new", "old")), b
+    # the overlay is the new tree, parents included
+    parents = after.parents(net.root)
+    for b, broker in net.brokers.items():
+        assert set(broker.neighbors) == set(after.neighbors(b)), b
+        assert broker.parent == parents[b], (b, broker.parent, parents[b])
+    # TC-7: the tables are those of the new tree
+    assert net.legitimacy() == []
+    # TC-5, TC-6: nothing lost, nothing twice, nothing spurious
+    settle = RHO + net.params.d * DMAX
+    assert net.delivery_errors(published_from=2 * RHO + settle, settle=settle) == []
+    fifo, causal = ordering_violations(net)
+    if ordering is not Ordering.NONE:
+        assert fifo == 0  # TC-9
+    if ordering is Ordering.CAUSAL:
+        assert causal == 0  # TC-10
+    # TC-15: each broker turned gray once; on each side from the a-endpoint to the r-endpoint
+    gray = [node for _, node, p in phases if p == "gray"]
+    assert sorted(gray) == sorted(run.path)
+    k = run.path.index(run.op.remove[0]) if run.path.index(run.op.remove[0]) < run.path.index(
+        run.op.remove[1]) else run.path.index(run.op.remove[1])
+    left, right = list(run.path[:k + 1]), list(reversed(run.path[k + 1:]))
+    assert [b for b in gray if b in left] == left
+    assert [b for b in gray if b in right] == right
+    # TC-16: nothing arrives over r once the receiving end has dropped it
+    assert run.over_r_after_removal == []
+    # TC-23: no table off the cycle changed. Covering keeps covered entries or not depending
+    # on refresh timing, so there the coverage towards each destination must be unchanged.
+    covering = net.brokers[run.path[0]].rom.algorithm.covering
+    for b, pairs in run.tables_before.items():
+        if b not in run.path:
+            now = net.brokers[b].pairs()
+            if covering:
+                assert _coverage(now) == _coverage(pairs), b
+            else:
+                assert now == pairs, b
+
+
+def _coverage(pairs: set[tuple[Any, str]]) -> dict[str, set[Any]]:
+    """Per destination, the filters not covered by another one held towards it."""
+    by_dest: dict[str, set[Any]] = {}
+    for f, d in pairs:
+        by_dest.setdefault(d, set()).add(f)
+    return {d: {f for f in fs if not any(g != f and g.covers(f) for g in fs)}
+            for d, fs in by_dest.items()}
+
+
+COMBOS = [(alg, n) for alg in (Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1,
+                                Algorithm.COVERING2, Algorithm.FLOODING)
+          for n in range(3, 13)]
+
+
+@pytest.mark.parametrize(("alg", "n"), COMBOS, ids=[f"{a.value}-n{n}" for a, n in COMBOS])
+def test_one_exchange_loses_nothing_and_leaves_the_tables_of_the_new_tree(
+        alg: Algorithm, n: int) -> None:
+    ordering = list(Ordering)[n % 3]
+    run = exchange_run(alg, n, seed=n * 7 + len(alg.value), ordering=ordering)
+    check_exchange(run, ordering=ordering)
+
+
+@pytest.mark.parametrize("n", range(4, 13))
+def test_tc18_exactly_6n_coordination_messages(n: int) -> None:
+    """Endpoints distinct (B1 ≠ Br1, Bn ≠ Br2): lock n, begin 2, separator 3n − 2, end 2,
+    unlock 2n − 2."""
+    run = exchange_run(Algorithm.IDENTITY, n, seed=n, remove_at=1 + n % (n - 3))
+    c = run.coordination
+    assert (c["Lock"], c["Begin"], c["Separator"], c["End"], c["Unlock"]) == (
+        n, 2, 3 * n - 2, 2, 2 * n - 2)
+    assert sum(c[k] for k in ("Lock", "Begin", "Separator", "End", "Unlock")) == 6 * n
+    check_exchange(run, ordering=Ordering.FIFO)
+
+
+@pytest.mark.parametrize("delay", ["constant", "adversarial"])
+@pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1])
+def test_exchange_under_other_delay_models(alg: Algorithm, delay: str) -> None:
+    for n in (3, 6, 9):
+        run = exchange_run(alg, n, seed=n, delay=delay, ordering=Ordering.CAUSAL)
+        check_exchange(run, ordering=Ordering.CAUSAL)
+
+
+def test_both_timing_fixes_d2_and_d3_are_exercised_and_hold() -> None:
+    """D2: the far side's separator reaches an r-endpoint before Begin does. D3: an a-endpoint
+    gets the unlock over a before the one from its own side. Both happen in these runs, and
+    every run still ends with every broker unlocked (TC-17)."""
+    d2 = d3 = 0
+    for seed in range(40):
+        n = 3 + seed % 8
+        # every other run has its r next to Bn: Begin to Br1 then races two hops (D2)
+        remove_at = n - 2 if seed % 2 else None
+        run = exchange_run(Algorithm.IDENTITY, n, seed=seed, extra=0, publish_every=0.5,
+                           until=T_X + 6.0, remove_at=remove_at)
+        check_exchange(run, ordering=Ordering.FIFO)
+        net = run.net
+        begin = {node: t for t, node, tr in net.traces
+                 if tr.kind == "reconfig" and tr.fields["phase"] == "begin"}
+        first_sep_over_r: dict[str, float] = {}
+        unlock_from_a: dict[str, float] = {}
+        unlock_from_side: dict[str, float] = {}
+        r1, r2 = run.op.remove
+        a1, a2 = run.path[0], run.path[-1]
+        for kind, t, src, dst, msg in run.links:
+            if kind != "receive":
+                continue
+            if type(msg) is Separator and {src, dst} == {r1, r2}:
+                first_sep_over_r.setdefault(dst, t)
+            if type(msg) is Unlock and dst in (a1, a2):
+                if {src, dst} == {a1, a2}:
+                    unlock_from_a.setdefault(dst, t)
+                else:
+                    unlock_from_side.setdefault(dst, t)
+        d2 += any(b in begin and first_sep_over_r.get(b, 1e9) < begin[b] for b in (r1, r2))
+        d3 += any(unlock_from_a.get(b, 1e9) < unlock_from_side.get(b, -1) for b in (a1, a2))
+    assert d2 > 0 and d3 > 0, (d2, d3)
+
+
+# ---- ablations: each queue matters ----------------------------------------------------------
+
+
+def test_tc9_without_qnot_the_fifo_order_breaks() -> None:
+    """A publisher at B1 and subscribers on the far side: black notifications take the long way
+    over r, gray ones the short way over a. Qnot holds the gray ones until the last black one
+    has passed (R6); without it they overtake."""
+    fifo = {}
+    for qnot in (True, False):
+        run = exchange_run(Algorithm.IDENTITY, 10, seed=3, remove_at=5, publish_every=0.01,
+                           options=Options(qnot=qnot), ordering=Ordering.FIFO)
+        fifo[qnot] = ordering_violations(run.net)[0]
+        if qnot:
+            check_exchange(run, ordering=Ordering.FIFO)
+    assert fifo[True] == 0 and fifo[False] > 0, fifo
+
+
+def _causal_chain_run(ordering: Ordering, seed: int) -> Run:
+    """Fig. 4.8's cross-side chain: a publisher at Br2 (n0), a client at B1 that publishes n2
+    when it receives n0, subscribers all along the long right side."""
+    run = exchange_run(Algorithm.IDENTITY, 10, seed=seed, remove_at=1, publish_every=0.01,
+                       ordering=ordering, until=T_X + 8.0, react=("b0", "s0", "p-b2"))
+    return run
+
+
+def test_tc10_causal_mode_keeps_the_cross_side_chain_fifo_mode_does_not() -> None:
+    causal = {mode: sum(ordering_violations(_causal_chain_run(mode, seed).net)[1]
+                        for seed in range(3)) for mode in (Ordering.CAUSAL, Ordering.FIFO)}
+    assert causal[Ordering.CAUSAL] == 0 and causal[Ordering.FIFO] > 0, causal
+    check_exchange(_causal_chain_run(Ordering.CAUSAL, 0), ordering=Ordering.CAUSAL)
+
+
+def test_tc8_without_qsub_a_subscribe_unsubscribe_race_leaves_a_stale_entry() -> None:
+    """Clients at B1 subscribe just before B1 turns gray and unsubscribe just after: the black
+    subscription goes the long way (over r, relayed to Bn), the gray unsubscription the short
+    way over a. Qsub holds it at Bn until End (R5); without Qsub it overtakes, and Bn is left
+    with an entry nobody wants (until its lease runs out)."""
+    stale = {}
+    for qsub in (True, False):
+        run = exchange_run(Algorithm.IDENTITY, 10, seed=5, remove_at=5, options=Options(qsub=qsub),
+                           churn=("b0", T_X + 0.5, T_X + 3.0), until=T_X + 8.0)
+        stale[qsub] = run.net.legitimacy()
+        if qsub:
+            check_exchange(run, ordering=Ordering.FIFO)
+    assert stale[True] == [] and stale[False], stale
+
+
+# ---- concurrency: overlapping exchanges (TC-13, TC-14) ---------------------------------------
+
+
+def test_tc13_tc14_overlapping_exchanges_both_finish_and_nothing_stays_locked() -> None:
+    for seed in range(4):
+        chain = [f"b{i}" for i in range(10)]
+        tree = Tree.of(list(pairwise(chain)))
+        x1 = ExchangeLink(remove=edge("b2", "b3"), add=("b0", "b5"))
+        x2 = ExchangeLink(remove=edge("b5", "b6"), add=("b3", "b8"))
+        params = Params(PI, RHO, DMIN, DMAX, len(chain) - 1)
+        net = Net(from_edges(tree.edges), algorithm=Algorithm.COVERING1, params=params,
+                  seed=seed, root="b0")
+        for i, b in enumerate(chain):
+            net.subscribe(0.0, f"s{i}", b, "class == 1" if i % 2 else "price < 50")
+        rng = random.Random(seed)
+        for b in chain:
+            t = 2 * RHO + rng.uniform(0, 0.1)
+            while t < T_X + 8.0:
+                net.publish(t, b, {"class": 1, "price": 5}, publisher=f"p-{b}")
+                t += 0.1
+        net.start_exchange(T_X, x1, tree, "x1", seed)
+        net.start_exchange(T_X, x2, tree, "x2", seed + 100)
+        net.run(T_X + 12.0)
+        phases = [(node, tr.fields["rid"], tr.fields["phase"]) for _, node, tr in net.traces
+                  if tr.kind == "reconfig"]
+        assert ("b0", "x1", "done") in phases and ("b3", "x2", "done") in phases, phases
+        assert any(p in ("lock_refused", "retry") for _, _, p in phases)  # they did collide
+        final = apply(apply(tree, x1), x2)
+        assert all(not b.locked for b in net.brokers.values())
+        assert net.overlay_legitimacy() == []
+        assert {edge(a, b) for a in net.brokers for b in net.brokers[a].neighbors} == final.edges
+        assert net.legitimacy() == []
+        settle = RHO + net.params.d * DMAX
+        assert net.delivery_errors(published_from=2 * RHO + settle, settle=settle) == []
+
+
+def test_d12_relayed_unsubscriptions_are_held_until_the_old_ones_have_passed() -> None:
+    """Found here (the spec's D12 case): Br2 forwards a subscription along its side just before
+    Begin; its unsubscription then arrives over r and is relayed to Bn out of band, overtaking
+    it, so Bn and the brokers behind it are left with the subscription (FIFO-producer order,
+    R5, broken without any queue at fault). Holding relayed (un)subscriptions at Bn until End
+    and the last separators (Options.hold_relays) restores the order."""
+    stale = {}
+    for hold in (True, False):
+        run = exchange_run(Algorithm.IDENTITY, 10, seed=5, remove_at=5,
+                           options=Options(hold_relays=hold),
+                           churn=("b0", T_X + 0.5, T_X + 3.0), until=T_X + 8.0)
+        stale[hold] = run.net.legitimacy()
+    assert stale[True] == [] and stale[False], stale
