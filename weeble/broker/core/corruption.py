@@ -7,7 +7,9 @@ imports the broker. The fault vocabulary of spec ch. 3 §6.3 that lives in a bro
   F5 entry.insert / entry.delete, F6 table.clear, F10 clock, F13 entry.insert of an all-covering
   filter (plus table.clear elsewhere), F14 merger.insert, F15 rebuild_bit and any of the above
   on T^0/T^1 (`table` arg); F16 the same on the advertisement tables (adv.entry.*, adv.table.clear);
-- layer overlay: the neighbour set and the parent (overlay.*), RAM from chapter 4 on.
+- layer overlay: the neighbour set and the parent (overlay.*), RAM from chapter 4 on;
+- layer exchange: the lock, the cycle pointers, the colour, Bgray/Bqueue and the queues of the
+  coordinated link exchange (exchange.*).
 ROM is not reachable from here, by construction.
 
 Each fault answers with a `fault` trace record holding the state before and after: the evidence
@@ -279,6 +281,85 @@ def _parent(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     return []
 
 
+# ---- layer exchange: the lock, the cycle pointers, colours and queues (thesis 4.4.2) ----------
+
+POINTERS = ("left", "right", "new", "old", "relay_to", "awaiting_end")
+
+
+def _view_exchange(exchange: Any, fault: Corrupt) -> Any:
+    return exchange.snapshot()
+
+
+def _flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise CorruptionError(f"{field}: value must be true or false, got {value!r}")
+    return value
+
+
+@register("exchange.locked", "exchange", _view_exchange)
+def _locked(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    exchange.ram.locked = _flag(fault.value, "exchange.locked")
+    return []
+
+
+@register("exchange.pointer", "exchange", _view_exchange)
+def _pointer(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    name = fault.args.get("name")
+    if name not in POINTERS:
+        raise CorruptionError(f"exchange.pointer: args.name must be one of {', '.join(POINTERS)},"
+                              f" got {name!r}")
+    if fault.value is not None and not isinstance(fault.value, str):
+        raise CorruptionError(f"exchange.pointer: value must be a broker id or null, "
+                              f"got {fault.value!r}")
+    setattr(exchange.ram, name, fault.value)
+    return []
+
+
+@register("exchange.color", "exchange", _view_exchange)
+def _color(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    exchange.ram.gray = _flag(fault.value, "exchange.color")  # true: gray
+    return []
+
+
+@register("exchange.relaying", "exchange", _view_exchange)
+def _relaying(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    exchange.ram.relaying = _flag(fault.value, "exchange.relaying")
+    return []
+
+
+@register("exchange.gray_set", "exchange", _view_exchange)
+def _gray_set(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    exchange.ram.gray_set = set(_ids(fault.value, "exchange.gray_set"))
+    return []
+
+
+@register("exchange.queue_set", "exchange", _view_exchange)
+def _queue_set(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    exchange.ram.queue_set = set(_ids(fault.value, "exchange.queue_set"))
+    return []
+
+
+@register("exchange.queue.clear", "exchange", _view_exchange)
+def _queue_clear(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Lose what a queue holds: args.queue is qnot, qsub or qrel (all three when absent)."""
+    which = fault.args.get("queue")
+    names = ("qnot", "qsub", "qrel") if which is None else (which,)
+    for name in names:
+        if name not in ("qnot", "qsub", "qrel"):
+            raise CorruptionError(f"exchange.queue.clear: args.queue must be qnot, qsub or qrel, "
+                                  f"got {name!r}")
+        getattr(exchange.ram, name).clear()
+    return []
+
+
+@register("exchange.rid", "exchange", _view_exchange)
+def _rid(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
+    if fault.value is not None and not isinstance(fault.value, str):
+        raise CorruptionError(f"exchange.rid: value must be a string or null, got {fault.value!r}")
+    exchange.ram.rid = fault.value
+    return []
+
+
 def targets() -> tuple[str, ...]:
     """Every known target, in registration order (layer by layer)."""
     return tuple(_REGISTRY)
@@ -390,6 +471,36 @@ def random_fault(broker: Any, rng: random.Random, filters: list[Filter]) -> Corr
         args = {}
     if prefix:  # only entry.* and table.clear were drawn for the advertisement tables
         kind = prefix + kind
+    return Corrupt(kind, value, args)
+
+
+def random_layer_fault(broker: Any, rng: random.Random, brokers: list[str]) -> Corrupt:
+    """One random, type-correct fault on the overlay or exchange RAM of `broker`; `brokers`
+    are the ids to draw neighbours and pointers from (any id is type-correct)."""
+    ids = [*brokers, "ghost"]
+    kind = rng.choice(["overlay.neighbors", "overlay.neighbor.add", "overlay.neighbor.remove",
+                       "overlay.parent", "exchange.locked", "exchange.pointer",
+                       "exchange.color", "exchange.gray_set", "exchange.queue.clear"])
+    neighbors = sorted(broker.ram.overlay.neighbors)
+    if kind == "overlay.neighbor.remove" and not neighbors:
+        kind = "overlay.neighbor.add"
+    args: dict[str, Any] = {}
+    value: Any = None
+    if kind == "overlay.neighbors":
+        value = rng.sample(ids, rng.randrange(min(len(ids), 4) + 1))
+    elif kind in ("overlay.neighbor.add",):
+        value = rng.choice(ids)
+    elif kind == "overlay.neighbor.remove":
+        value = rng.choice(neighbors)
+    elif kind == "overlay.parent":
+        value = rng.choice([None, *ids])
+    elif kind in ("exchange.locked", "exchange.color"):
+        value = rng.random() < 0.5
+    elif kind == "exchange.pointer":
+        args = {"name": rng.choice(POINTERS)}
+        value = rng.choice([None, *ids])
+    elif kind == "exchange.gray_set":
+        value = rng.sample(ids, rng.randrange(min(len(ids), 4) + 1))
     return Corrupt(kind, value, args)
 
 
