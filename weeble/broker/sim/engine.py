@@ -191,6 +191,12 @@ class Engine:
     def pending(self) -> int:
         return len(self._heap) + len(self._fifo)
 
+    def add_node(self, broker_id: str, broker: BrokerLike) -> None:
+        """A broker that joins at run time (AddLeaf); its channels open at first use."""
+        if broker_id in self.nodes:
+            raise ValueError(f"add_node: {broker_id!r} is already a node of the simulation")
+        self.nodes[broker_id] = Node(broker_id, broker)
+
     def inject(self, t: float, broker: str, event: Event) -> None:
         """Hand an event to a broker right now (client requests are free and instantaneous)."""
         self._step(t, self.nodes[broker], event)
@@ -294,7 +300,11 @@ class Engine:
         delay: float | None = None, clear_delay: bool = False,
     ) -> None:
         """Change the fault settings of both directions of link a-b (None leaves one as is)."""
-        for link in (self.nodes[a].links[b], self.nodes[b].links[a]):
+        ab = self.nodes[a].links.get(b) or self._connect(self.nodes[a], b)
+        ba = self.nodes[b].links.get(a) or self._connect(self.nodes[b], a)
+        if ab is None or ba is None:
+            raise ValueError(f"set_link_fault: no link {a}-{b}: both must be brokers")
+        for link in (ab, ba):
             if drop is not None:
                 link.drop = drop
             if duplicate is not None:

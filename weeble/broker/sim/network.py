@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from weeble.broker.core.broker import Broker
@@ -96,6 +96,7 @@ class SimNetwork:
         self.publications: dict[str, Publication] = {}
         self.traces: list[tuple[float, str, Trace]] = []
         self._on_trace = on_trace
+        self.trace_observers: list[Any] = []  # more observers(now, node, trace), e.g. a driver
         self._seq: dict[str, int] = {}
         self.engine = Engine(
             dict(self.brokers), topology.links, delta_min=params.delta_min,
@@ -213,6 +214,27 @@ class SimNetwork:
         self.traces.append((now, node.id, effect))
         if self._on_trace is not None:
             self._on_trace(now, node, effect)
+        for observer in self.trace_observers:
+            observer(now, node, effect)
+
+    # ---- brokers joining and leaving at run time (AddLeaf, RemoveLeaf) -----------------------
+
+    def add_broker(self, t: float, broker: str, attach: str) -> Broker:
+        """A new leaf `broker` of `attach`, with the ROM of the others, booted at t."""
+        template = self.brokers[attach].rom
+        rom = replace(template, broker_id=broker, neighbors=frozenset({attach}), parent=attach)
+        self.brokers[broker] = Broker(rom)
+        self.engine.add_node(broker, self.brokers[broker])
+        self.engine.schedule(t, self._boot, broker, None)
+        return self.brokers[broker]
+
+    def retire_broker(self, t: float, broker: str) -> None:
+        """`broker` leaves at t: its clients go with it, and it is no longer part of the system
+        whose legitimacy is checked (its node stays to receive what is still in flight)."""
+        for s in (*self.subscriptions.values(), *self.advertisements.values()):
+            if s.broker == broker and (s.end is None or s.end > t):
+                s.end = t
+        self.brokers.pop(broker, None)
 
     def run(self, until: float) -> None:
         self.engine.run(until)

@@ -1,0 +1,195 @@
+"""Reconfigurations in the simulator (thesis 4.2, 4.4): plans as data become management events.
+
+The `Reconfigurator` plays the manager of the thesis's managed reconfigurations: it knows the
+tree, turns each operation of a plan (`core.reconfig.plan`) into the events the brokers need,
+and learns from their trace records when an exchange is done:
+- ExchangeLink, coordinated (4.4.2): StartExchange at the initiator with the cycle path of the
+  tree of that moment; done when the initiator says so ("done"), given up on "failed".
+- ExchangeLink, strawman (4.4.1): RemoveNeighbor at both ends of r and AddNeighbor at both ends
+  of a at the same instant, SetParent where the parent changes; no coordination at all.
+- AddLeaf: a new broker joins (booted with `attach` as its only neighbour and parent), and
+  `attach` gets AddNeighbor. RemoveLeaf: the leaf gets Leave, its clients leave with it.
+Operations run one after the other (`run_plan`), or are started as they come (`start`), in which
+case overlapping exchanges meet the locks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from weeble.broker.core.events import (
+    AddNeighbor,
+    Event,
+    Leave,
+    RemoveNeighbor,
+    SetParent,
+    StartExchange,
+)
+from weeble.broker.core.reconfig.plan import (
+    AddLeaf,
+    ExchangeLink,
+    Op,
+    PlanError,
+    Tree,
+    apply,
+    cycle,
+)
+
+
+class Network(Protocol):
+    """What the reconfigurator needs of a simulation."""
+
+    engine: Any
+    brokers: dict[str, Any]
+    root: str
+    trace_observers: list[Any]
+
+    def add_broker(self, t: float, broker: str, attach: str) -> Any: ...
+
+    def retire_broker(self, t: float, broker: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Record:
+    """One operation: when it was asked for, started and finished, and how it ended."""
+
+    op: Op
+    rid: str
+    requested: float
+    started: float | None = None
+    finished: float | None = None
+    outcome: str = "pending"  # pending, running, done, failed
+    path: tuple[str, ...] = ()
+    why: str = ""
+
+    @property
+    def duration(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return self.finished - self.started
+
+
+@dataclass
+class Reconfigurator:
+    net: Network
+    tree: Tree
+    strawman: bool = False
+    gap: float = 0.0  # between one operation's end and the next one's start (run_plan)
+    seed: int = 0
+    records: list[Record] = field(default_factory=list)
+    _queue: deque[Record] = field(default_factory=deque)
+    _running: dict[str, Record] = field(default_factory=dict)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _current: Record | None = None  # the plan's operation under way
+
+    def __post_init__(self) -> None:
+        self.net.trace_observers.append(self._observe)
+
+    # ---- what a scenario asks for -----------------------------------------------------------
+
+    def run_plan(self, t: float, ops: list[Op]) -> list[Record]:
+        """Run `ops` one after the other from time t."""
+        records = [self._record(t, op) for op in ops]
+        self._queue.extend(records)
+        self.net.engine.schedule(t, self._next, None, None)
+        return records
+
+    def start(self, t: float, op: Op) -> Record:
+        """Start `op` at time t whatever else runs (its cycle path is taken at t)."""
+        record = self._record(t, op)
+        self.net.engine.schedule(t, self._begin, record, None)
+        return record
+
+    def _record(self, t: float, op: Op) -> Record:
+        record = Record(op, f"r{next(self._ids)}", t)
+        self.records.append(record)
+        return record
+
+    # ---- carrying operations out ------------------------------------------------------------
+
+    def _next(self, now: float, _a: Any, _b: Any) -> None:
+        if self._current is not None or not self._queue:
+            return
+        self._current = self._queue.popleft()
+        self._begin(now, self._current, None)
+
+    def _begin(self, now: float, record: Record, _: Any) -> None:
+        record.started = now
+        record.outcome = "running"
+        op = record.op
+        try:
+            if isinstance(op, ExchangeLink):
+                self._exchange(now, record)
+            elif isinstance(op, AddLeaf):
+                apply(self.tree, op)  # check it before anything happens
+                self.net.add_broker(now, op.new, op.attach)
+                self._inject(now, op.attach, AddNeighbor(op.new))
+                self._finish(now, record, "done")
+            else:
+                if op.leaf == self.net.root:
+                    raise PlanError(f"remove leaf: {op.leaf!r} is the root")
+                apply(self.tree, op)
+                self._inject(now, op.leaf, Leave())
+                self.net.retire_broker(now, op.leaf)
+                self._finish(now, record, "done")
+        except PlanError as e:
+            self._finish(now, record, "failed", str(e))
+        if record is self._current and record.outcome != "running":
+            self._continue(now)
+
+    def _exchange(self, now: float, record: Record) -> None:
+        op = record.op
+        assert isinstance(op, ExchangeLink)
+        record.path = cycle(self.tree, op)
+        if not self.strawman:
+            self._running[record.rid] = record
+            self._inject(now, record.path[0],
+                         StartExchange(record.rid, record.path, op.remove, self.seed))
+            return
+        (r1, r2), (a1, a2) = op.remove, op.add
+        for b, n in ((r1, r2), (r2, r1)):
+            self._inject(now, b, RemoveNeighbor(n))
+        for b, n in ((a1, a2), (a2, a1)):
+            self._inject(now, b, AddNeighbor(n))
+        after = apply(self.tree, op)
+        old, new = self.tree.parents(self.net.root), after.parents(self.net.root)
+        for b in sorted(new):
+            if old.get(b) != new[b]:
+                self._inject(now, b, SetParent(new[b]))
+        self._finish(now, record, "done")
+
+    def _inject(self, now: float, broker: str, event: Event) -> None:
+        self.net.engine.inject(now, broker, event)
+
+    def _finish(self, now: float, record: Record, outcome: str, why: str = "") -> None:
+        record.finished = now
+        record.outcome = outcome
+        record.why = why
+        if outcome == "done":
+            self.tree = apply(self.tree, record.op)
+
+    def _continue(self, now: float) -> None:
+        self._current = None
+        if self._queue:
+            self.net.engine.schedule(now + self.gap, self._next, None, None)
+
+    def _observe(self, now: float, node: Any, trace: Any) -> None:
+        if trace.kind != "reconfig":
+            return
+        record = self._running.get(trace.fields["rid"])
+        if record is None:
+            return
+        phase = trace.fields["phase"]
+        if phase in ("done", "failed", "refused"):
+            del self._running[record.rid]
+            self._finish(now, record, "done" if phase == "done" else "failed",
+                         trace.fields.get("why", ""))
+            if record is self._current:
+                self._continue(now)
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue and not self._running and self._current is None
