@@ -378,3 +378,36 @@ def test_d12_relayed_unsubscriptions_are_held_until_the_old_ones_have_passed() -
                            churn=("b0", T_X + 0.5, T_X + 3.0), until=T_X + 8.0)
         stale[hold] = run.net.legitimacy()
     assert stale[True] == [] and stale[False], stale
+
+
+def test_the_strawman_loses_and_duplicates_where_the_coordinated_exchange_does_not() -> None:
+    """The baseline of 4.4.1 (unsubscribe at r, resubscribe at a, no coordination) on the same
+    cycles and traffic: notifications lost and duplicated (TC-20 says: far from negligible)."""
+    from weeble.broker.sim.reconfigure import Reconfigurator
+
+    totals = {}
+    for strawman in (False, True):
+        errors = 0
+        for n in (6, 9, 12):
+            rng = random.Random(n)
+            cyc = [f"b{i}" for i in range(n)]
+            tree = Tree.of(list(pairwise(cyc)))
+            params = Params(PI, RHO, DMIN, DMAX, n - 1)
+            net = Net(from_edges(tree.edges), algorithm=Algorithm.IDENTITY, params=params,
+                      seed=n, root="b0")
+            for i, b in enumerate(cyc):
+                net.subscribe(0.0, f"s{i}", b, "class == 1")
+            for b in cyc:
+                t = 2 * RHO + rng.uniform(0, 0.02)
+                while t < T_X + 6.0:
+                    net.publish(t, b, {"class": 1}, publisher=f"p-{b}")
+                    t += 0.02
+            reconf = Reconfigurator(net, tree, strawman=strawman, seed=n)
+            reconf.run_plan(T_X, [ExchangeLink(remove=edge(cyc[n // 2], cyc[n // 2 + 1]),
+                                               add=(cyc[0], cyc[-1]))])
+            net.run(T_X + 10.0)
+            assert reconf.idle and reconf.tree == apply(tree, reconf.records[0].op)
+            settle = RHO + params.d * DMAX
+            errors += len(net.delivery_errors(published_from=T_X - 1.0, settle=settle))
+        totals[strawman] = errors
+    assert totals[False] == 0 and totals[True] > 0, totals

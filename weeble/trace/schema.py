@@ -134,9 +134,11 @@ KIND_LIST = [
          {"entries": J}),
     Kind("reconfig", "a phase of reconfiguration `rid` at this broker: the coordinated link "
          "exchange (thesis 4.4.2: request, lock, locked, lock_refused, lock_released, retry, "
-         "failed, refused, begin, gray, end, r_removed, a_released, unlocked, done)",
+         "failed, refused, begin, gray, released (Qnot), end, r_removed, a_released, "
+         "unlocked, done)",
          "sim, live", {"rid": S, "phase": S},
-         {"path": L, "remove": L, "why": S, "attempt": N, "at": F, "link": L, "relayed": N}),
+         {"path": L, "remove": L, "why": S, "attempt": N, "at": F, "link": L, "relayed": N,
+          "count": N, "waited": F}),
     Kind("leave", "this leaf broker leaves the overlay (RemoveLeaf, thesis 4.2)", "sim, live"),
     Kind("merger_invalid", "a merger no longer matches its constituents", "sim, live", {},
          {"merger_id": S, "filter": S, "dest": S, "constituents": L, "flag": N}),
@@ -213,6 +215,7 @@ FIELD_DOC: Mapping[str, str] = {
     "at": "when the initiator retries, seconds on the clock of `t`",
     "link": "a link [a, b] a reconfiguration added or removed",
     "relayed": "routing entries an r-endpoint relayed to its a-endpoint at begin",
+    "waited": "seconds the notifications released from Qnot waited there, summed",
     "links": "the links a link fault hit, each `a-b`",
     "value": "the value a state fault wrote",
     "args": "arguments of a state fault (e.g. the table index)",

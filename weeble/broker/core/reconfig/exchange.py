@@ -116,7 +116,7 @@ class ExchangeRam:
         self.begin_done = False  # fix D2
         self.gray = False  # my colour: black (False) or gray (True)
         self.side: str | None = None
-        self.qnot: deque[tuple[str, Notify]] = deque()
+        self.qnot: deque[tuple[str, Notify, float]] = deque()  # (sender, message, since)
         self.qsub: deque[tuple[str, Any]] = deque()
         self.qrel: deque[tuple[str, Any]] = deque()  # relayed client (un)subscriptions held
         self.unlock_started = False
@@ -227,7 +227,7 @@ class Exchange:
         control = kind in CONTROL
         if sender == x.new and sender is not None:
             if kind is Notify and x.queue_set and self.options.qnot:
-                x.qnot.append((sender, msg))  # A7.3-4 (R6/R7)
+                x.qnot.append((sender, msg, now))  # A7.3-4 (R6/R7)
                 return []
             if control and not _released(x) and self.options.qsub:
                 x.qsub.append((sender, msg))  # A7.5-6 (R5)
@@ -499,7 +499,7 @@ class Exchange:
         x.gray_set |= brokers  # A4.14
         x.queue_set -= brokers
         if x.new is not None and not x.queue_set and x.qnot:  # A4.15-19
-            effects.extend(self._drain(now, x.qnot))
+            effects.extend(self._release_qnot(now))
         effects.extend(self._release(now))
         if x.old is not None:  # A4.20
             if sender == x.old:  # the far side's separator crossed r (fix D2)
@@ -537,6 +537,18 @@ class Exchange:
             for sub_id, f in held:
                 raw = scheme.unsubscribe(old, sub_id, f, remote=True)  # type: ignore[arg-type]
                 effects.extend(self._confine(raw, False))
+        return effects
+
+    def _release_qnot(self, now: float) -> list[Effect]:
+        """Qnot drains in FIFO order; the trace says how long its notifications waited (the
+        delay ordering costs, thesis Fig. 4.16)."""
+        x = self.ram
+        waited = sum(now - since for _, _, since in x.qnot)
+        count = len(x.qnot)
+        effects = self._drain(now, deque((sender, msg) for sender, msg, _ in x.qnot))
+        x.qnot.clear()
+        if x.rid is not None:
+            effects.append(_trace(x.rid, "released", count=count, waited=waited))
         return effects
 
     def _drain(self, now: float, queue: deque[tuple[str, Any]]) -> list[Effect]:
@@ -611,8 +623,8 @@ class Exchange:
         assert rid is not None
         leftovers: list[Effect] = []
         if x.qnot or x.qsub or x.qrel:  # not fault-free (I6); a corrupted queue is not lost
-            leftovers = self._drain(now, x.qrel) + self._drain(now, x.qsub) + self._drain(
-                now, x.qnot)
+            leftovers = self._drain(now, x.qrel) + self._drain(now, x.qsub) + self._release_qnot(
+                now)
         initiator = x.path[0] == self.me
         x.clear()  # A6.16-19
         effects = [*leftovers, _trace(rid, "unlocked")]
