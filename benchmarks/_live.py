@@ -41,23 +41,25 @@ def next_base_host() -> str:
 
 
 def chain(n: int, *, link_batch: int = 1, algorithm: str = "identity",
-          metrics: bool = False, runs_dir: Path | None = None) -> Testbed:
+          metrics: bool = False, trace: bool = False, runs_dir: Path | None = None) -> Testbed:
     """Start a chain of n brokers (b0 first); the caller closes it."""
     return testbed({"kind": "chain", "brokers": n}, name=f"bench-chain{n}",
-                   link_batch=link_batch, algorithm=algorithm, metrics=metrics, runs_dir=runs_dir)
+                   link_batch=link_batch, algorithm=algorithm, metrics=metrics, trace=trace,
+                   runs_dir=runs_dir)
 
 
 def testbed(topology: dict[str, Any], *, name: str, link_batch: int = 1,
-            algorithm: str = "identity", metrics: bool = False, runs_dir: Path | None = None,
-            startup_timeout: float = 30.0) -> Testbed:
-    """Start the brokers of `topology` (a scenario topology block); the caller closes it."""
+            algorithm: str = "identity", metrics: bool = False, trace: bool = False,
+            runs_dir: Path | None = None, startup_timeout: float = 30.0) -> Testbed:
+    """Start the brokers of `topology` (a scenario topology block); the caller closes it.
+    With `trace`, every broker writes its trace (a record per message, as in `weeble run`)."""
     s = parse_scenario({
         "name": name,
         "duration": 60,
         "topology": topology,
         "routing": {"algorithm": algorithm},
         "timing": {"pi": 600.0, "rho": 300.0, "delta_min": 0.0, "delta_max": 0.05},
-        "trace": {"enabled": False},
+        "trace": {"enabled": trace},
         "live": {"base_host": next_base_host(), "link_batch": link_batch,
                  "metrics_port": 9100 if metrics else None, "drain": 0.2,
                  "startup_timeout": startup_timeout},

@@ -163,8 +163,8 @@ async def rounds(pub_address: str, sink_address: str, batch: int, count: int, re
 
 
 async def broker_rounds(length: int, batch: int, count: int, repeat: int, outstanding: int,
-                        profile_dir: Path | None = None) -> list[float]:
-    bed = chain(length, link_batch=batch)
+                        profile_dir: Path | None = None, trace: bool = False) -> list[float]:
+    bed = chain(length, link_batch=batch, trace=trace)
     try:
         await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
         first, last = bed.address("b0").listen, bed.address(bed.brokers[-1]).listen
@@ -238,6 +238,8 @@ def main() -> None:
                         help="sample the brokers with py-spy during the measured rounds, write"
                              " the raw stacks to DIR and print a summary")
     parser.add_argument("--skip-raw", action="store_true", help="brokers only (no baseline)")
+    parser.add_argument("--trace", action="store_true",
+                        help="brokers write their traces (a record per message), as live runs do")
     args = parser.parse_args()
     rows = []
     load0 = os.getloadavg()[0]
@@ -245,7 +247,8 @@ def main() -> None:
         for batch in (1, args.batch):
             count = args.count if batch > 1 else args.unbatched_count
             broker = median(asyncio.run(broker_rounds(length, batch, count, args.repeat,
-                                                      args.outstanding, args.profile)))
+                                                      args.outstanding, args.profile,
+                                                      args.trace)))
             raw = float("nan") if args.skip_raw else median(asyncio.run(raw_rounds(
                 length, batch, count, args.repeat, args.outstanding)))
             row: dict[str, Any] = {"brokers": length, "batch": batch, "broker n/s": broker,
@@ -257,8 +260,8 @@ def main() -> None:
             rows.append(row)
             print(table(rows[-1:], list(rows[-1])), file=sys.stderr, flush=True)
     print(f"\nthroughput, {TABLE_SIZE:,} subscriptions in every table, median of {args.repeat}"
-          f" rounds; load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
-          f" ({os.cpu_count()} cores)")
+          f" rounds{', brokers tracing' if args.trace else ''}; load average {load0:.1f}"
+          f" before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
     print(table(rows, list(rows[0])))
     batched = [r for r in rows if r["batch"] > 1]
     one = [r for r in batched if r["brokers"] == 1]

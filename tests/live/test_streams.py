@@ -6,6 +6,11 @@ gRPC over 127.0.0.x."""
 from __future__ import annotations
 
 import asyncio
+import json
+import queue
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +23,7 @@ from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.core.messages import Notification
 from weeble.broker.runtime.client_service import ACCEPTED_KEY
 from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.process import BrokerProcess
 from weeble.broker.runtime.server import BrokerServer
 from weeble.broker.runtime.wire import (
     batch_bytes,
@@ -244,3 +250,51 @@ def test_subscriber_reports_a_lost_broker_and_reconnects(configs: Configs) -> No
                 assert (await sub.get(timeout=5)).notification.seq == 1
 
     run(scenario())
+
+
+def test_weeble_subscribe_says_when_its_broker_is_lost_and_back(
+        configs: Configs, processes: Callable[[BrokerConfig], BrokerProcess]) -> None:
+    """The command line as a user runs it: `weeble subscribe` against a broker process that is
+    stopped and started again; `weeble publish` through the new stream."""
+    cfg = configs("b1")
+    first = processes(cfg)
+    first.wait_ready(timeout=20)
+    cli = [sys.executable, "-m", "weeble.cli"]
+    sub = subprocess.Popen([*cli, "subscribe", "--broker", cfg.listen_address, "--rho", "0.5",
+                            "--count", "1", "--timeout", "60", "class == 3"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [stderr.put(line) for line in sub.stderr or ()],
+                     daemon=True).start()
+
+    def said(words: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = stderr.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if words in line:
+                return line
+        raise AssertionError(f"`weeble subscribe` did not say {words!r} within {timeout} s")
+
+    try:
+        said("subscribed at")
+        first.stop(timeout=10)
+        lost = said("lost broker")
+        assert cfg.listen_address in lost and "reconnecting in" in lost
+        processes(cfg).wait_ready(timeout=20)
+        said("reconnected")
+        published = subprocess.run([*cli, "publish", "--broker", cfg.listen_address,
+                                    "--repeat", "2", "class=3", "city=Oslo"],
+                                   capture_output=True, text=True, timeout=60)
+        assert published.returncode == 0, published.stderr
+        assert published.stdout.count("published ") == 2
+        out, _ = sub.communicate(timeout=30)
+        assert sub.returncode == 0
+        (line,) = out.splitlines()
+        assert json.loads(line)["attributes"] == {"class": 3, "city": "Oslo"}
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.wait()

@@ -217,6 +217,11 @@ def _varint(n: int) -> bytes:
         return _SMALL[n]
     if n < 16384:  # lengths and sequence numbers mostly end here: no loop
         return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 268435456:  # link sequence numbers of a long run
+        if n < 2097152:
+            return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80,
+                      n >> 21))
     out = bytearray()
     while True:
         byte = n & 0x7F
