@@ -43,7 +43,7 @@ from live_throughput import PUBLISH_STREAM, SUBSCRIBE, TABLE_SIZE, relays
 from weeble.broker.runtime.wire import publish_request
 from weeble.proto.v1 import client_pb2
 
-STREAM_BATCH = 64  # what the subscribe stream may carry when several are waiting
+STREAM_BATCH = 64  # what a link or stream message may carry when several are waiting
 
 
 class Stopwatch:
@@ -144,7 +144,7 @@ async def rounds(pub_address: str, sink_address: str, rate: float, count: int, r
 
 async def broker_chain(length: int, rate: float, count: int,
                        repeat: int) -> list[tuple[float, float, float]]:
-    bed = chain(length)
+    bed = chain(length, link_batch=STREAM_BATCH)  # the brokers' default: no linger
     try:
         await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
 

@@ -248,7 +248,9 @@ class Live(_Model):
     admin_port: int = Field(default=7001, ge=0, le=65535)  # management (admin, health)
     metrics_port: int | None = Field(default=9100, ge=0, le=65535)  # None: no /metrics
     tls: bool = False  # admin over TLS with per-run certificates and client authentication
-    link_batch: int = Field(default=1, ge=1)  # >1: due link messages leave as one Batch
+    # Link messages already waiting when a link can write leave together as one Batch, up to
+    # this many (bounded in bytes too; nothing is held back to fill one). 1: never batch.
+    link_batch: int = Field(default=64, ge=1)
     links: LiveLinks = LiveLinks()
     # The workload is bounded in count as well as in time (DESIGN.md, "Network emulation").
     max_subscriptions: int = Field(default=1000, ge=0)

@@ -277,7 +277,7 @@ class ClientService:
                 # the attributes too: the analytics match them against the subscriptions
                 self._trace.record("publish", client=client, broker=self.broker_id, nid=n.id,
                                    publisher=n.publisher, seq=n.seq, published_at=n.published_at,
-                                   attributes=dict(n.attributes))
+                                   attributes=n.attributes)  # fresh per decode, never changed
             step(ClientPublish(client, n), n, wire)
         self._metrics.publish(len(accepted))
         return len(accepted)
