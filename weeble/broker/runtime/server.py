@@ -157,8 +157,10 @@ class BrokerServer:
                         raise KeyError(f"Send to {effect.neighbor!r},"  # type: ignore[union-attr]
                                        " which is not a neighbour")
                     message = effect.message  # type: ignore[union-attr]
+                    # a gray Notify (link exchange) is not the message that arrived: encode it
                     link.send(message, wire if wire is not None and type(message) is Notify
-                              and message.notification is notification else None)
+                              and message.notification is notification
+                              and not message.gray else None)
                 elif kind is Deliver:
                     n = effect.notification  # type: ignore[union-attr]
                     self.clients.deliver(effect.client, n,  # type: ignore[union-attr]
