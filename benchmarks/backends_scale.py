@@ -12,7 +12,7 @@ With --run it then runs `weeble run scenarios/live121.yaml` (100 subscriptions, 
 publications/s, 40 s, one table corruption) and samples the brokers' CPU under that load, and
 prints the run's verdict and lost deliveries.
 
-docker: a chain of N brokers in containers (the image built beforehand): bring-up time and
+docker: a tree of N brokers in containers (the image built beforehand): bring-up time and
 memory per broker (the broker process's VmRSS, and the container's cgroup memory).
 
 CPU is the brokers' utime+stime from /proc over the window, as a share of one core per broker
@@ -155,9 +155,14 @@ def run_verdict(backend: str, sample_every: float = 5.0) -> dict[str, Any]:
             "stderr": result.stderr[-500:] if result.returncode not in (0, 1) else ""}
 
 
-def chain_scenario(n: int) -> Any:
+TREES = {15: {"kind": "kary", "m": 2, "levels": 4}, 40: {"kind": "kary", "m": 3, "levels": 4}}
+
+
+def tree_scenario(n: int) -> Any:
+    """A tree of n brokers: 2-ary with 4 levels (15), 3-ary with 4 levels (40), else a chain."""
     return parse_scenario({
-        "name": f"chain{n}", "duration": 10, "topology": {"kind": "chain", "brokers": n},
+        "name": f"tree{n}", "duration": 10,
+        "topology": TREES.get(n, {"kind": "chain", "brokers": n}),
         "routing": {"algorithm": "identity", "hierarchical": True},
         "timing": {"pi": 6, "rho": 3, "delta_min": 0, "delta_max": 0.1},
         "live": {"metrics_port": None, "drain": 0.5, "startup_timeout": 300},
@@ -185,7 +190,7 @@ def main() -> int:
             if v["stderr"]:
                 print(v["stderr"], file=sys.stderr)
     else:
-        rows = [measure_up(chain_scenario(n), "docker", args.settle, 5.0) for n in args.brokers]
+        rows = [measure_up(tree_scenario(n), "docker", args.settle, 5.0) for n in args.brokers]
         print(table(rows, list(rows[0])))
     return 0
 
