@@ -1,5 +1,7 @@
 """What a backend test may leave behind: nothing. A snapshot of the system's namespaces,
-interfaces, processes, containers and networks of weeble's naming, before and after."""
+interfaces, processes, containers and networks of the runs of one test (those whose run
+directory lies under the test's own folder: other test sessions on the machine run their own
+Mininet and Docker runs meanwhile), before and after."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT_INTF = re.compile(r"^w[0-9a-f]{4}m\d+$")  # Mininet management veths (root side)
+from weeble.orchestrator.backends import registry
+
+ROOT_INTF = re.compile(r"^w([0-9a-f]{4})m\d+$")  # Mininet management veths (root side)
 
 
 @dataclass(frozen=True)
@@ -23,28 +27,38 @@ class Snapshot:
     networks: frozenset[str]  # docker networks labelled weeble.run
 
 
-def _ours(cmd: str, marker: str) -> bool:
-    return "mininet:w" in cmd or ("weeble.broker.runtime" in cmd and marker in cmd)
+def _mininet_tags(marker: str) -> set[str]:
+    """The Mininet runs (tags) whose run directory lies under `marker`."""
+    return {tag for tag, entry in registry.entries("mininet").items()
+            if marker in str(entry.get("workdir", ""))}
 
 
-def _docker(kind: str) -> frozenset[str]:
+def _ours(cmd: str, marker: str, tags: set[str]) -> bool:
+    return any(f"mininet:w{tag}" in cmd for tag in tags) or (
+        "weeble.broker.runtime" in cmd and marker in cmd)
+
+
+def _docker(kind: str, marker: str) -> frozenset[str]:
     if not Path("/var/run/docker.sock").exists():
         return frozenset()
-    out = subprocess.run(["docker", kind, "ls", "-q", *(["-a"] if kind == "container" else []),
-                          "--filter", "label=weeble.run"],
+    out = subprocess.run(["docker", kind, "ls", *(["-a"] if kind == "container" else []),
+                          "--filter", "label=weeble.run",
+                          "--format", '{{.ID}} {{.Label "weeble.workdir"}}'],
                          capture_output=True, text=True, check=False, timeout=30).stdout
-    return frozenset(out.split())
+    return frozenset(line.split()[0] for line in out.splitlines()
+                     if line.strip() and marker in line)
 
 
 def snapshot(marker: str) -> Snapshot:
     """Weeble's footprint; `marker` (a test's tmp path) picks that test's broker processes."""
     processes, namespaces = set(), set()
+    tags = _mininet_tags(marker)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if not _ours(cmd, marker):
+            if not _ours(cmd, marker, tags):
                 continue
             processes.add(f"{entry.name} {cmd.strip()}")
             ns = os.readlink(entry / "ns" / "net")
@@ -52,9 +66,10 @@ def snapshot(marker: str) -> Snapshot:
                 namespaces.add(ns)
     links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
                                       text=True, check=True).stdout)
-    interfaces = {li["ifname"] for li in links if ROOT_INTF.match(li["ifname"])}
+    interfaces = {li["ifname"] for li in links
+                  if (m := ROOT_INTF.match(li["ifname"])) and m.group(1) in tags}
     return Snapshot(frozenset(namespaces), frozenset(interfaces), frozenset(processes),
-                    _docker("container"), _docker("network"))
+                    _docker("container", marker), _docker("network", marker))
 
 
 def leaked(before: Snapshot, after: Snapshot) -> dict[str, list[str]]:

@@ -58,6 +58,7 @@ from weeble.orchestrator.local import LocalBackend, _open_backends, wait_serving
 
 KIND = "docker"
 LABEL = "weeble.run"
+WORKDIR = "weeble.workdir"  # the run's broker directory: whose run this is
 POOL = ipaddress.IPv4Network("198.19.0.0/16")
 BLOCK_PREFIX = 20  # per run: a /24 for management, 480 /29 links
 DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
@@ -204,7 +205,7 @@ class DockerBackend(LocalBackend):
             try:
                 self._mgmt = self._client.networks.create(
                     f"weeble-{self.tag}-mgmt", driver="bridge", internal=True,
-                    labels={LABEL: self.tag},
+                    labels={LABEL: self.tag, WORKDIR: str(self.workdir)},
                     options={"com.docker.network.bridge.enable_icc": "false"},
                     ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
                         subnet=str(mgmt), gateway=str(mgmt.network_address + 1))]))
@@ -242,7 +243,7 @@ class DockerBackend(LocalBackend):
         try:
             created = api.create_container(
                 self.image, command=command, name=f"weeble-{self.tag}-{broker_id}",
-                labels={LABEL: self.tag, "weeble.broker": broker_id},
+                labels={LABEL: self.tag, WORKDIR: str(self.workdir), "weeble.broker": broker_id},
                 environment={"PYTHONUNBUFFERED": "1"},
                 host_config=api.create_host_config(
                     binds={str(self.run_dir): {"bind": str(self.run_dir), "mode": "rw"}},
@@ -269,7 +270,7 @@ class DockerBackend(LocalBackend):
         try:
             network = self._client.networks.create(
                 f"weeble-{self.tag}-{lo}-{hi}", driver="bridge", internal=True,
-                labels={LABEL: self.tag},
+                labels={LABEL: self.tag, WORKDIR: str(self.workdir)},
                 ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
                     subnet=str(subnet), gateway=gateway)]))
         except Exception as e:
