@@ -33,8 +33,8 @@ from typing import Any
 from weeble.broker.core.messages import CONTROL, COORDINATION
 from weeble.broker.core.reconfig.plan import Tree, apply, random_exchange, random_tree
 from weeble.broker.core.rom import Algorithm, Ordering, Params
-from weeble.broker.sim.network import SimNetwork
 from weeble.broker.sim.reconfigure import Reconfigurator
+from weeble.broker.sim.simulation import Simulation as SimNetwork  # the one simulation
 from weeble.model.topology import from_edges
 
 RHO = 3600.0  # no refresh inside the measurement: every control message is the exchange's

@@ -41,7 +41,7 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
         "events_per_s": perf["events_per_wall_second"],
         "sim_s_per_wall_s": perf["sim_seconds_per_wall_second"],
         "messages_per_sim_s": summary.messages["per_second"],
-        "deliveries_per_sim_s": summary.deliveries["delivered"] / scenario.duration,
+        "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
     }
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Adv, Notification, Notify, Sub, Unadv, Unsub
 from weeble.broker.core.rom import Algorithm, Params
-from weeble.broker.sim.network import SimNetwork
+from weeble.broker.sim.simulation import Simulation as SimNetwork  # the one simulation
 from weeble.model.topology import chain, random_tree
 
 PI, RHO, DMIN, DMAX = 10.0, 4.0, 0.01, 0.2

@@ -18,7 +18,7 @@ from weeble.broker.core.events import Corrupt
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.broker.core.rom import Algorithm, Options, Params
-from weeble.broker.sim.network import SimNetwork
+from weeble.broker.sim.simulation import Simulation as SimNetwork  # the one simulation
 from weeble.model.topology import chain, kary_tree, random_tree
 
 # Filters that identify, cover and merge one another, so every algorithm has work to do.

@@ -25,7 +25,7 @@ from weeble.broker.core.events import StartExchange
 from weeble.broker.core.messages import COORDINATION, Notification, Separator, Unlock
 from weeble.broker.core.reconfig.plan import ExchangeLink, Tree, apply, cycle, edge
 from weeble.broker.core.rom import Algorithm, Options, Ordering, Params
-from weeble.broker.sim.network import SimNetwork
+from weeble.broker.sim.simulation import Simulation as SimNetwork  # the one simulation
 from weeble.check.causal import Causal
 from weeble.model.topology import from_edges
 

@@ -23,8 +23,8 @@ from weeble.broker.core.reconfig.plan import (
     remove_inner,
 )
 from weeble.broker.core.rom import Algorithm, Params
-from weeble.broker.sim.network import SimNetwork
 from weeble.broker.sim.reconfigure import Reconfigurator
+from weeble.broker.sim.simulation import Simulation as SimNetwork  # the one simulation
 from weeble.model.topology import from_edges
 
 PI, RHO, DMIN, DMAX = 10.0, 2.0, 0.01, 0.2

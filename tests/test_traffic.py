@@ -16,7 +16,7 @@ import pytest
 
 from weeble.broker.core.messages import Sub
 from weeble.broker.core.rom import Algorithm, Params
-from weeble.broker.sim.network import SimNetwork
+from weeble.broker.sim.simulation import Simulation as SimNetwork  # the one simulation
 from weeble.model.topology import chain
 
 PI, RHO, DMIN, DMAX = 10.0, 4.0, 0.01, 0.2

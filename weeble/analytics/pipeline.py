@@ -143,10 +143,10 @@ def _with_dependencies(names: Sequence[str]) -> set[str]:
 
 
 def _simulator_view(run_dir: Path) -> dict[str, Any] | None:
-    """The simulator's own online oracle, to compare with (it judges by the same windows)."""
+    """The simulator's summary (the reference checker, online), to compare with."""
     try:
         data = json.loads((run_dir / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return {k: data.get(k) for k in ("deliveries", "legitimacy", "stabilization_time", "ratio",
-                                     "messages", "bound", "faults")}
+    return {k: data.get(k) for k in ("deliveries", "legitimacy", "episodes", "stabilization",
+                                     "verdict", "messages", "bound", "faults")}

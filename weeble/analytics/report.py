@@ -201,9 +201,9 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
     sim = s.get("simulator")
     if sim and sim.get("deliveries"):
         sd = sim["deliveries"]
-        lines += ["## Cross-check with the simulator's online oracle", "",
+        lines += ["## Cross-check with the simulator's online checker", "",
                   "| | expected | missing | duplicate | spurious |", "|---|---:|---:|---:|---:|",
-                  f"| simulator | {sd['expected']:,} | {sd['missed']:,} | {sd['duplicate']:,} | "
+                  f"| simulator | {sd['expected']:,} | {sd['missing']:,} | {sd['duplicate']:,} | "
                   f"{sd['spurious']:,} |",
                   f"| analytics | {d['expected']:,} | {d['missing']:,} | {d['duplicate']:,} | "
                   f"{d['spurious']:,} |", ""]

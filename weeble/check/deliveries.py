@@ -45,20 +45,33 @@ class Sub:
         f = self.filter
         return f is not None and f.matches(attrs)
 
-    def allows(self, t: float, deactivation: float, crash_linger: float) -> bool:
-        """R4: a delivery at t is inside this subscription's life, grey zones included."""
-        grace = crash_linger if self.crashed else deactivation
-        return self.start - EPS <= t <= self.end + grace + EPS
-
 
 class _Pub:
-    __slots__ = ("attrs", "candidates", "client", "delivered", "duplicate", "spurious", "t",
-                 "window")
+    __slots__ = (
+        "attrs",
+        "broker",
+        "candidates",
+        "client",
+        "delivered",
+        "duplicate",
+        "dups",
+        "extra",
+        "hops",
+        "keys",
+        "spurious",
+        "t",
+        "window",
+    )
+    t: float
 
     def __init__(self, t: float, client: str, attrs: Mapping[str, Any],
-                 candidates: list[Sub]) -> None:
-        self.t, self.client, self.attrs = t, client, attrs
-        self.candidates = candidates  # subs old enough at t (R2); their end decides at close
+                 candidates: dict[str, Sub], broker: str | None) -> None:
+        self.t, self.client, self.attrs, self.broker = t, client, attrs, broker
+        self.dups: set[str] | None = None  # clients delivered more than once (detail mode)
+        self.extra: list[Sub] | None = None  # a client's second, third... candidate
+        self.keys: list[Any] = []  # the notification's index keys
+        self.hops: dict[str, int] | None = None  # hops from its broker (R13d, online)
+        self.candidates = candidates  # client -> a running matching subscription at t
         self.delivered: dict[str, bool] = {}  # client -> first delivery was expected-eligible
         self.duplicate = self.spurious = self.window = 0
 
@@ -88,17 +101,32 @@ class Counts:
 
 class Deliveries:
     def __init__(self, *, activation: float, deactivation: float, crash_linger: float,
-                 retention: float = INF) -> None:
+                 retention: float = INF, detail: bool = False) -> None:
+        """`detail`: keep, per incorrect judged publication, which clients were missing,
+        spurious and duplicated (`errors`)."""
         self.A, self.D, self.L = activation, deactivation, crash_linger
+        self.detail = detail
+        self.errors: list[tuple[tuple[str, int], float, set[str], set[str], set[str]]] = []
         self.retention = max(retention, deactivation)
         self.live: dict[tuple[str, str], Sub] = {}  # (client, sub_id) -> live subscription
         self.by_client: dict[str, list[Sub]] = {}  # live, and ended ones still allowing (R4)
-        self.by_key: dict[Any, dict[int, Sub]] = {}  # index key -> live subs (id(sub) -> sub)
-        self.residual: dict[int, Sub] = {}  # live subs without an index key
+        self.ended: deque[Sub] = deque()  # in end order: forgotten once they allow nothing
+        # The running subscriptions indexed as the core's tables index entries: by the key of
+        # their point constraint. `exact`: a client's first subscription whose key decides the
+        # match, by key and client; `keyed`: every other one with a key; `residual`: the rest.
+        self.exact: dict[Any, dict[str, Sub]] = {}
+        self.keyed: dict[Any, list[Sub]] = {}
+        self.residual: dict[int, Sub] = {}
         self.pending: dict[tuple[str, int], _Pub] = {}
         self.order: deque[tuple[tuple[str, int], _Pub]] = deque()
         self.published: dict[str, int] = {}  # publisher -> highest seq published
-        self.fifo_seen: dict[tuple[str, str], int] = {}  # (client, publisher) -> max seq
+        # (client, publisher) -> highest seq first-delivered (R7). Online, in two generations
+        # rotated every `retention` s: an entry lives at least `retention` after its last
+        # update, and a pair whose highest seq is retired can be forgotten: a later first
+        # delivery is of a pending, hence younger, hence higher-numbered publication.
+        self.fifo_seen: dict[tuple[str, str], int] = {}
+        self.fifo_old: dict[tuple[str, str], int] = {}
+        self.fifo_rotated = 0.0
         self.counts = Counts()
         # per judged publication, in close order: time and whether it was correct (R5)
         self.pub_times = array("d")
@@ -107,6 +135,16 @@ class Deliveries:
         self.fifo_times = array("d")  # delivery times of FIFO violations
         self.phantom_times = array("d")
         self._filters: dict[str, Filter | None] = {}
+        # R13(d), online: `timed(hops, delta_max, tolerance)` turns it on
+        self.hops: dict[str, dict[str, int]] | None = None
+        self.dmax = self.tau = self.worst_path = 0.0
+        self.path_violations: list[tuple[float, float, str, float, float]] = []
+
+    def timed(self, hops: dict[str, dict[str, int]], delta_max: float,
+              tolerance: float) -> None:
+        """Also check the path rule R13(d) on every first delivery (publish with `broker`,
+        deliver with `at`)."""
+        self.hops, self.dmax, self.tau = hops, delta_max, tolerance
 
     # ---- the subscription history (R1) ----
 
@@ -121,12 +159,14 @@ class Deliveries:
         if subs is None:
             self.by_client[client] = [sub]
         else:
-            self._prune(subs, t)
             subs.append(sub)
-        if sub.key is not None:
-            self.by_key.setdefault(sub.key, {})[id(sub)] = sub
-        else:
+        k = sub.key
+        if k is None:
             self.residual[id(sub)] = sub
+        elif sub.exact and client not in self.exact.get(k, ()):
+            self.exact.setdefault(k, {})[client] = sub
+        else:
+            self.keyed.setdefault(k, []).append(sub)
 
     def end(self, t: float, client: str, sub_id: str | None, crashed: bool) -> None:
         """An unsubscription (R1), or a crash: of one subscription, or (sub_id None) of every
@@ -139,18 +179,32 @@ class Deliveries:
         for sub in ended:
             del self.live[(client, sub.sub_id)]
             sub.end, sub.crashed = t, crashed
-            if sub.key is not None:
-                bucket = self.by_key[sub.key]
-                del bucket[id(sub)]
-                if not bucket:
-                    del self.by_key[sub.key]
-            else:
+            self.ended.append(sub)
+            k = sub.key
+            if k is None:
                 del self.residual[id(sub)]
+                continue
+            bucket = self.exact.get(k)
+            if bucket is not None and bucket.get(client) is sub:
+                del bucket[client]
+                if not bucket:
+                    del self.exact[k]
+            else:
+                others = self.keyed[k]
+                others.remove(sub)
+                if not others:
+                    del self.keyed[k]
 
-    def _prune(self, subs: list[Sub], t: float) -> None:
-        """Forget ended subscriptions that can no longer allow a delivery at t or later."""
-        if len(subs) > 4:
-            subs[:] = [s for s in subs if s.end == INF or t <= s.end + self.L + self.retention]
+    def _forget(self, now: float) -> None:
+        """Drop ended subscriptions that can allow no delivery at `now` or later (R4)."""
+        ended, horizon = self.ended, now - self.L - EPS
+        while ended and ended[0].end < horizon:
+            sub = ended.popleft()
+            subs = self.by_client.get(sub.client)
+            if subs is not None:
+                subs.remove(sub)
+                if not subs:
+                    del self.by_client[sub.client]
 
     def _filter(self, f: Filter | str) -> Filter | None:
         if isinstance(f, Filter):
@@ -167,7 +221,7 @@ class Deliveries:
     # ---- publications (R2, R3) ----
 
     def publish(self, t: float, client: str, publisher: str, seq: int,
-                attrs: Mapping[str, Any]) -> None:
+                attrs: Mapping[str, Any], broker: str | None = None) -> None:
         self._retire(t)
         key = (publisher, seq)
         top = self.published.get(publisher, 0)
@@ -175,25 +229,50 @@ class Deliveries:
             return  # a repeated publish record of the same notification: the first counts
         if seq > top:
             self.published[publisher] = seq
-        lo = t - self.A + EPS
-        candidates: list[Sub] = []
-        for k in notification_index_keys(attrs):
-            bucket = self.by_key.get(k)
+        # Every running subscription that matches, by client (the publisher's own excluded: it
+        # is never expected, R3). At close, those old enough at t and living to t + D make the
+        # expected pairs; meanwhile a delivery to one of them is allowed at a glance (R4).
+        candidates: dict[str, Sub] = {}
+        extra: list[Sub] = []  # a client's second, third... matching subscription
+        keys = notification_index_keys(attrs)
+        exact, keyed = self.exact, self.keyed
+        for k in keys:
+            bucket = exact.get(k)
             if bucket:
-                for s in bucket.values():
-                    if s.start <= lo and s.client != client and (s.exact or s.matches(attrs)):
-                        candidates.append(s)
+                if candidates:
+                    for c, s in bucket.items():
+                        if candidates.setdefault(c, s) is not s:
+                            extra.append(s)
+                else:
+                    candidates = dict(bucket)
+            others = keyed.get(k)
+            if others:
+                for s in others:
+                    if ((s.exact or s.matches(attrs))
+                            and candidates.setdefault(s.client, s) is not s):
+                        extra.append(s)
         for s in self.residual.values():
-            if s.start <= lo and s.client != client and s.matches(attrs):
-                candidates.append(s)
-        pub = _Pub(t, client, attrs, candidates)
+            if s.matches(attrs) and candidates.setdefault(s.client, s) is not s:
+                extra.append(s)
+        candidates.pop(client, None)  # the publisher's own subscriptions
+        if extra:
+            extra = [s for s in extra if s.client != client]
+        pub = _Pub(t, client, attrs, candidates, broker)
+        pub.keys = keys
+        if self.hops is not None and broker is not None:
+            pub.hops = self.hops.get(broker)
+        if extra:
+            pub.extra = extra
         self.pending[key] = pub
         self.order.append((key, pub))
         self.counts.publications += 1
 
     # ---- deliveries (R3-R6) ----
 
-    def deliver(self, t: float, client: str, publisher: str, seq: int) -> None:
+    def deliver(self, t: float, client: str, publisher: str, seq: int,
+                at: str | None = None) -> _Pub | None:
+        """Judge one delivery (by broker `at`, for the path rule R13d when `timed`); return its
+        publication if this is the pair's first delivery."""
         c = self.counts
         c.deliveries += 1
         pub = self.pending.get((publisher, seq))
@@ -203,24 +282,44 @@ class Deliveries:
             else:
                 c.phantom += 1  # R6: never published
                 self.phantom_times.append(t)
-            return
+            return None
         delivered = pub.delivered
         if client in delivered:
-            pub.duplicate += 1  # R6
-            return
-        # R4 and R7 are decided at the first delivery; R3's "expected" at close
-        delivered[client] = self._allowed(t, client, pub.attrs)
-        fifo_key = (client, publisher)
-        seen = self.fifo_seen.get(fifo_key, 0)
+            pub.duplicate += 1  # R5
+            if self.detail:
+                if pub.dups is None:
+                    pub.dups = set()
+                pub.dups.add(client)
+            return None
+        # R4 and R7 are decided at the first delivery; R3's "expected" at close. The common
+        # case: a running subscription that matched at publication allows it (R4), no matching.
+        s = pub.candidates.get(client)
+        delivered[client] = (s is not None and s.end == INF) or self._allowed(t, client, pub)
+        if pub.hops is not None and at is not None:  # R13(d)
+            delay = t - pub.t
+            if delay > self.worst_path:
+                self.worst_path = delay
+            limit = pub.hops.get(at, 0) * self.dmax
+            if delay > limit + self.tau:
+                self.path_violations.append((pub.t, t, at, delay, limit))
+        pair = (client, publisher)
+        seen = self.fifo_seen.get(pair)
+        if seen is None:
+            seen = self.fifo_old.get(pair, 0)
         if seq < seen:
             c.fifo += 1
             self.fifo_times.append(t)
         else:
-            self.fifo_seen[fifo_key] = seq
+            self.fifo_seen[pair] = seq
+        return pub
 
-    def _allowed(self, t: float, client: str, attrs: Mapping[str, Any]) -> bool:
+    def _allowed(self, t: float, client: str, pub: _Pub) -> bool:
+        """R4: a subscription of the client matching the publication lives at t (grey zones
+        included)."""
+        D, L, keys = self.D, self.L, pub.keys
         for s in self.by_client.get(client, ()):
-            if s.allows(t, self.D, self.L) and s.matches(attrs):
+            if (s.start - EPS <= t <= s.end + (L if s.crashed else D) + EPS
+                    and (s.key in keys if s.exact else s.matches(pub.attrs))):
                 return True
         return False
 
@@ -228,18 +327,26 @@ class Deliveries:
 
     def _retire(self, now: float) -> None:
         order = self.order
-        while order and order[0][1].t + self.retention < now:
+        horizon = now - self.retention
+        while order and order[0][1].t < horizon:
             key, pub = order.popleft()
             del self.pending[key]
-            self._close(pub, judged=True)
+            self._close(key, pub, judged=True)
+        if self.retention < INF and now - self.fifo_rotated >= self.retention:
+            self.fifo_old, self.fifo_seen = self.fifo_seen, {}
+            self.fifo_rotated = now
+        self._forget(now)
 
-    def _close(self, pub: _Pub, judged: bool) -> None:
+    def _close(self, key: tuple[str, int], pub: _Pub, judged: bool) -> None:
         c = self.counts
         expected = set()
         if judged:
-            hi = pub.t + self.D - EPS
-            expected = {s.client for s in pub.candidates if s.end >= hi}
+            lo, hi = pub.t - self.A + EPS, pub.t + self.D - EPS
+            expected = {c for c, s in pub.candidates.items() if s.start <= lo and s.end >= hi}
+            if pub.extra:
+                expected.update(s.client for s in pub.extra if s.start <= lo and s.end >= hi)
         hits = 0
+        spurious = []
         for client, allowed in pub.delivered.items():
             if client in expected:
                 hits += 1
@@ -247,6 +354,7 @@ class Deliveries:
                 pub.window += 1
             else:
                 pub.spurious += 1
+                spurious.append(client)
         missing = len(expected) - hits
         c.window += pub.window
         c.spurious += pub.spurious
@@ -262,6 +370,9 @@ class Deliveries:
             self.pub_ok.append(ok)
             if not ok:
                 self.bad.append((pub.t, missing, pub.spurious, pub.duplicate))
+                if self.detail:
+                    self.errors.append((key, pub.t, expected - set(pub.delivered),
+                                        set(spurious), pub.dups or set()))
         else:
             c.unfinished += 1
 
@@ -270,7 +381,7 @@ class Deliveries:
         while self.order:
             key, pub = self.order.popleft()
             del self.pending[key]
-            self._close(pub, judged=pub.t + self.D <= end + EPS)
+            self._close(key, pub, judged=pub.t + self.D <= end + EPS)
         return self.counts
 
     def before(self, t: float) -> dict[str, int]:

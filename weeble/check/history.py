@@ -51,7 +51,7 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
         if kind == "deliver":
             d.deliver(t, r["client"], r["publisher"], r["seq"])
         elif kind == "publish":
-            d.publish(t, r["client"], r["publisher"], r["seq"], r["attributes"])
+            d.publish(t, r["client"], r["publisher"], r["seq"], r["attributes"], r["broker"])
         elif kind == "subscribe":
             key = (r["client"], r["sub_id"])
             if key not in live:
@@ -70,7 +70,8 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
         elif kind in ("fault_begin", "fault_end"):
             fault_records.append((t, r))
         elif kind == "legitimacy":
-            checks.append(Check(t, bool(r["ok"]), int(r.get("problems") or 0), "legitimacy"))
+            checks.append(Check(t, bool(r["ok"]), int(r.get("problems") or 0), "legitimacy",
+                                tuple(r.get("sample") or ())))
         elif kind == "snapshot":
             snapshots.append((t, r))
     d.finish(run.end)

@@ -102,9 +102,10 @@ A run without faults has no episode and no stabilization time.
 before the receive) more than δmax + τ apart, or less than δmin − τ; the violation lasts from
 the send to the receive; (b) refresh: two consecutive `subscribe`/`refresh` records of a
 running subscription more than ρ + τ apart; it lasts from the first to the second; (c) timer:
-a `timer` record with `late` > τ; it lasts from `t − late` to `t`; (d) path: a `deliver` whose
-`t` minus its publication's t_p exceeds h·δmax + τ, h being the hops between the publishing and
-the delivering broker in `topology`; it lasts from t_p to the delivery. Each violation names
+a `timer` record with `late` > τ; it lasts from `t − late` to `t`; (d) path: the first
+`deliver` of a published pair (p, c) whose `t` minus t_p exceeds h·δmax + τ, h being the hops
+between the publishing and the delivering broker in `topology`; it lasts from t_p to the
+delivery. Each violation names
 its broker (the receiver, the subscriber's broker, the timer's node, the delivering broker).
 
 **R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first

@@ -39,6 +39,7 @@ class Timing:
         self.sends: dict[tuple[str, str, int], float] = {}
         self.last_refresh: dict[tuple[str, str], float] = {}  # running subscriptions
         self.published: dict[tuple[str, int], tuple[float, str]] = {}  # -> (t_p, broker)
+        self.first: set[tuple[str, int, str]] = set()  # (publisher, seq, client) delivered
         self.violations: list[Violation] = []
         self.measured = {k: 0 for k in KINDS}
         self.worst = {k: 0.0 for k in KINDS}
@@ -72,7 +73,9 @@ class Timing:
             self.published.setdefault((r["publisher"], r["seq"]), (t, r["broker"]))
         elif kind == "deliver":
             pub = self.published.get((r["publisher"], r["seq"]))
-            if pub is not None:
+            pair = (r["publisher"], r["seq"], r["client"])
+            if pub is not None and pair not in self.first:
+                self.first.add(pair)
                 hops = self.hops.get(pub[1], {}).get(r["broker"])
                 if hops is not None:
                     self._measure("path", t - pub[0], hops * self.dmax, pub[0], t, r["broker"])

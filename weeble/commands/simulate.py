@@ -31,13 +31,18 @@ def run(args: argparse.Namespace) -> int:
         digest = {
             "messages": summary.messages["total"],
             "deliveries": d["delivered"],
-            "missed": d["missed"],
+            "missing": d["missing"],
             "duplicate": d["duplicate"],
             "spurious": d["spurious"],
-            "stabilization_time": summary.stabilization_time,
+            "fifo": d["fifo"],
+            # per episode, from the end of its last fault (None: no fault, no stabilization)
+            "stabilization": summary.stabilization,
             "bound": round(summary.bound, 6),
+            "verdict": summary.verdict["status"],
             "events_per_wall_second": round(summary.performance["events_per_wall_second"]),
         }
         print(json.dumps(digest), file=sys.stdout)
+        for reason in summary.verdict["reasons"]:
+            print(f"  - {reason}", file=sys.stderr)
         print(f"wrote {args.out}/summary.json", file=sys.stderr)
     return 0

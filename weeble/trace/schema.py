@@ -78,7 +78,8 @@ KIND_LIST = [
           "topology": J, "seed": N, "backend": S, "clock": S, "versions": J},
          {"duration": F, "snapshot_period": F, "check_period": F, "run_id": S}),
     Kind("run_end", "the run's observation ended here (the brokers stop or the simulation "
-         "ends); no record after it is judged", "sim, orchestrator", {}, {"reason": S}),
+         "ends): its time is the run's end (R2 judges publications by it)", "sim, orchestrator",
+         {}, {"reason": S}),
     # ---- client requests and deliveries, as the broker saw them (service level) ----
     Kind("publish", "the broker accepted notification (publisher, seq) from its local client",
          "sim, live",

@@ -10,7 +10,7 @@ gives every subscription two grey zones (times in RunMeta):
   publication; a delivery up to D after an unsubscription, or up to 2π + D after a crash (the
   lease lingers, F12), is allowed.
 
-So for publication p at time t and client c (never the publisher itself):
+So for publication p at time t and client c (never the client that published it):
 - expected: a subscription of c matching p lives over [t - A, t + D]; judged only if t + D is
   within the run. An expected pair without a delivery is *missing*.
 - allowed: a subscription of c matching p lives at the delivery time, grey zones included. A
@@ -94,10 +94,11 @@ def publications(ctx: Context) -> DataFrame:
     """One row per publication (a repeated record of the same (publisher, seq) keeps the first)."""
     from pyspark.sql import functions as F
 
-    pubs = ctx.events("publish", "publisher", "seq", "broker", "attributes", "nid")
-    first = F.min(F.struct("ts", "ord", "broker", "attributes", "nid"))
+    pubs = ctx.events("publish", "publisher", "seq", "broker", "attributes", "nid", "client")
+    first = F.min(F.struct("ts", "ord", "broker", "attributes", "nid", "client"))
     pubs = pubs.groupBy("publisher", "seq").agg(first.alias("p")).select(
-        "publisher", "seq", "p.ts", "p.broker", "p.attributes", "p.nid")
+        "publisher", "seq", "p.ts", "p.broker", "p.attributes", "p.nid",
+        F.col("p.client").alias("p_client"))
     return pubs.withColumn("judged", F.col("ts") + ctx.header.deactivation <= ctx.end + EPS)
 
 
@@ -173,7 +174,8 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
                  .select("publisher", "seq", "client", "n", F.col("first.ts").alias("first_ts"),
                          F.col("first.ord").alias("first_ord")))
     published = F.broadcast(pubs.select("publisher", "seq", F.col("ts").alias("p_ts"),
-                                        "attributes", "judged", F.lit(True).alias("published")))
+                                        "attributes", "judged", "p_client",
+                                        F.lit(True).alias("published")))
     grace = (F.when(F.col("ended_by") == "crash", header.crash_linger)
              .otherwise(header.deactivation))
     held = F.broadcast(subs.select(
@@ -183,7 +185,7 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
                   .join(held, "client", "left")
                   .join(matches, ["filter", "attributes"], "left"))
     match = F.coalesce(F.col("matching"), F.lit(False))
-    required = (match & F.col("judged") & (F.col("client") != F.col("publisher"))
+    required = (match & F.col("judged") & (F.col("client") != F.col("p_client"))
                 & (F.col("p_ts") >= F.col("start") + header.activation - EPS)
                 & (F.col("p_ts") <= F.col("until_required") - header.deactivation + EPS))
     allowed = (match & (F.col("first_ts") >= F.col("start") - EPS)
@@ -223,12 +225,12 @@ def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
                 .select("client", "filter", "lo", "hi", F.explode(F.sequence(
                     F.floor((F.col("lo") - EPS) / width),
                     F.floor((last + EPS) / width))).alias("bucket")))
-    judged = (pubs.where("judged").select("publisher", "seq", "ts", "attributes",
+    judged = (pubs.where("judged").select("publisher", "seq", "ts", "attributes", "p_client",
                                            F.floor(F.col("ts") / width).alias("bucket"))
               .join(matches, "attributes"))
     return (judged.join(required, ["filter", "bucket"])
             .where((F.col("ts") >= F.col("lo") - EPS) & (F.col("ts") <= F.col("hi") + EPS)
-                   & (F.col("client") != F.col("publisher")))
+                   & (F.col("client") != F.col("p_client")))
             .select("publisher", "seq", "client").distinct())
 
 

@@ -3,8 +3,8 @@
 A tree with FIFO links delivers the notifications of one publisher to a client in publication
 order. A violation is a first delivery of sequence number s to client c after c already got a
 higher sequence number of the same publisher. Duplicates are the oracle's business, not a
-reordering: only the first delivery of each (publisher, seq, client) is considered. Deliveries
-in the same instant are taken in trace order.
+reordering: only the first delivery of each published (publisher, seq, client) is considered
+(phantoms, never published, are not). Deliveries in the same instant are taken in trace order.
 
 Tables: `reorderings` (one row per violation), `ordering` (deliveries and violations per
 subscriber and publisher).
@@ -21,7 +21,7 @@ def run(ctx: Context) -> dict[str, Any]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    first = ctx.table("deliveries").select(  # the oracle's: first delivery of each pair
+    first = ctx.table("deliveries").where(~F.col("phantom")).select(  # first deliveries
         "client", "publisher", "seq", F.col("first_ts").alias("ts"),
         F.col("first_ord").alias("ord"))
     before = (Window.partitionBy("client", "publisher").orderBy("ts", "ord")

@@ -1,19 +1,10 @@
 """`simulate(scenario, out_dir)`: one simulated run, from scenario to trace and summary.json.
 
 It wires the engine (brokers, links, timers), the clients (workload.py), the faults of the
-scenario, and two observers:
-- the delivery oracle: for every publication, which clients must receive it, and what each
-  Deliver effect was (expected, duplicate, spurious, ...): the service-level view;
-- the legitimacy monitor: every `check_every` s, `legitimacy.check` on the brokers' tables: the
-  state-level view, from which the stabilization time after the last fault is read.
-
-The oracle is deliberately conservative (it may excuse a miss, never invent one):
-a client must receive notification n published at t_p iff one of its subscriptions matches n,
-started at least d·δ_max + ρ before t_p (time to propagate, plus one refresh period of slack for
-a subscription whose first copy met a transiently wrong table), and does not end before
-t_p + d·δ_max (n crosses at most d links). A delivery to a client that holds no matching
-subscription at that moment violates safety (c) and is spurious, unless the client crashed: the
-broker cannot know, and the crashed client's lease lingers up to 2π (F12).
+scenario, and the observers (observe.py): the trace sink and the reference checker of
+`weeble.check`, fed online — the service level (every publication and delivery judged by the
+rules R1-R7 of docs/trace-schema.md), the state level (every `check_every` s a legitimacy check
+of the brokers' tables), the episodes of faults and their stabilization times, the verdict.
 """
 
 from __future__ import annotations
@@ -24,19 +15,18 @@ import re
 import resource
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from weeble.broker.core.broker import Broker
 from weeble.broker.core.corruption import CorruptionError
-from weeble.broker.core.events import Corrupt, Deliver, Trace
-from weeble.broker.core.legitimacy import LiveSub, check
-from weeble.broker.core.messages import Message, Notification
-from weeble.broker.core.rom import Rom
+from weeble.broker.core.events import Corrupt, Trace
+from weeble.broker.core.messages import Message
 from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
-from weeble.broker.sim.workload import Clients, ClientSub
+from weeble.broker.sim.observe import SIM
+from weeble.broker.sim.simulation import Simulation
+from weeble.broker.sim.workload import Clients
 from weeble.model.scenario import (
     CorruptFault,
     CrashFault,
@@ -49,15 +39,18 @@ from weeble.model.scenario import (
 from weeble.trace.header import RunHeader
 from weeble.trace.writer import SimSink, message_ids
 
-SUMMARY_VERSION = 1
-SIM = "sim"  # the node of the simulator's own records (legitimacy checks, link faults)
+SUMMARY_VERSION = 2
 RETENTION_SLACK = 1.0  # s a publication stays open for late deliveries beyond its deadline
 
 
 @dataclass(slots=True)
 class Summary:
     """The content of summary.json (see `as_dict`; `performance` is the only non-deterministic
-    part: everything else is a function of the scenario)."""
+    part: everything else is a function of the scenario).
+
+    `deliveries`, `legitimacy`, `episodes`, `stabilization`, `timing` and `verdict` are the
+    reference checker's (weeble.check, rules R1-R14 of docs/trace-schema.md), fed online; the
+    same checker over the run's trace (`weeble check RUN`) finds the same."""
 
     v: int
     scenario: str
@@ -70,243 +63,17 @@ class Summary:
     messages: dict[str, Any]  # inter-broker messages by kind, total, per simulated second
     link_faults: dict[str, int]
     clients: dict[str, int]  # subscriptions, refreshes, unsubscriptions, crashes, publications
-    deliveries: dict[str, Any]  # the oracle's verdict
-    legitimacy: dict[str, Any]
-    faults: list[dict[str, Any]]
-    last_fault_end: float
-    stabilization_time: float | None  # s after the last fault; None if never legitimate
-    ratio: float | None  # stabilization_time / bound
+    deliveries: dict[str, Any]  # R1-R7
+    legitimacy: dict[str, Any]  # R8-R9 (the monitor's checks)
+    faults: list[dict[str, Any]]  # what was injected, with its evidence
+    episodes: list[dict[str, Any]]  # R10-R12, each with where its times are measured from
+    stabilization: dict[str, Any] | None  # the worst episode's times; None: no fault
+    timing: dict[str, Any]  # R13
+    verdict: dict[str, Any]  # R14
     performance: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-# ---- the delivery oracle --------------------------------------------------------------------
-
-
-class _Tally:
-    __slots__ = ("delivered", "duplicate", "expected", "missed", "phantom", "spurious")
-
-    def __init__(self) -> None:
-        self.expected = self.delivered = self.missed = 0
-        self.duplicate = self.spurious = self.phantom = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("expected", "delivered", "missed", "duplicate",
-                                              "spurious", "phantom")}
-
-
-class _Pub:
-    __slots__ = ("after", "attrs", "cls", "delivered", "expected", "hits", "key", "t")
-
-    def __init__(self, key: tuple[str, int], t: float, n: Notification, cls: int | None,
-                 expected: set[str], after: bool) -> None:
-        self.key, self.t, self.attrs, self.cls = key, t, n.attributes, cls
-        self.expected = expected
-        self.delivered: set[str] = set()
-        self.hits = 0  # expected clients delivered so far
-        self.after = after  # published after last fault end + Δ: misses are violations
-
-
-class Oracle:
-    def __init__(self, *, activation: float, path: float, retention: float,
-                 bound_start: float) -> None:
-        self.activation, self.path = activation, path
-        self.retention, self.bound_start = retention, bound_start
-        self.by_class: dict[int, dict[str, ClientSub]] = {}  # workload subs by class and client
-        self.explicit: dict[str, ClientSub] = {}  # subs with arbitrary filters, by sub_id
-        self.subs_of: dict[str, list[ClientSub]] = {}  # live subs per client
-        self.crashed: set[str] = set()
-        self.last_seq: dict[str, int] = {}  # per publisher: anything above was never published
-        self.pending: dict[tuple[str, int], _Pub] = {}
-        self.order: deque[_Pub] = deque()  # pending, in publication order
-        self.all, self.after = _Tally(), _Tally()
-        self.late = self.to_crashed = self.unfinished = 0
-
-    # Listener interface (called by Clients)
-
-    def started(self, t: float, sub: ClientSub) -> None:
-        if sub.cls is not None:
-            self.by_class.setdefault(sub.cls, {})[sub.client] = sub
-        else:
-            self.explicit[sub.sub_id] = sub
-        self.subs_of.setdefault(sub.client, []).append(sub)
-
-    def ended(self, t: float, sub: ClientSub) -> None:
-        if sub.cls is not None:
-            del self.by_class[sub.cls][sub.client]
-        else:
-            del self.explicit[sub.sub_id]
-        subs = self.subs_of[sub.client]
-        subs.remove(sub)
-        if not subs:
-            del self.subs_of[sub.client]
-        if sub.crashed:
-            self.crashed.add(sub.client)
-            # A crash fault comes unannounced: publications that counted on the client are off.
-            for pub in reversed(self.order):
-                if pub.t + self.path <= t:
-                    break
-                pub.expected.discard(sub.client)
-
-    def published(self, t: float, n: Notification, cls: int | None) -> None:
-        self._retire(t)
-        lo, hi = t - self.activation, t + self.path
-        expected: set[str] = set()
-        if cls is not None:
-            group = self.by_class.get(cls)
-            if group:
-                expected = {c for c, s in group.items() if s.start <= lo and s.end >= hi}
-        for s in self.explicit.values():
-            if s.start <= lo and s.end >= hi and s.filter.matches(n.attributes):
-                expected.add(s.client)
-        key = (n.publisher, n.seq)
-        self.last_seq[n.publisher] = n.seq
-        pub = _Pub(key, t, n, cls, expected, t >= self.bound_start)
-        self.pending[key] = pub
-        self.order.append(pub)
-
-    # engine observer (hot: one call per Deliver effect)
-
-    def deliver(self, now: float, node: Node, effect: Deliver) -> None:
-        # The common case (an expected first delivery) takes the fewest steps possible.
-        n = effect.notification
-        after = now >= self.bound_start  # safety is judged by delivery time
-        self.all.delivered += 1
-        if after:
-            self.after.delivered += 1
-        pub = self.pending.get((n.publisher, n.seq))
-        if pub is None or (n.attributes is not pub.attrs and n.attributes != pub.attrs):
-            self._unknown(after, n, pub)
-            return
-        client = effect.client
-        delivered = pub.delivered
-        if client in delivered:
-            self.all.duplicate += 1
-            if after:
-                self.after.duplicate += 1
-            return
-        delivered.add(client)
-        if client in pub.expected:
-            pub.hits += 1
-            return
-        for s in self.subs_of.get(client, ()):
-            if s.cls == pub.cls if s.cls is not None else s.filter.matches(n.attributes):
-                return  # not required (too young, or ending soon), but allowed
-        if client in self.crashed:
-            self.to_crashed += 1
-            return
-        self.all.spurious += 1
-        if after:
-            self.after.spurious += 1
-
-    def _unknown(self, after: bool, n: Notification, pub: _Pub | None) -> None:
-        if pub is None and 1 <= n.seq <= self.last_seq.get(n.publisher, 0):
-            self.late += 1  # published, but closed long ago: no verdict possible
-            return
-        self.all.phantom += 1  # never published, or altered on the way (F8)
-        if after:
-            self.after.phantom += 1
-
-    def _retire(self, now: float) -> None:
-        order = self.order
-        while order and order[0].t + self.retention < now:
-            self._close(order.popleft())
-
-    def _close(self, pub: _Pub) -> None:
-        del self.pending[pub.key]
-        missed = len(pub.expected) - pub.hits
-        for tally in (self.all, self.after) if pub.after else (self.all,):
-            tally.expected += len(pub.expected)
-            tally.missed += missed
-
-    def finish(self, end: float) -> dict[str, Any]:
-        """Close every publication whose deadline has passed; ignore the rest."""
-        while self.order:
-            pub = self.order.popleft()
-            if pub.t + self.path <= end:
-                self._close(pub)
-            else:
-                self.unfinished += 1
-                del self.pending[pub.key]
-        return {
-            **self.all.as_dict(),
-            "late": self.late,
-            "to_crashed": self.to_crashed,
-            "unfinished": self.unfinished,
-            "after_bound": {"from": self.bound_start, **self.after.as_dict()},
-        }
-
-
-# ---- the legitimacy monitor -----------------------------------------------------------------
-
-
-class Legitimacy:
-    """Periodic `legitimacy.check`. A subscription is required once it had d·δ_max to spread;
-    an ended one stays allowed for 2π + d·δ_max (second chance removes its last entry by then)."""
-
-    def __init__(self, engine: Engine, brokers: dict[str, Broker], clients: Clients,
-                 trace: SimSink | None, *, period: float, activation: float, linger: float,
-                 until: float) -> None:
-        self.engine, self.brokers, self.clients, self.trace = engine, brokers, clients, trace
-        self.period, self.activation, self.linger, self.until = period, activation, linger, until
-        self.results: list[tuple[float, int]] = []  # (time, number of problems)
-        self.samples: list[str] = []
-        self.first_failure: float | None = None
-        self.last_failure: float | None = None
-        engine.schedule(period, self._check)
-
-    def _check(self, t: float, _a: object, _b: object) -> None:
-        ended = self.clients.ended
-        assert ended is not None  # Clients(keep_ended=True)
-        while ended and ended[0].ended_at + self.linger < t:  # type: ignore[operator]
-            ended.popleft()
-        required: list[LiveSub] = []
-        allowed: list[LiveSub] = []
-        for s in self.clients.live.values():
-            (required if s.start < t - self.activation else allowed).append(_live(s))
-        allowed.extend(_live(s) for s in ended)
-        problems = check(self.brokers, required, allowed)
-        self.results.append((t, len(problems)))
-        if problems:
-            if self.first_failure is None:
-                self.first_failure = t
-            self.last_failure = t
-            self.samples = problems[:5]
-        if self.trace is not None:
-            self.trace.write(SIM, t, SIM, "legitimacy",
-                             {"ok": not problems, "problems": len(problems),
-                              "sample": problems[:3], "required": len(required)})
-        if t + self.period <= self.until:
-            self.engine.schedule(t + self.period, self._check)
-
-    def stabilization(self, since: float) -> float | None:
-        """Time from `since` to the first check after which every check was legitimate."""
-        later = [(t, bad) for t, bad in self.results if t >= since]
-        if not later or later[-1][1]:
-            return None
-        i = len(later)
-        while i > 0 and not later[i - 1][1]:
-            i -= 1
-        return later[i][0] - since
-
-    @staticmethod
-    def disabled() -> dict[str, Any]:
-        return {"checks": 0, "legitimate": 0, "illegitimate": 0, "first_illegitimate": None,
-                "last_illegitimate": None, "sample_problems": []}
-
-    def as_dict(self) -> dict[str, Any]:
-        failed = sum(1 for _, bad in self.results if bad)
-        return {"checks": len(self.results), "legitimate": len(self.results) - failed,
-                "illegitimate": failed, "first_illegitimate": self.first_failure,
-                "last_illegitimate": self.last_failure, "sample_problems": self.samples}
-
-
-def _live(s: ClientSub) -> LiveSub:
-    if s.live_sub is None:
-        s.live_sub = LiveSub(s.sub_id, s.filter, s.client, s.broker)
-    return s.live_sub
 
 
 # ---- faults ---------------------------------------------------------------------------------
@@ -423,58 +190,35 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
     topology = scenario.build_topology()
     params = scenario.params
     root = scenario.root_broker
-    parents = topology.parent_map(root)
+    sink = SimSink(out) if scenario.trace.enabled else None
     r = scenario.routing
-    brokers = {
-        b: Broker(Rom(b, frozenset(topology.neighbors(b)), root, parents[b], r.algorithm, params,
-                      r.hierarchical, r.wrapper, scenario.options))
-        for b in topology.brokers
-    }
-    trace = SimSink(out) if scenario.trace.enabled else None
-    if trace is not None:
-        trace.header(0.0, SIM, run_header(scenario).fields())
-    path = params.d * params.delta_max  # the longest a legal message journey takes
-    bound = scenario.bound
-    last_fault_end = scenario.last_fault_end
-    max_fault_delay = max((f.delay for f in scenario.faults if isinstance(f, DelayFault)),
-                          default=0.0)
-
-    oracle = Oracle(activation=path + params.rho, path=path,
-                    retention=path + max_fault_delay + RETENTION_SLACK,
-                    bound_start=last_fault_end + bound)
-    engine = Engine(
-        brokers,
-        topology.links,
-        delta_min=params.delta_min,
-        delta_max=params.delta_max,
-        delay=scenario.timing.delay,
-        seed=scenario.seed,
-        on_deliver=_delivery_observer(oracle, trace),
-        on_trace=_broker_tracer(trace) if trace is not None else None,
-        on_link=_link_tracer(trace) if trace is not None and scenario.trace.sends else None,
-    )
-    clients = Clients(engine, scenario, oracle, trace, keep_ended=scenario.check_every is not None)
+    sim = Simulation(
+        topology, algorithm=r.algorithm, params=params, hierarchical=r.hierarchical,
+        wrapper=r.wrapper, options=scenario.options, root=root, delay=scenario.timing.delay,
+        seed=scenario.seed, boot="together", header=run_header(scenario), sink=sink,
+        retention=_retention(scenario), keep_history=False,
+        on_trace=_broker_tracer(sink) if sink is not None else None,
+        on_link=_link_tracer(sink) if sink is not None and scenario.trace.sends else None)
+    engine, brokers, observers = sim.engine, sim.brokers, sim.observers
+    trace = observers  # every record goes through the observers (the checker sees faults)
+    clients = Clients(engine, scenario, observers, trace if sink is not None else None)
     faults = Faults(scenario, engine, clients, trace)
     chaos_log = _chaos(scenario, engine, brokers, clients, trace)
-    monitor = None
     if scenario.check_every is not None:
-        monitor = Legitimacy(engine, brokers, clients, trace, period=scenario.check_every,
-                             activation=path, linger=2 * params.pi + path,
-                             until=scenario.duration)
-    if trace is not None and scenario.trace.snapshots_every:
-        _schedule_snapshots(engine, brokers, trace, scenario.trace.snapshots_every,
+        observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)
+    if sink is not None and scenario.trace.snapshots_every:
+        _schedule_snapshots(engine, brokers, sink, scenario.trace.snapshots_every,
                             scenario.duration)
 
     wall = time.perf_counter()
-    engine.start(0.0)
+    sim.start()
     clients.start()
     _run(engine, scenario.duration, progress and sys.stderr.isatty(), scenario.name)
     wall = time.perf_counter() - wall
-    if trace is not None:
-        trace.end(scenario.duration, SIM, "the simulation reached its duration")
-        trace.close()
+    report = observers.finish(scenario.duration)
+    if sink is not None:
+        sink.close()
 
-    stab = monitor.stabilization(last_fault_end) if monitor is not None else None
     sent = {MESSAGE_KINDS.get(t, t.__name__.lower()): n for t, n in engine.sent.items()}
     total = sum(sent.values())
     summary = Summary(
@@ -488,19 +232,20 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
         routing=scenario.routing.model_dump(mode="json"),
         params={"pi": params.pi, "rho": params.rho, "delta_min": params.delta_min,
                 "delta_max": params.delta_max, "d": params.d, "delay": scenario.timing.delay},
-        bound=bound,
+        bound=scenario.bound,
         messages={**sent, "total": total, "per_second": total / scenario.duration},
         link_faults={"dropped": engine.dropped, "duplicated": engine.duplicated,
                      "stray": engine.stray},
         clients={"subscriptions": clients.subscriptions, "refreshes": clients.refreshes,
                  "unsubscriptions": clients.unsubscriptions, "crashes": clients.crashes,
                  "publications": clients.publications, "live_at_end": len(clients.live)},
-        deliveries=oracle.finish(scenario.duration),
-        legitimacy=monitor.as_dict() if monitor is not None else Legitimacy.disabled(),
+        deliveries=report["deliveries"],
+        legitimacy=report["legitimacy"],
         faults=faults.log + chaos_log,
-        last_fault_end=last_fault_end,
-        stabilization_time=stab,
-        ratio=stab / bound if stab is not None and bound > 0 else None,
+        episodes=report["episodes"],
+        stabilization=report["stabilization"],
+        timing=report["timing"],
+        verdict=report["verdict"],
         performance={
             "events": engine.steps,
             "wall_time": wall,
@@ -526,21 +271,16 @@ def _chaos(scenario: Scenario, engine: Engine, brokers: dict[str, Broker], clien
     return chaos_sim.schedule(scenario.chaos, target, trace, seed=seed, until=scenario.duration)
 
 
-def _delivery_observer(oracle: Oracle, trace: SimSink | None) -> Any:
-    if trace is None:
-        return oracle.deliver
-    judge, record, subs_of = oracle.deliver, trace.deliver, oracle.subs_of
-
-    def observe(now: float, node: Node, effect: Deliver) -> None:
-        judge(now, node, effect)
-        n = effect.notification
-        # The subscription it matched: the client's first live one whose filter matches (the
-        # live broker picks the same); none when a wrong table delivered it.
-        sub_id = next((s.sub_id for s in subs_of.get(effect.client, ())
-                       if s.filter.matches(n.attributes)), None)
-        record(now, node.id, effect.client, sub_id, n)
-
-    return observe
+def _retention(scenario: Scenario) -> float:
+    """How long the online checker keeps a publication open for its deliveries: a delivery
+    later than this counts as `late` (no verdict). Legal journeys take d·δmax; delay faults
+    hold messages longer."""
+    p = scenario.params
+    delays = [f.delay for f in scenario.faults if isinstance(f, DelayFault)]
+    if scenario.chaos is not None:
+        delays += [getattr(i.fault, "delay_ms", 0.0) / 1000 + getattr(i.fault, "jitter_ms", 0.0)
+                   / 1000 for i in scenario.chaos.timeline()]
+    return p.d * p.delta_max + max(delays, default=0.0) * p.d + RETENTION_SLACK
 
 
 def _broker_tracer(trace: SimSink) -> Any:

@@ -69,7 +69,7 @@ class Listener(Protocol):
 
     def ended(self, t: float, sub: ClientSub) -> None: ...
 
-    def published(self, t: float, n: Notification, cls: int | None) -> None: ...
+    def published(self, t: float, n: Notification, broker: str) -> None: ...
 
 
 class TraceSink(Protocol):
@@ -255,7 +255,7 @@ class Clients:
         self._seqs[publisher] = seq
         n = Notification(publisher, seq, attrs, t)
         self.publications += 1
-        self.listener.published(t, n, cls)
+        self.listener.published(t, n, broker)
         if self.trace is not None:
             self.trace.write(broker, t, broker, "publish",
                              {"client": publisher, "broker": broker, "nid": n.id,

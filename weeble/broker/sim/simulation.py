@@ -1,10 +1,16 @@
-"""A broker tree in virtual time, with clients: the simulator's programmatic face.
+"""The one simulation: a broker tree in virtual time, watched by the reference checker.
 
-`SimNetwork` builds one `Broker` per topology node, wires them through the `Engine`, and plays
-the clients: subscribers that refresh every ρ (SC-4), unsubscribe or crash, and publishers. It
-keeps the client-side truth (which subscriptions are live since when) and the deliveries, so a
-test or a scenario run can ask the two questions that matter: is the state legitimate
-(`legitimacy`), and was every notification delivered exactly when it should be (`deliveries`).
+`Simulation` builds one `Broker` per topology node, wires them through the `Engine`, and
+attaches the observers (observe.py: the trace sink and `weeble.check`, online). Drivers put
+client actions and faults into it:
+
+- programmatically (the claim tests): `subscribe` (refreshing every ρ, SC-4), `unsubscribe`,
+  `crash_client`, `publish`, `corrupt`, `corrupt_randomly`, `inject_message`; then `run(t)` and
+  ask the two questions that matter: is the state legitimate (`legitimacy`), and did every
+  notification reach exactly the clients it should (`delivery_errors`), both by the checker's
+  rules (R3-R6 and R9 of docs/trace-schema.md);
+- from a scenario (`weeble.broker.sim.run.simulate`): the workload's clients and the scenario's
+  faults drive the same object, and its summary is the checker's report.
 """
 
 from __future__ import annotations
@@ -34,7 +40,13 @@ from weeble.broker.core.legitimacy import overlay as overlay_check
 from weeble.broker.core.messages import Message, Notification
 from weeble.broker.core.rom import Algorithm, Options, Ordering, Params, Rom
 from weeble.broker.sim.engine import Engine, Node
+from weeble.broker.sim.observe import Observers
+from weeble.check.deliveries import INF, Deliveries
+from weeble.check.state import Interval, select
 from weeble.model.topology import Topology
+from weeble.trace.header import RunHeader
+from weeble.trace.header import Topology as TraceTopology
+from weeble.trace.writer import SimSink
 
 
 @dataclass(slots=True)
@@ -60,7 +72,7 @@ class Publication:
     deliveries: list[tuple[float, str]] = field(default_factory=list)  # (time, client)
 
 
-class SimNetwork:
+class Simulation:
     def __init__(
         self,
         topology: Topology,
@@ -73,23 +85,41 @@ class SimNetwork:
         root: str | None = None,
         delay: str = "uniform",
         seed: int | str = 0,
+        boot: str = "staggered",
+        header: RunHeader | None = None,
+        sink: SimSink | None = None,
+        retention: float = INF,
+        keep_history: bool = True,
         on_trace: Any = None,
         on_link: Any = None,
         adverts: bool = False,
         ordering: Ordering = Ordering.FIFO,
     ) -> None:
+        """`boot`: "staggered" gives each broker its Start at a random time in [0, π), so
+        their overrun clocks are out of phase as on real machines (in-phase clocks hide lease
+        gaps); "together" starts them all at 0 (the thesis's simulation setup).
+        `keep_history`: keep every subscription, publication and delivery for `legitimacy`
+        and `delivery_errors` (the checker's online counts need none of it)."""
         self.topology = topology
         self.params = params
         self.root = root or topology.brokers[0]
+        options = options or Options()
         parents = topology.parent_map(self.root)
         self.adverts = adverts
         self.brokers: dict[str, Broker] = {
             b: Broker(Rom(b, frozenset(topology.neighbors(b)), self.root, parents[b], algorithm,
-                          params, hierarchical, wrapper, options or Options(), adverts=adverts,
+                          params, hierarchical, wrapper, options, adverts=adverts,
                           ordering=ordering))
             for b in topology.brokers
         }
         self.bound = params.bound(algorithm, wrapper, adverts)
+        self.header = header or RunHeader(
+            scenario="simulation", algorithm=algorithm, hierarchical=hierarchical,
+            wrapper=wrapper, params=params, options=options,
+            topology=TraceTopology(tuple(topology.brokers), tuple(topology.links), self.root),
+            seed=seed if isinstance(seed, int) else 0, backend="sim", clock="virtual")
+        self.observers = Observers(self.header, sink, retention=retention)
+        self.keep_history = keep_history
         self.rng = random.Random(f"{seed}:clients")
         self.subscriptions: dict[str, Subscription] = {}
         self.advertisements: dict[str, Subscription] = {}  # a publisher's (thesis §3.4.2)
@@ -98,16 +128,27 @@ class SimNetwork:
         self._on_trace = on_trace
         self.trace_observers: list[Any] = []  # more observers(now, node, trace), e.g. a driver
         self._seq: dict[str, int] = {}
+        self._observe_delivery = self.observers.deliver_observer()
         self.engine = Engine(
             dict(self.brokers), topology.links, delta_min=params.delta_min,
             delta_max=params.delta_max, delay=delay, seed=seed,
-            on_deliver=self._delivered, on_trace=self._traced, on_link=on_link,
+            on_deliver=self._delivered if keep_history else self._observe_delivery,
+            on_trace=self._traced,
+            on_link=on_link,
         )
-        # Brokers boot at different moments, so their overrun clocks are out of phase, as on
-        # real machines (in-phase clocks hide lease gaps).
-        boot_rng = random.Random(f"{seed}:boot")
-        for b in topology.brokers:
-            self.engine.schedule(boot_rng.uniform(0, params.pi), self._boot, b, None)
+        self._started = boot == "staggered"
+        if boot == "staggered":
+            boot_rng = random.Random(f"{seed}:boot")
+            for b in topology.brokers:
+                self.engine.schedule(boot_rng.uniform(0, params.pi), self._boot, b, None)
+        elif boot != "together":
+            raise ValueError(f"boot: 'staggered' or 'together', got {boot!r}")
+
+    def start(self) -> None:
+        """Boot the brokers (with boot="together": all at 0, at the first `start` or `run`)."""
+        if not self._started:
+            self._started = True
+            self.engine.start(0.0)
 
     def _boot(self, now: float, broker: str, _: Any) -> None:
         self.engine.inject(now, broker, Start())
@@ -121,28 +162,47 @@ class SimNetwork:
         sub_id = sub_id or f"{client}/{len(self.subscriptions)}"
         sub = Subscription(sub_id, f, client, broker, t)
         self.subscriptions[sub_id] = sub
-        self.engine.schedule(t, self._refresh, sub, None)
+        self.engine.schedule(t, self._refresh, sub, "first")
         first = phase if phase is not None else self.rng.uniform(0, self.params.rho)
         self.engine.schedule(t + first, self._refresh, sub, "periodic")
         return sub_id
 
-    def _refresh(self, now: float, sub: Subscription, periodic: str | None) -> None:
+    def _refresh(self, now: float, sub: Subscription, why: str) -> None:
         if sub.end is not None and now >= sub.end:
             return
+        if why == "first":
+            self.observers.started(now, _Started(sub))
+            self.observers.write(sub.broker, now, sub.broker, "subscribe", {
+                "client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id,
+                "filter": str(sub.filter)})
+        else:
+            self.observers.write(sub.broker, now, sub.broker, "refresh", {
+                "client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
         self.engine.inject(now, sub.broker, ClientSubscribe(sub.client, sub.sub_id, sub.filter))
-        if periodic:
-            self.engine.schedule(now + self.params.rho, self._refresh, sub, periodic)
+        if why == "periodic":
+            self.engine.schedule(now + self.params.rho, self._refresh, sub, why)
 
     def unsubscribe(self, t: float, sub_id: str) -> None:
         sub = self.subscriptions[sub_id]
         sub.end = t
-        event = ClientUnsubscribe(sub.client, sub.sub_id, sub.filter)
-        self.engine.schedule(t, lambda now, b, e: self.engine.inject(now, b, e), sub.broker, event)
+        self.engine.schedule(t, self._unsubscribe, sub, None)
+
+    def _unsubscribe(self, now: float, sub: Subscription, _: Any) -> None:
+        self.observers.ended(now, _Started(sub))
+        self.observers.write(sub.broker, now, sub.broker, "unsubscribe", {
+            "client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
+        self.engine.inject(now, sub.broker, ClientUnsubscribe(sub.client, sub.sub_id, sub.filter))
 
     def crash_client(self, t: float, sub_id: str) -> None:
         """F12: the client stops refreshing without unsubscribing."""
         sub = self.subscriptions[sub_id]
         sub.end, sub.crashed = t, True
+        self.engine.schedule(t, self._crashed, sub, None)
+
+    def _crashed(self, now: float, sub: Subscription, _: Any) -> None:
+        self.observers.ended(now, _Started(sub))
+        self.observers.write(sub.broker, now, sub.client, "crash", {
+            "client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
 
     def advertise(self, t: float, client: str, broker: str, f: Filter | str,
                   adv_id: str | None = None, phase: float | None = None) -> str:
@@ -174,11 +234,16 @@ class SimNetwork:
         publisher = publisher or f"p-{broker}"
         seq = self._seq[publisher] = self._seq.get(publisher, 0) + 1
         n = Notification(publisher, seq, dict(attributes), t)
-        self.publications[n.id] = Publication(n, broker)
+        if self.keep_history:
+            self.publications[n.id] = Publication(n, broker)
         self.engine.schedule(t, self._publish, broker, n)
         return n.id
 
     def _publish(self, now: float, broker: str, n: Notification) -> None:
+        self.observers.published(now, n, broker)
+        self.observers.write(broker, now, broker, "publish", {
+            "client": n.publisher, "broker": broker, "nid": n.id, "publisher": n.publisher,
+            "seq": n.seq, "attributes": n.attributes, "published_at": now})
         self.engine.inject(now, broker, ClientPublish(n.publisher, n))
 
     # ---- faults -----------------------------------------------------------------------------
@@ -206,12 +271,14 @@ class SimNetwork:
     # ---- observation ------------------------------------------------------------------------
 
     def _delivered(self, now: float, node: Node, effect: Deliver) -> None:
+        self._observe_delivery(now, node, effect)
         pub = self.publications.get(effect.notification.id)
         if pub is not None:  # an injected notification has no publication record
             pub.deliveries.append((now, effect.client))
 
     def _traced(self, now: float, node: Node, effect: Trace) -> None:
-        self.traces.append((now, node.id, effect))
+        if self.keep_history:
+            self.traces.append((now, node.id, effect))
         if self._on_trace is not None:
             self._on_trace(now, node, effect)
         for observer in self.trace_observers:
@@ -234,73 +301,84 @@ class SimNetwork:
         for s in (*self.subscriptions.values(), *self.advertisements.values()):
             if s.broker == broker and (s.end is None or s.end > t):
                 s.end = t
+                if s.sub_id in self.subscriptions:
+                    self.engine.schedule(t, self._left, s, None)
         self.brokers.pop(broker, None)
 
+    def _left(self, now: float, sub: Subscription, _: Any) -> None:
+        self.observers.ended(now, _Started(sub))
+        self.observers.write(sub.broker, now, sub.broker, "unsubscribe", {
+            "client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
+
     def run(self, until: float) -> None:
+        self.start()
         self.engine.run(until)
 
     @property
     def now(self) -> float:
         return self.engine.now
 
+    def _intervals(self) -> Iterable[Interval]:
+        return (_interval(s) for s in self.subscriptions.values())
+
     def live(self, now: float, settle: float = 0.0, linger: float = 0.0) -> tuple[
             list[LiveSub], list[LiveSub]]:
-        """(required, allowed) subscriptions at `now`, for `legitimacy.check`.
-
-        Required: live for at least `settle`; allowed: live now, or ended less than `linger` ago.
-        """
-        return _live(self.subscriptions.values(), now, settle, linger)
+        """(required, allowed) subscriptions at `now` (R9, with its settle and linger)."""
+        return select(self._intervals(), now, settle, linger)
 
     def legitimacy(self, settle: float = 0.0, linger: float = 0.0) -> list[str]:
         now = self.now
         required, allowed = self.live(now, settle, linger)
         if not self.adverts:
             return check(self.brokers, required, allowed)
-        adv_required, adv_allowed = _live(self.advertisements.values(), now, settle, linger)
-        return check(self.brokers, required, allowed, adverts=(adv_required, adv_allowed))
+        adverts = select((_interval(a) for a in self.advertisements.values()), now, settle,
+                         linger)
+        return check(self.brokers, required, allowed, adverts=adverts)
 
     def overlay_legitimacy(self) -> list[str]:
         """Problems of the overlay itself: a spanning tree, parents towards the root, no lock."""
         return overlay_check(self.brokers, self.root)
 
-    def expected_receivers(self, pub: Publication, settle: float) -> set[str]:
-        """Clients that must get `pub`: a matching subscription live from settle before it on.
-
-        The publisher itself is never among them (brokers do not echo to the sender).
-        """
-        n, t = pub.notification, pub.notification.published_at
-        return {
-            s.client for s in self.subscriptions.values()
-            if s.start <= t - settle and (s.end is None or s.end > t + self.params.d
-                                          * self.params.delta_max)
-            and s.client != n.publisher and s.filter.matches(n.attributes)
-        }
-
-    def matching_clients(self, pub: Publication) -> set[str]:
-        """Clients that may get `pub`: a matching subscription live at some point around it."""
-        n = pub.notification
-        return {s.client for s in self.subscriptions.values()
-                if s.filter.matches(n.attributes) and s.client != n.publisher}
-
     def delivery_errors(self, published_from: float, settle: float,
                         until: float | None = None) -> list[str]:
         """Claim 15: every publication in the window reaches exactly the clients it should.
 
-        Publications too recent to have crossed the network yet (d·δ_max) are not judged.
+        The checker's rules R3-R6 with activation `settle` (instead of A): publications too
+        recent to have crossed the network yet (d·δmax) are not judged.
         """
-        errors = []
-        latest = self.now - self.params.d * self.params.delta_max
+        D = self.params.d * self.params.delta_max
+        d = Deliveries(activation=settle, deactivation=D, crash_linger=2 * self.params.pi + D,
+                       detail=True)
+        events: list[tuple[float, int, Any]] = []
+        for s in self.subscriptions.values():
+            events.append((s.start, 0, ("sub", s)))
+            if s.end is not None:
+                events.append((s.end, 1, ("end", s)))
+        for pub in self.publications.values():
+            events.append((pub.notification.published_at, 2, ("pub", pub)))
+            events.extend((t, 3, ("deliver", (pub, c, t))) for t, c in pub.deliveries)
+        for _, _, (what, x) in sorted(events, key=lambda e: (e[0], e[1])):
+            if what == "sub":
+                d.subscribe(x.start, x.client, x.broker, x.sub_id, x.filter)
+            elif what == "end":
+                d.end(x.end, x.client, x.sub_id, crashed=x.crashed)
+            elif what == "pub":
+                n = x.notification
+                d.publish(n.published_at, n.publisher, n.publisher, n.seq, n.attributes)
+            else:
+                pub, client, t = x
+                n = pub.notification
+                d.deliver(t, client, n.publisher, n.seq)
+        latest = self.now - D
         until = latest if until is None else min(until, latest)
-        for pid, pub in self.publications.items():
-            t = pub.notification.published_at
+        d.finish(self.now)
+        errors = []
+        for (publisher, seq), t, missing, spurious, duplicate in d.errors:
             if t < published_from or t > until:
                 continue
-            got = [c for _, c in pub.deliveries]
-            dups = {c for c in got if got.count(c) > 1}
-            missing = self.expected_receivers(pub, settle) - set(got)
-            spurious = set(got) - self.matching_clients(pub)
-            if dups:
-                errors.append(f"{pid} at {t:.2f}: duplicate delivery to {sorted(dups)}")
+            pid = f"{publisher}#{seq}"
+            if duplicate:
+                errors.append(f"{pid} at {t:.2f}: duplicate delivery to {sorted(duplicate)}")
             if missing:
                 errors.append(f"{pid} at {t:.2f}: missing for {sorted(missing)}")
             if spurious:
@@ -314,15 +392,16 @@ class SimNetwork:
                     yield t, node, entry
 
 
-def _live(subs: Iterable[Subscription], now: float, settle: float, linger: float) -> tuple[
-        list[LiveSub], list[LiveSub]]:
-    required, allowed = [], []
-    for s in subs:
-        if s.start > now:
-            continue
-        ended = s.end is not None and s.end <= now
-        if not ended and now - s.start >= settle:
-            required.append(s.live())
-        if not ended or now - s.end < linger:  # type: ignore[operator]
-            allowed.append(s.live())
-    return required, allowed
+def _interval(s: Subscription) -> Interval:
+    return Interval(s.client, s.sub_id, s.broker, s.filter, s.start,
+                    INF if s.end is None else s.end)
+
+
+class _Started:
+    """A Subscription as the observers' client interface sees it."""
+
+    __slots__ = ("broker", "client", "crashed", "filter", "sub_id")
+
+    def __init__(self, s: Subscription) -> None:
+        self.client, self.sub_id, self.broker, self.filter = s.client, s.sub_id, s.broker, s.filter
+        self.crashed = s.crashed

@@ -1,0 +1,83 @@
+"""`weeble check RUN_DIR`: the reference checker (weeble.check, pure Python) over a run's trace.
+
+It applies the rules R1-R14 of docs/trace-schema.md to RUN_DIR/trace/ and prints the verdict
+per fault episode; `weeble analyze` computes the same with PySpark at any scale. Exit status:
+0 when the verdict passes, 1 when it does not, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="judge a run's trace with the reference checker (no Spark)",
+        description="Read RUN_DIR/trace/*.jsonl and apply the correctness rules of "
+                    "docs/trace-schema.md: expected, missing, spurious, duplicate and FIFO "
+                    "deliveries, legitimacy, stabilization per fault episode, the timing "
+                    "model. Prints the verdict; exits 1 if it fails.",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (simulated or live)")
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from weeble.check.history import check_run
+    from weeble.commands import UsageError
+    from weeble.trace.reader import TraceError
+
+    try:
+        report = check_run(args.run_dir)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print_report(report)
+    return 0 if report["verdict"]["pass"] else 1
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    v, d = report["verdict"], report["deliveries"]
+    table = Table(title=f"{report['run']['scenario']}: bound Δ = {v['bound']:.4g} s")
+    for column in ("fault", "kind", "target", "episode", "service level", "state level",
+                   "ratio", "status"):
+        table.add_column(column)
+    for f in v["faults"]:
+        table.add_row(f["fault_id"], f["type"], f["target"], str(f["episode"]),
+                      _time(f["service_time"], f["service_status"]),
+                      _time(f["state_time"], f["state_status"]),
+                      "-" if f["ratio"] is None else f"{f['ratio']:.2f}", f["status"])
+    if v["faults"]:
+        console.print(table)
+        console.print(f"stabilization is measured from {v['stabilization_measured_from']}")
+    else:
+        console.print("no faults in this run: no stabilization time")
+    console.print(
+        f"publications {d['publications']:,} (judged {d['judged']:,}, correct {d['correct']:,});"
+        f" deliveries expected {d['expected']:,}, missing {d['missing']:,}, in a window "
+        f"{d['window']:,}, spurious {d['spurious']:,}, duplicate {d['duplicate']:,}, phantom "
+        f"{d['phantom']:,}; FIFO violations {d['fifo']:,}")
+    timing = report["timing"]
+    if timing["violations"]:
+        console.print(f"timing model: {timing['violations']:,} violations")
+    for reason in v["reasons"]:
+        console.print(f"  [red]-[/] {reason}")
+    status = v["status"]
+    colour = "green" if status == "pass" else "red"
+    console.print(f"verdict: [{colour}]{status.upper()}[/]")
+
+
+def _time(t: float | None, status: str) -> str:
+    return f"{t:.3g} s" if t is not None else status
