@@ -120,8 +120,7 @@ def test_a_fault_that_never_ends_has_no_stabilization(handmade_summary: dict) ->
 def test_verdict_fails_for_errors_before_the_first_fault(handmade_summary: dict) -> None:
     v = handmade_summary["verdict"]
     assert v["pass"] is False
-    assert v["before_first_fault"] == {"lost": 1, "duplicated": 1, "spurious": 1,
-                                       "reordered": 1}
+    assert v["before_first_fault"] == {"missing": 1, "duplicate": 1, "spurious": 1, "fifo": 1}
     assert any("never ended" in r for r in v["reasons"])
 
 

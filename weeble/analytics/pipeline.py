@@ -11,12 +11,21 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.errors import AnalyticsError
 from weeble.analytics.ingest import EVENTS, ingest
-from weeble.analytics.jobs import faults, latency, oracle, ordering, overhead, stabilization
+from weeble.analytics.jobs import (
+    faults,
+    latency,
+    oracle,
+    ordering,
+    overhead,
+    stabilization,
+    timing,
+)
 from weeble.analytics.jobs import verdict as verdict_job
 from weeble.analytics.jobs.context import Context
 from weeble.trace.header import RunHeader
@@ -38,8 +47,10 @@ JOBS: dict[str, tuple[tuple[str, ...], Callable[[Context, dict[str, Any]], dict[
     "overhead": ((), lambda ctx, _: overhead.run(ctx)),
     "stabilization": (("faults", "oracle"), lambda ctx, _: stabilization.run(ctx)),
     "latency": (("oracle",), lambda ctx, _: latency.run(ctx)),
-    "verdict": (("stabilization", "ordering"),
-                lambda ctx, done: verdict_job.run(ctx, done["stabilization"])),
+    "timing": (("oracle",), lambda ctx, _: timing.run(ctx)),
+    "verdict": (("stabilization", "ordering", "timing"),
+                lambda ctx, done: verdict_job.run(ctx, done["stabilization"],
+                                                  done["timing"]["groups"])),
 }
 
 
@@ -103,6 +114,8 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
         "stabilization": done["stabilization"],
         "overhead": done["overhead"],
         "latency": done["latency"],
+        "timing": {**{k: v for k, v in done["timing"].items() if k != "groups"},
+                   "groups": [asdict(g) for g in done["timing"]["groups"]]},
         "ingest": ingested,
         "simulator": _simulator_view(run_dir) if info.header.backend == "sim" else None,
         "timings": timings,

@@ -384,10 +384,10 @@ class Deliveries:
             self._close(key, pub, judged=pub.t + self.D <= end + EPS)
         return self.counts
 
-    def before(self, t: float) -> dict[str, int]:
-        """Missing, spurious and duplicate deliveries of the judged publications made before t
-        (R5), and the FIFO violations before t (R7)."""
-        bad = [b for b in self.bad if b[0] < t]
+    def between(self, lo: float, hi: float) -> dict[str, int]:
+        """Missing, spurious and duplicate deliveries of the judged publications made in
+        [lo, hi) (R5), and the FIFO violations in [lo, hi) (R7)."""
+        bad = [b for b in self.bad if lo - EPS <= b[0] < hi]
         return {"missing": sum(b[1] for b in bad), "spurious": sum(b[2] for b in bad),
                 "duplicate": sum(b[3] for b in bad),
-                "fifo": sum(1 for x in self.fifo_times if x < t)}
+                "fifo": sum(1 for x in self.fifo_times if lo - EPS <= x < hi)}

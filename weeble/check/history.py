@@ -8,6 +8,7 @@ out. `assess` turns the measurements into the report; the simulator's summary us
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from weeble.check.episodes import (
     state_stabilization,
 )
 from weeble.check.state import Check, Interval, snapshot_checks
-from weeble.check.timing import Timing, Violation
+from weeble.check.timing import Timing, Violation, aggregate
 from weeble.check.verdict import SERVICE_FROM, STATE_FROM, judge
 from weeble.trace.header import RunHeader
 from weeble.trace.reader import read_run
@@ -96,10 +97,11 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
             e, d.pub_times, d.pub_ok, header.deactivation)
         e.state_time, e.state_status = state_stabilization(e, checks)
     first = episodes[0].begin if episodes else float("inf")
-    prefix = d.before(first - header.deactivation)
-    prefix["fifo"] = sum(1 for x in d.fifo_times if x < first)
+    prefix = d.between(float("-inf"), first - header.deactivation)
+    losses = {e.index: d.between(e.begin, e.observed_until) for e in episodes}
+    groups = aggregate(violations, bound / 10)
     verdict = judge(bound=bound, deactivation=header.deactivation, run_end=end, faults=faults,
-                    episodes=episodes, prefix=prefix, violations=violations)
+                    episodes=episodes, prefix=prefix, violations=groups, losses=losses)
     failed = [c for c in checks if not c.ok]
     return {
         "v": REPORT_VERSION,
@@ -120,7 +122,7 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
                       "state_measured_from": STATE_FROM.format(end=e.end)
                       if e.end is not None else "a fault never ended"} for e in episodes],
         "stabilization": _stabilization(episodes),
-        "timing": timing,
+        "timing": {**timing, "groups": [asdict(g) for g in groups]},
         "verdict": verdict,
     }
 

@@ -107,12 +107,14 @@ a `timer` record with `late` > τ; it lasts from `t − late` to `t`; (d) path: 
 between the publishing and the delivering broker in `topology`; it lasts from t_p to the
 delivery. Each violation names
 its broker (the receiver, the subscriber's broker, the timer's node, the delivering broker).
+Violations are *grouped* by kind, broker and bin ⌊begin / (Δ/10)⌋; a group spans from its
+earliest begin to its latest end.
 
 **R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first
 episode) − D (all judged publications if there is none), none has a missing, spurious or
-duplicate delivery and no FIFO violation happens before that time; and (b) every episode
+duplicate delivery and no FIFO violation (R7) happens before that time; and (b) every episode
 stabilized (R11, and R12 where it has checks) within Δ. A part (the fault-free prefix, or an
-episode from its begin to its observed-until time) that fails while a timing violation (R13)
-overlaps it is reported "assumptions violated" with the violations' figures rather than as a
-failure of the algorithm; the run then does not pass either.
+episode from its begin to its observed-until time) that fails while a group of timing
+violations (R13) overlaps it is reported "assumptions violated" with the violations' figures
+rather than as a failure of the algorithm; the run then does not pass either.
 """

@@ -8,6 +8,7 @@ figures per kind and per broker, and `overlapping` the violations inside a time 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +26,25 @@ class Violation:
     begin: float  # s since the run's origin
     end: float
     broker: str
-    value: float  # the measured delay, gap or lateness (s)
+    value: float  # the measured delay, gap or lateness (s); of a group: the worst
     limit: float  # what the model allows (s)
+    count: int = 1  # how many violations this row stands for (a group of `aggregate`)
+
+
+def aggregate(violations: Iterable[Violation], width: float) -> list[Violation]:
+    """R13: violations grouped by kind, broker and the bin of width `width` their begin falls
+    in; a group spans its members, keeps the worst value (and its limit), and counts them."""
+    groups: dict[tuple[str, str, int], Violation] = {}
+    for v in violations:
+        key = (v.kind, v.broker, math.floor(v.begin / width))
+        g = groups.get(key)
+        if g is None:
+            groups[key] = Violation(v.kind, v.begin, v.end, v.broker, v.value, v.limit, v.count)
+        else:
+            worst = v if v.value > g.value else g
+            groups[key] = Violation(v.kind, min(g.begin, v.begin), max(g.end, v.end), v.broker,
+                                    worst.value, worst.limit, g.count + v.count)
+    return sorted(groups.values(), key=lambda g: (g.begin, g.kind, g.broker))
 
 
 class Timing:
@@ -109,12 +127,12 @@ def summarize(violations: Iterable[Violation], measured: dict[str, int] | None =
     for v in violations:
         k = by_kind.setdefault(v.kind, {"violations": 0, "max": 0.0, "limit": v.limit,
                                         "first": v.begin, "last": v.end, "brokers": set()})
-        k["violations"] += 1
+        k["violations"] += v.count
         k["max"] = max(k["max"], v.value)
         k["first"], k["last"] = min(k["first"], v.begin), max(k["last"], v.end)
         k["brokers"].add(v.broker)
         b = by_broker.setdefault(v.broker, {})
-        b[v.kind] = b.get(v.kind, 0) + 1
+        b[v.kind] = b.get(v.kind, 0) + v.count
     for k in by_kind.values():
         k["brokers"] = sorted(k["brokers"])
     return {"tolerance": tolerance, "measured": measured or {}, "worst": worst or {},
@@ -141,5 +159,6 @@ def describe(violations: list[Violation]) -> str:
         what = {"hop": "hop delays", "refresh": "refresh gaps", "timer": "timers late by",
                 "path": "delivery delays"}[kind]
         limit = f"{LIMIT_NAMES[kind]} {worst.limit:.3g} s" if kind != "timer" else "0 s"
-        parts.append(f"{what} up to {worst.value:.3g} s > {limit} ({len(vs):,}, at {where})")
+        n = sum(v.count for v in vs)
+        parts.append(f"{what} up to {worst.value:.3g} s > {limit} ({n:,}, at {where})")
     return "; ".join(parts)

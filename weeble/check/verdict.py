@@ -39,9 +39,11 @@ def episode_problems(e: Episode, bound: float) -> list[str]:
 
 def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence[Fault],
           episodes: Sequence[Episode], prefix: dict[str, int],
-          violations: Sequence[Violation]) -> dict[str, Any]:
+          violations: Sequence[Violation],
+          losses: dict[int, dict[str, int]] | None = None) -> dict[str, Any]:
     """R14. `prefix`: missing, spurious, duplicate and fifo counts before the first episode
-    (publications before its begin − D; FIFO violations before its begin)."""
+    (publications, and FIFO violations, before its begin − D). `losses`: per episode, the same
+    counts from its begin to its observed-until time (shown, not judged: a fault may lose)."""
     first = episodes[0].begin if episodes else run_end
     parts = []
     errors = [f"{n:,} {what}" for what, n in prefix.items() if n]
@@ -70,6 +72,7 @@ def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence
             "state_time": e.state_time, "state_status": e.state_status, "bound": bound,
             "ratio": _ratio(e.service_time, bound), "state_ratio": _ratio(e.state_time, bound),
             "status": part["status"], "pass": part["status"] == PASS,
+            **_losses((losses or {}).get(e.index)),
             "measured_from": (f"the end of episode {e.index}'s last fault at t = {e.end:.6g} s"
                               if e.end is not None else "never (a fault never ended)"),
         })
@@ -90,6 +93,12 @@ def _part(name: str, begin: float, end: float, problems: list[str],
         return {**part, "status": ASSUMPTIONS,
                 "reason": f"{'; '.join(problems)} — assumptions violated: {describe(inside)}"}
     return {**part, "status": FAIL, "reason": "; ".join(problems)}
+
+
+def _losses(counts: dict[str, int] | None) -> dict[str, int | None]:
+    c = counts or {}
+    return {"lost": c.get("missing"), "spurious": c.get("spurious"),
+            "duplicated": c.get("duplicate"), "reordered": c.get("fifo")}
 
 
 def _ratio(t: float | None, bound: float) -> float | None:

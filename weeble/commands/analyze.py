@@ -72,8 +72,9 @@ def print_verdict(summary: dict[str, Any]) -> None:
             "[green]yes[/]" if f["pass"] else "[red]NO[/]")
     if summary["faults"]:
         console.print(table)
+        console.print(f"stabilization is measured from {v['stabilization_measured_from']}")
     else:
-        console.print("no faults in this run")
+        console.print("no faults in this run: no stabilization time")
     console.print(
         f"publications {d['publications']:,} (judged {d['judged']:,}, correct {d['correct']:,}); "
         f"deliveries expected {d['expected']:,}, missing {d['missing']:,}, in a window "
@@ -81,7 +82,8 @@ def print_verdict(summary: dict[str, Any]) -> None:
         f"{d['phantom']:,}; FIFO violations {summary['ordering']['violations']:,}")
     for reason in v["reasons"]:
         console.print(f"  [red]-[/] {reason}")
-    console.print("verdict: " + ("[green]PASS[/]" if v["pass"] else "[red]FAIL[/]"))
+    status = "[green]PASS[/]" if v["pass"] else f"[red]{v['status'].upper()}[/]"
+    console.print(f"verdict: {status}")
     if summary.get("report"):
         console.print(f"report: {summary['report']}")
 

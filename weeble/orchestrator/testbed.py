@@ -99,9 +99,16 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             metrics_address=places[b].metrics,
             links={n: shape for n in neighbors} if shaped else {},
             tuning={"link_batch_max": live.link_batch, "drain_timeout_s": live.drain,
-                    "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i},
+                    "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i,
+                    "snapshot_period_s": snapshot_period(scenario)},
         )
     return configs
+
+
+def snapshot_period(scenario: Scenario) -> float:
+    """Table snapshots in every broker's trace, for the state-level view of a live run: every
+    `trace.snapshots_every` s, by default ten per Δ (a stabilization time is read to Δ/10)."""
+    return scenario.trace.snapshots_every or scenario.bound / 10
 
 
 class Testbed:
@@ -187,7 +194,8 @@ class Testbed:
                   startup_timeout=live.startup_timeout)
         (run_dir / "scenario.json").write_text(json.dumps(bed.scenario, indent=2) + "\n")
         bed.header = RunHeader.of_scenario(scenario, backend=backend_obj.name, clock="wall",
-                                           run_id=run_id).fields()
+                                           run_id=run_id,
+                                           snapshot_period=snapshot_period(scenario)).fields()
         bed.save_state()
         return bed
 

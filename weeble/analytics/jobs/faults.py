@@ -4,8 +4,9 @@ A fault is the fault_begin/fault_end records sharing a `fault_id` (one pair per 
 its window runs from the first begin to the last end. A fault without an end never ended: its
 window lasts to the end of the run, and no stabilization can be measured after it.
 
-Overlapping windows form one episode: the system is judged from the end of an episode's last
-fault to the start of the next episode (or the end of the run), as one recovery.
+Faults closer than Δ form one episode (rule R10, `weeble.check.episodes`, the one grouping): the
+system is judged from the end of an episode's last fault to the start of the next episode (or
+the end of the run), as one recovery.
 
 Evidence, strongest first: the fault_end says it failed (`ok` false or an `error`); a state fault
 changed the state (`before` != `after`, in the fault_end or in the core's `fault` record on that
@@ -22,6 +23,7 @@ import json
 from typing import Any
 
 from weeble.analytics.jobs.context import Context
+from weeble.check.episodes import Fault, episodes_of
 
 EPS = 1e-9  # s: records of the same instant as a window's edge belong to it
 
@@ -71,7 +73,13 @@ def run(ctx: Context) -> dict[str, Any]:
             f["evidence"].append("applied (fault_end ok)")
             f["took_effect"] = True
     rows = sorted(faults.values(), key=lambda f: (f["begin"], f["fault_id"]))
-    episodes = _episodes(rows, ctx.end)
+    grouped = [Fault(f["fault_id"], f["type"] or "?", ",".join(f["targets"]), f["begin"],
+                     f["end"]) for f in rows]
+    episodes = [{"episode": e.index, "begin": e.begin, "faults": e.faults, "end": e.end,
+                 "observed_until": e.observed_until}
+                for e in episodes_of(grouped, ctx.header.bound, ctx.end)]
+    for f, g in zip(rows, grouped, strict=True):
+        f["episode"] = g.episode
     table = [{
         "fault_id": f["fault_id"], "type": f["type"], "target": ",".join(f["targets"]),
         "field": f["field"], "begin": f["begin"], "end": f["end"],
@@ -126,26 +134,6 @@ def _client_and_link_evidence(ctx: Context, faults: dict[str, dict[str, Any]]) -
         if drops:
             f["evidence"].append(f"{drops} drop records")
             f["took_effect"] = True
-
-
-def _episodes(faults: list[dict[str, Any]], run_end: float) -> list[dict[str, Any]]:
-    """Group overlapping fault windows; each episode is observed until the next one begins."""
-    episodes: list[dict[str, Any]] = []
-    for f in faults:  # sorted by begin
-        end = f["end"] if f["end"] is not None else float("inf")
-        last = episodes[-1] if episodes else None
-        if last is not None and f["begin"] <= last["_end"] + EPS:
-            last["_end"] = max(last["_end"], end)
-            last["faults"].append(f["fault_id"])
-        else:
-            episodes.append({"episode": len(episodes), "begin": f["begin"], "_end": end,
-                             "faults": [f["fault_id"]]})
-        f["episode"] = episodes[-1]["episode"]
-    for i, e in enumerate(episodes):
-        e["end"] = None if e["_end"] == float("inf") else e["_end"]
-        e["observed_until"] = episodes[i + 1]["begin"] if i + 1 < len(episodes) else run_end
-        del e["_end"]
-    return episodes
 
 
 def _fault_schema() -> Any:

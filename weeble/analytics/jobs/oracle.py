@@ -23,8 +23,8 @@ Filters are matched on the driver, once per distinct (filter, attribute set) pai
 few of each, and the broker core's own `Filter.matches` is then the one definition of matching.
 
 Tables: `publications` (one verdict row per publication), `deliveries` (one row per delivered
-(publication, client): count, first delivery, verdict), `violations` (one row per bad
-(publication, client) pair), `subscriptions` (the intervals).
+(publication, client): count, first delivery and its broker, the publishing broker, verdict),
+`violations` (one row per bad (publication, client) pair), `subscriptions` (the intervals).
 """
 
 from __future__ import annotations
@@ -168,14 +168,16 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
     from pyspark.sql import functions as F
 
     header = ctx.header
-    delivered = (ctx.events("deliver", "publisher", "seq", "client")
+    delivered = (ctx.events("deliver", "publisher", "seq", "client", "broker")
                  .groupBy("publisher", "seq", "client")
-                 .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct("ts", "ord")).alias("first"))
+                 .agg(F.count(F.lit(1)).alias("n"),
+                      F.min(F.struct("ts", "ord", "broker")).alias("first"))
                  .select("publisher", "seq", "client", "n", F.col("first.ts").alias("first_ts"),
-                         F.col("first.ord").alias("first_ord")))
+                         F.col("first.ord").alias("first_ord"),
+                         F.col("first.broker").alias("first_broker")))
     published = F.broadcast(pubs.select("publisher", "seq", F.col("ts").alias("p_ts"),
-                                        "attributes", "judged", "p_client",
-                                        F.lit(True).alias("published")))
+                                        F.col("broker").alias("p_broker"), "attributes",
+                                        "judged", "p_client", F.lit(True).alias("published")))
     grace = (F.when(F.col("ended_by") == "crash", header.crash_linger)
              .otherwise(header.deactivation))
     held = F.broadcast(subs.select(
@@ -193,12 +195,14 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
     judged = candidates.groupBy("publisher", "seq", "client").agg(
         F.first("n").alias("n"), F.first("first_ts").alias("first_ts"),
         F.first("first_ord").alias("first_ord"), F.first("p_ts").alias("p_ts"),
+        F.first("first_broker").alias("first_broker"), F.first("p_broker").alias("p_broker"),
         F.max(F.coalesce(required, F.lit(False))).alias("expected"),
         F.max(F.coalesce(allowed, F.lit(False))).alias("allowed"),
         F.max(F.coalesce("published", F.lit(False))).alias("published"))
     expected = F.col("expected")
     return judged.select(
-        "publisher", "seq", "client", "n", "first_ts", "first_ord", "p_ts", "expected",
+        "publisher", "seq", "client", "n", "first_ts", "first_ord", "first_broker", "p_ts",
+        "p_broker", "expected",
         (~expected & F.col("allowed")).alias("window"),
         (~expected & ~F.col("allowed")).alias("spurious"),
         (F.col("n") - 1).alias("duplicate"),

@@ -1,14 +1,11 @@
 """The verdict: per fault, how fast the system recovered and what it lost on the way; pass/fail.
 
-Per fault (from its episode): type, target, whether it took effect, service- and state-level
-stabilization time, the bound Δ and the ratio, and the publications lost (missing deliveries),
-duplicated and reordered from the fault's begin until the next episode.
-
-The run passes when
-- before the first fault, nothing was lost, duplicated, spurious or reordered (the start state
-  is legitimate: every such error is a bug, not a recovery);
-- every episode stabilized, at the service level and (where checks exist) at the state level,
-  within Δ.
+The measurements are this job's (Spark): per episode the service- and state-level times
+(stabilization job), the losses from its begin to its observed-until time and before the first
+fault (judged publications, FIFO violations). The judgement is `weeble.check.verdict.judge`,
+the one implementation of rule R14 (the reference checker uses it too): the run passes when
+nothing went wrong before the first fault and every episode stabilized within Δ; a failure
+while the timing model was violated is "assumptions violated".
 
 Table: `verdict` (one row per fault).
 """
@@ -18,11 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from weeble.analytics.jobs.context import Context
+from weeble.check.episodes import Episode, Fault
+from weeble.check.timing import Violation
+from weeble.check.verdict import judge
 
 EPS = 1e-9
 
 
-def run(ctx: Context, stabilization: dict[str, Any]) -> dict[str, Any]:
+def run(ctx: Context, stabilization: dict[str, Any],
+        violations: list[Violation] | None = None) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     bound = ctx.header.bound
@@ -33,7 +34,9 @@ def run(ctx: Context, stabilization: dict[str, Any]) -> dict[str, Any]:
     windows = [(-1, -1e300, prefix_end)] + [
         (e["episode"], e["begin"], e["observed_until"]) for e in episodes.values()]
     ranges = ctx.spark.createDataFrame(windows, "episode long, lo double, hi double")
-    pubs = ctx.table("publications").select("ts", "missing", "spurious", "duplicate")
+    violations = violations or []
+    pubs = ctx.table("publications").where(F.col("judged")).select(
+        "ts", "missing", "spurious", "duplicate")
     in_window = (F.col("ts") >= F.col("lo") - EPS) & (F.col("ts") < F.col("hi"))
     losses = {r["episode"]: r for r in ctx.rows(
         pubs.join(F.broadcast(ranges), in_window).groupBy("episode").agg(
@@ -45,62 +48,36 @@ def run(ctx: Context, stabilization: dict[str, Any]) -> dict[str, Any]:
 
     def counts(episode: int) -> dict[str, int]:
         row = losses.get(episode) or {}
-        return {"lost": int(row.get("missing") or 0),
-                "duplicated": int(row.get("duplicate") or 0),
+        return {"missing": int(row.get("missing") or 0),
                 "spurious": int(row.get("spurious") or 0),
-                "reordered": int(reordered.get(episode, 0))}
+                "duplicate": int(row.get("duplicate") or 0),
+                "fifo": int(reordered.get(episode, 0))}
 
-    faults = ctx.rows(ctx.table("faults").orderBy("begin", "fault_id"))
-    rows = []
-    for f in faults:
-        e = episodes[f["episode"]]
-        rows.append({
-            "fault_id": f["fault_id"], "type": f["type"], "target": f["target"],
-            "begin": f["begin"], "end": f["end"], "took_effect": f["took_effect"],
-            "episode": f["episode"], "service_time": e["service_time"],
-            "service_status": e["service_status"], "state_time": e["state_time"],
-            "state_status": e["state_status"], "bound": bound,
-            "ratio": e["service_ratio"], "state_ratio": e["state_ratio"],
-            **counts(f["episode"]), "pass": _episode_passes(e, bound),
-        })
-    if rows:
-        ctx.write("verdict", ctx.spark.createDataFrame(rows, _schema()))
-    prefix = counts(-1)
-    errors = [f"{n} {what}" for what, n in prefix.items() if n]
-    reasons = [f"before the first fault: {', '.join(errors)}"] if errors else []
-    for e in episodes.values():
-        if not _episode_passes(e, bound):
-            reasons.append(f"episode {e['episode']} ({', '.join(e['faults'])}): "
-                           f"{_why(e, bound)}")
-    return {"pass": not reasons, "reasons": reasons, "bound": bound,
-            "before_first_fault": prefix, "faults": rows}
+    faults = [Fault(f["fault_id"], f["type"] or "?", f["target"], f["begin"], f["end"],
+                    f["took_effect"], episode=f["episode"])
+              for f in ctx.rows(ctx.table("faults").orderBy("begin", "fault_id"))]
+    eps = [Episode(e["episode"], e["begin"], e["end"], e["observed_until"], list(e["faults"]),
+                   e["service_time"], e["service_status"], e["state_time"], e["state_status"])
+           for e in sorted(episodes.values(), key=lambda e: e["episode"])]
+    verdict = judge(bound=bound, deactivation=ctx.header.deactivation, run_end=ctx.end,
+                    faults=faults, episodes=eps, prefix=counts(-1), violations=violations,
+                    losses={e.index: counts(e.index) for e in eps})
+    if verdict["faults"]:
+        ctx.write("verdict", ctx.spark.createDataFrame(
+            [{k: r[k] for k in _COLUMNS} for r in verdict["faults"]], _schema()))
+    return verdict
 
 
-def _episode_passes(e: dict[str, Any], bound: float) -> bool:
-    return _why(e, bound) == ""
-
-
-def _why(e: dict[str, Any], bound: float) -> str:
-    problems = []
-    if e["service_time"] is None:
-        problems.append(f"service: {e['service_status']}")
-    elif e["service_time"] > bound + EPS:
-        problems.append(f"service: {e['service_time']:.3g} s > bound {bound:.3g} s")
-    if e["state_time"] is None:
-        if e["state_status"] not in ("no checks observed",):
-            problems.append(f"state: {e['state_status']}")
-    elif e["state_time"] > bound + EPS:
-        problems.append(f"state: {e['state_time']:.3g} s > bound {bound:.3g} s")
-    return "; ".join(problems)
+_COLUMNS = ("fault_id", "type", "target", "begin", "end", "took_effect", "episode",
+            "service_time", "service_status", "state_time", "state_status", "bound", "ratio",
+            "state_ratio", "lost", "duplicated", "spurious", "reordered", "status", "pass")
 
 
 def _schema() -> Any:
     from pyspark.sql import types as T
 
     d, s, b, n = T.DoubleType(), T.StringType(), T.BooleanType(), T.LongType()
-    fields = [("fault_id", s), ("type", s), ("target", s), ("begin", d), ("end", d),
-              ("took_effect", b), ("episode", n), ("service_time", d), ("service_status", s),
-              ("state_time", d), ("state_status", s), ("bound", d), ("ratio", d),
-              ("state_ratio", d), ("lost", n), ("duplicated", n), ("spurious", n),
-              ("reordered", n), ("pass", b)]
-    return T.StructType([T.StructField(name, typ) for name, typ in fields])
+    types = {"begin": d, "end": d, "service_time": d, "state_time": d, "bound": d, "ratio": d,
+             "state_ratio": d, "took_effect": b, "pass": b, "episode": n, "lost": n,
+             "duplicated": n, "spurious": n, "reordered": n}
+    return T.StructType([T.StructField(c, types.get(c, s)) for c in _COLUMNS])

@@ -96,6 +96,9 @@ class Tuning(_Strict):
     drain_timeout_s: float = Field(default=2.0, ge=0)
     trace_flush_interval_s: float = Field(default=0.2, gt=0)
     metrics_interval_s: float = Field(default=1.0, gt=0)  # how often table sizes are sampled
+    # Trace a `snapshot` of the core's state every this many seconds (None: never); the
+    # testbed sets it to the scenario's trace.snapshots_every, else to Δ/10.
+    snapshot_period_s: float | None = Field(default=None, gt=0)
     seed: int | None = None  # link shaper randomness; None = fresh per process
 
 
