@@ -57,5 +57,12 @@ def test_quickstart_prints_a_verdict_table_and_exits_by_it(tmp_path: Path) -> No
     assert all(r["took_effect"] and r["evidence"] for r in begins.values())
     summary = json.loads((run_dir / "analysis" / "summary.json").read_text())
     assert {f["fault_id"] for f in summary["faults"]} >= {"table", "clock"}
+    # live brokers trace table snapshots: every fault gets a state-level time beside the
+    # service-level one, each measured from the end of its episode's last fault
+    for f in summary["faults"]:
+        assert f["service_time"] is not None, f
+        assert f["state_time"] is not None and f["state_status"] != "no checks observed", f
+        assert "end of episode" in f["measured_from"], f
+    assert "measured from" in out
     state = json.loads((run_dir / "testbed.json").read_text())
     assert not any(pid_alive(i["pid"], i["config"]) for i in state["brokers"].values())

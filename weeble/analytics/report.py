@@ -1,7 +1,8 @@
 """The report: RUN/analysis/report.md with PNG plots beside it.
 
 Plots: the correct-delivery ratio over time with the fault windows shaded, stabilization time
-against the bound Δ per fault, message overhead over time, latency over time. The numbers are the
+(service and state level) against the bound Δ per fault, violations of the timing model over
+time, message overhead over time, latency over time. The numbers are the
 summary's; the report only arranges them for a reader.
 """
 
@@ -24,7 +25,8 @@ def write_report(ctx: Context, summary: dict[str, Any]) -> Path:
     matplotlib.use("Agg")  # no display; also safe inside Spark's Python workers
     out = ctx.out
     plots = [p for p in (_correctness_plot(ctx, summary), _stabilization_plot(ctx, summary),
-                         _overhead_plot(ctx), _latency_plot(ctx)) if p is not None]
+                         _timing_plot(ctx, summary), _overhead_plot(ctx), _latency_plot(ctx))
+             if p is not None]
     path = out / REPORT
     path.write_text(_markdown(summary, plots), encoding="utf-8")
     return path
@@ -103,6 +105,32 @@ def _stabilization_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
     return _save(fig, ctx.out / "stabilization.png")
 
 
+def _timing_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
+    """Violations of the timing model (R13) over time, per kind, with the faults shaded."""
+    groups = summary["timing"]["groups"]
+    if not groups:
+        return None
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    by_kind: dict[str, dict[float, int]] = {}
+    for g in groups:
+        slot = by_kind.setdefault(g["kind"], {})
+        b = (g["begin"] // ctx.bin) * ctx.bin
+        slot[b] = slot.get(b, 0) + g["count"]
+    for kind, bins in sorted(by_kind.items()):
+        xs = sorted(bins)
+        ax.bar([x + ctx.bin / 2 for x in xs], [bins[x] for x in xs], width=ctx.bin * 0.9,
+               alpha=0.6, label=kind)
+    _shade_faults(ax, summary)
+    ax.set_xlim(0, summary["run"]["end"])
+    ax.set_xlabel("time since run start (s)")
+    ax.set_ylabel(f"violations per {ctx.bin:g} s")
+    ax.set_title("Timing model: hop delays > δmax, refresh gaps > ρ, late timers, slow paths")
+    ax.legend(fontsize="small")
+    return _save(fig, ctx.out / "timing.png")
+
+
 def _overhead_plot(ctx: Context) -> str | None:
     df = ctx.table("overhead").toPandas()
     if df.empty:
@@ -160,13 +188,19 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
         f"ρ = {run['params']['rho']:g} s, δ_max = {run['params']['delta_max']:g} s, "
         f"d = {run['params']['d']}; bound Δ = {verdict['bound']:.4g} s.",
         "",
-        f"## Verdict: {'PASS' if verdict['pass'] else 'FAIL'}",
+        f"## Verdict: {verdict['status'].upper()}",
         "",
     ]
     lines += [f"- {r}" for r in verdict["reasons"]] or ["Every fault episode stabilized within "
                                                         "the bound; no error before the first "
                                                         "fault."]
     lines += ["", verdict_table(s["faults"]), ""]
+    if s["faults"]:
+        lines += [f"Stabilization times are measured from "
+                  f"{verdict['stabilization_measured_from']}: the service level to the first "
+                  "publication after which every publication was delivered correctly, the state "
+                  "level to the first legitimacy check after which every check passed.", ""]
+    lines += _timing_section(s["timing"])
     lines += [
         "## Deliveries",
         "",
@@ -214,6 +248,26 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
               "`legitimacy`, `stabilization`, `verdict`, `ordering`, `reorderings`, "
               "`overhead`, `latency`.", ""]
     return "\n".join(lines)
+
+
+def _timing_section(t: dict[str, Any]) -> list[str]:
+    """The timing model (R13): what was measured, the worst, where it was violated."""
+    lines = ["## Timing model", ""]
+    measured = ", ".join(f"{k} {n:,} (worst {t['worst'].get(k, 0):.3g} s)"
+                         for k, n in t["measured"].items() if n)
+    lines += [f"Measured (τ = {t['tolerance']:g} s): {measured or 'nothing'}.", ""]
+    if not t["violations"]:
+        return [*lines, "No violation: the run kept the timing model its bounds assume.", ""]
+    lines += ["| kind | violations | worst | limit | first | last | brokers |",
+              "|---|---:|---:|---:|---:|---:|---|"]
+    for kind, k in t["by_kind"].items():
+        brokers = ", ".join(k["brokers"][:8]) + (" …" if len(k["brokers"]) > 8 else "")
+        lines.append(f"| {kind} | {k['violations']:,} | {k['max']:.3g} s | {k['limit']:.3g} s | "
+                     f"{k['first']:.4g} s | {k['last']:.4g} s | {brokers} |")
+    lines += ["", "Per broker: " + "; ".join(
+        f"{b}: " + ", ".join(f"{kind} {n:,}" for kind, n in kinds.items())
+        for b, kinds in list(t["by_broker"].items())[:30]), ""]
+    return lines
 
 
 def verdict_table(faults: list[dict[str, Any]]) -> str:

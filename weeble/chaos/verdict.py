@@ -24,7 +24,7 @@ class Row:
     kind: str
     target: str
     took_effect: bool | None
-    stabilization: float | None
+    stabilization: float | None  # service level, from the end of the episode's last fault
     status: str  # why there is no stabilization time, or "" when there is one
     bound: float | None
     ratio: float | None
@@ -33,6 +33,9 @@ class Row:
     reordered: int | None
     passed: bool | None  # None: not judged (skipped, or no analysis)
     note: str = ""
+    state: float | None = None  # state level (legitimacy checks of the snapshots), same origin
+    state_status: str = ""
+    verdict: str = ""  # pass, fail, assumptions violated (the analytics' word for the episode)
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -57,11 +60,17 @@ def verdict_rows(outcomes: Sequence[Outcome], analysis: dict[str, Any] | None) -
         # the chaos evidence decides "took effect"; the analytics' view can only add a failure
         took = o.took_effect and v.get("took_effect") is not False
         passed = bool(took and v.get("pass"))
+        note = o.error or ""
+        if v.get("episode_end") is not None:
+            note = (f"{note}; " if note else "") + (
+                f"stabilization measured from {v['measured_from']}")
         rows.append(Row(o.fault_id, o.kind, target, took, v.get("service_time"),
                         "" if v.get("service_time") is not None else
                         str(v.get("service_status") or "not stabilized"),
                         v.get("bound"), v.get("ratio"), v.get("lost"), v.get("duplicated"),
-                        v.get("reordered"), passed, o.error or ""))
+                        v.get("reordered"), passed, note, state=v.get("state_time"),
+                        state_status=str(v.get("state_status") or ""),
+                        verdict=str(v.get("status") or "")))
     return rows
 
 
@@ -83,7 +92,7 @@ def _mark(x: bool | None, yes: str = "yes", no: str = "NO") -> str:
 
 
 def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = (),
-                  file: Any = None) -> None:
+                  file: Any = None, measured_from: str | None = None) -> None:
     """The table as plain text (stdout by default), readable in a CI log and by a parser."""
     from rich.console import Console
     from rich.table import Table
@@ -91,19 +100,25 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
     table = Table(title="verdict per fault", title_justify="left", show_lines=False)
     for name, justify in (("fault", "left"), ("kind", "left"), ("target", "left"),
                           ("took effect", "center"), ("stabilization s", "right"),
-                          ("bound Δ s", "right"), ("ratio", "right"), ("lost", "right"),
-                          ("duplicated", "right"), ("reordered", "right"),
+                          ("state level s", "right"), ("bound Δ s", "right"),
+                          ("ratio", "right"),
+                          ("lost", "right"), ("duplicated", "right"), ("reordered", "right"),
                           ("verdict", "center")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in rows:
         stab = _num(r.stabilization) if r.stabilization is not None else (r.status or "-")
+        state = _num(r.state) if r.state is not None else (r.state_status or "-")
         verdict = ("skipped" if r.note.startswith("skipped") else
+                   "assumptions violated" if r.verdict == "assumptions violated" else
                    _mark(r.passed, "pass", "FAIL"))
-        table.add_row(r.fault_id, r.kind, r.target, _mark(r.took_effect), stab, _num(r.bound),
-                      _num(r.ratio), _int(r.lost), _int(r.duplicated), _int(r.reordered),
-                      verdict)
-    console = Console(file=file or sys.stdout, width=140, no_color=True, highlight=False)
+        table.add_row(r.fault_id, r.kind, r.target, _mark(r.took_effect), stab, state,
+                      _num(r.bound), _num(r.ratio), _int(r.lost), _int(r.duplicated),
+                      _int(r.reordered), verdict)
+    console = Console(file=file or sys.stdout, width=160, no_color=True, highlight=False)
     console.print(table)
+    if measured_from:
+        console.print(f"  stabilization (service and state level) is measured from "
+                      f"{measured_from}")
     for r in rows:
         if r.note:
             console.print(f"  {r.fault_id}: {r.note}")

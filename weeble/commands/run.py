@@ -130,23 +130,30 @@ async def _drive(workload: Any, chaos: Any, duration: float,
 
 
 def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
-    """Analyze the run in this process, print the verdict table and the report's path;
-    1 if a verdict fails."""
-    from weeble.analytics.errors import USER_ERRORS
-    from weeble.analytics.pipeline import analyze
+    """Analyze the run, print the verdict table and the report's path; 1 if a verdict fails.
+
+    The analysis runs in a fresh process (`weeble analyze`): this one has held thousands of
+    gRPC channels and threads, and Spark's JVM, forked from it, did not survive that at scale
+    (JAVA_GATEWAY_EXITED after gRPC's "skipping fork() handlers")."""
+    import subprocess
+
     from weeble.chaos.verdict import print_verdict, run_passes, verdict_rows
     from weeble.commands import UsageError
+    from weeble.trace.schema import ANALYSIS_DIR
 
-    def progress(step: str) -> None:
-        if not quiet:
-            print(f"analyze: {step}", file=sys.stderr, flush=True)
-
-    try:
-        analysis = analyze(run_dir, progress=progress)
-    except USER_ERRORS as exc:
-        raise UsageError(f"analysis of {run_dir}: {exc}") from None
+    command = [sys.executable, "-m", "weeble.cli", "analyze", str(run_dir),
+               *(["--quiet"] if quiet else [])]
+    # its progress goes to stderr; its table is replaced by the one below (with the chaos
+    # evidence of each fault)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, check=False)
+    summary = run_dir / ANALYSIS_DIR / "summary.json"
+    if done.returncode not in (0, 1) or not summary.exists():
+        raise UsageError(f"analysis of {run_dir} failed (exit status {done.returncode}); "
+                         f"run `weeble analyze {run_dir}` to see why")
+    analysis = json.loads(summary.read_text())
     rows = verdict_rows(outcomes, analysis)
     passed = run_passes(rows, analysis)
-    print_verdict(rows, passed, analysis["verdict"].get("reasons", []))
+    print_verdict(rows, passed, analysis["verdict"].get("reasons", []),
+                  measured_from=analysis["verdict"].get("stabilization_measured_from"))
     print(f"report: {analysis.get('report') or run_dir / 'analysis'}")
     return 0 if passed else 1
