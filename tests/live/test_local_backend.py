@@ -172,6 +172,12 @@ def test_up_status_down_from_separate_processes(tmp_path: Path) -> None:
         table = weeble("status", "r1", "--runs-dir", str(runs))
         assert table.returncode == 0 and "b1" in table.stdout, table.stderr
 
+        experiment = tmp_path / "exp.yaml"
+        experiment.write_text("name: t\nfaults:\n  - {name: wipe, kind: clock, target: b1,"
+                              " at: 0.5}\n")
+        chaos = weeble("chaos", str(experiment), "--run", "r1", "--runs-dir", str(runs))
+        assert chaos.returncode == 0, chaos.stderr
+
         down = weeble("down", "r1", "--runs-dir", str(runs))
         assert down.returncode == 0, down.stderr
         assert "stopped 3 broker(s)" in down.stdout
@@ -183,6 +189,15 @@ def test_up_status_down_from_separate_processes(tmp_path: Path) -> None:
 
         again = weeble("down", "--runs-dir", str(runs))
         assert again.returncode == 2 and "no run is up" in again.stderr
+        # up, chaos, down wrote a run that can be judged: header, run_end, the fault, snapshots
+        kinds = {r["kind"] for r in read_trace(runs / "r1" / "trace" / "run.jsonl")}
+        assert kinds == {"run", "run_end"}
+        assert any(r["kind"] == "snapshot" for r in read_trace(runs / "r1" / "trace" / "b1.jsonl"))
+        check = weeble("check", str(runs / "r1"), "--json")
+        assert check.returncode in (0, 1), check.stderr
+        report = json.loads(check.stdout)
+        assert [f["fault_id"] for f in report["faults"]] == ["wipe"]
+        assert report["run"]["backend"] == "local"
     finally:
         if pids:  # never leave brokers behind, whatever failed above
             Testbed.attach("r1", runs_dir=runs).down(timeout=5)

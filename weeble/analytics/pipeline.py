@@ -47,7 +47,7 @@ JOBS: dict[str, tuple[tuple[str, ...], Callable[[Context, dict[str, Any]], dict[
     "overhead": ((), lambda ctx, _: overhead.run(ctx)),
     "stabilization": (("faults", "oracle"), lambda ctx, _: stabilization.run(ctx)),
     "latency": (("oracle",), lambda ctx, _: latency.run(ctx)),
-    "timing": (("oracle",), lambda ctx, _: timing.run(ctx)),
+    "timing": (("oracle", "faults"), lambda ctx, _: timing.run(ctx)),
     "verdict": (("stabilization", "ordering", "timing"),
                 lambda ctx, done: verdict_job.run(ctx, done["stabilization"],
                                                   done["timing"]["groups"])),

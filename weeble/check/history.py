@@ -21,7 +21,7 @@ from weeble.check.episodes import (
     state_stabilization,
 )
 from weeble.check.state import Check, Interval, snapshot_checks
-from weeble.check.timing import Timing, Violation, aggregate
+from weeble.check.timing import Timing, Violation, aggregate, outside_faults, summarize
 from weeble.check.verdict import SERVICE_FROM, STATE_FROM, judge
 from weeble.trace.header import RunHeader
 from weeble.trace.reader import read_run
@@ -99,7 +99,9 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
     first = episodes[0].begin if episodes else float("inf")
     prefix = d.between(float("-inf"), first - header.deactivation)
     losses = {e.index: d.between(e.begin, e.observed_until) for e in episodes}
-    groups = aggregate(violations, bound / 10)
+    kept = outside_faults(violations, [(f.begin, f.end) for f in faults], end)
+    groups = aggregate(kept, bound / 10)
+    timing = summarize(kept, timing["measured"], timing["worst"], timing["tolerance"])
     verdict = judge(bound=bound, deactivation=header.deactivation, run_end=end, faults=faults,
                     episodes=episodes, prefix=prefix, violations=groups, losses=losses)
     failed = [c for c in checks if not c.ok]

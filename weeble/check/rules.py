@@ -107,8 +107,9 @@ a `timer` record with `late` > τ; it lasts from `t − late` to `t`; (d) path: 
 between the publishing and the delivering broker in `topology`; it lasts from t_p to the
 delivery. Each violation names
 its broker (the receiver, the subscriber's broker, the timer's node, the delivering broker).
-Violations are *grouped* by kind, broker and bin ⌊begin / (Δ/10)⌋; a group spans from its
-earliest begin to its latest end.
+A violation that overlaps a fault (R10: from its begin to its end, or to the run's end if it
+never ends) is that fault's doing and is not counted. The others are *grouped* by kind, broker
+and bin ⌊begin / (Δ/10)⌋; a group spans from its earliest begin to its latest end.
 
 **R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first
 episode) − D (all judged publications if there is none), none has a missing, spurious or

@@ -31,6 +31,14 @@ class Violation:
     count: int = 1  # how many violations this row stands for (a group of `aggregate`)
 
 
+def outside_faults(violations: Iterable[Violation],
+                   windows: Iterable[tuple[float, float | None]], end: float) -> list[Violation]:
+    """R13: the violations that overlap no fault window (begin, end or None: to the run's end);
+    a fault is allowed to break the model (a crashed broker receives no refresh)."""
+    spans = [(b, end if e is None else e) for b, e in windows]
+    return [v for v in violations if not any(v.begin <= e and v.end >= b for b, e in spans)]
+
+
 def aggregate(violations: Iterable[Violation], width: float) -> list[Violation]:
     """R13: violations grouped by kind, broker and the bin of width `width` their begin falls
     in; a group spans its members, keeps the worst value (and its limit), and counts them."""

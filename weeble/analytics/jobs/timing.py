@@ -7,8 +7,9 @@ Four measurements, each a violation when it exceeds the model by more than τ:
   against ρ;
 - timer: a `timer` record's lateness;
 - path: the first delivery of each published pair: its delay against hops·δmax.
-Violations are grouped by kind, broker and bin of Δ/10 of their begin (the groups the verdict
-judges and the report plots).
+A violation that overlaps a fault is the fault's doing and does not count; the others are
+grouped by kind, broker and bin of Δ/10 of their begin (the groups the verdict judges and the
+report plots).
 
 Tables: `timing` (the groups: kind, broker, begin, end, value = worst, limit, count),
 `timing_measured` (per kind: measurements, worst, violations).
@@ -47,6 +48,10 @@ def run(ctx: Context) -> dict[str, Any]:
                            .otherwise(F.col("limit")).alias("limit"))
         bad = over if bad is None else bad.unionByName(over)
     assert bad is not None
+    # a fault is allowed to break the model: violations overlapping a fault do not count
+    for f in ctx.rows(ctx.table("faults").select("begin", "end")):
+        end = f["end"] if f["end"] is not None else ctx.end
+        bad = bad.where(~((F.col("begin") <= end) & (F.col("end") >= f["begin"])))
     width = ctx.header.bound / 10
     worst_first = F.max(F.struct("value", "limit"))
     groups = ctx.write("timing", bad.groupBy(
