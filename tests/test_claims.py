@@ -60,7 +60,7 @@ def test_stabilizes_within_its_bound_from_a_corrupted_state(combo, data) -> None
     alg, hierarchical, wrapper = combo
     seed = data.draw(st.integers(0, 10**6), label="seed")
     topo = random_tree(data.draw(st.integers(3, 9), label="brokers"), seed)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     params.validate(alg, wrapper)
     net = SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
                      wrapper=wrapper, delay="uniform", seed=seed)
@@ -107,7 +107,7 @@ def _wellformed(alg: Algorithm, *, hierarchical: bool = True, pi: float = PI,
                 topo=None, delay: str = "uniform", options: Options | None = None,
                 seed: int = 1) -> SimNetwork:
     topo = topo or kary_tree(3, 3)
-    params = Params(pi, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=pi, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     return SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
                       delay=delay, seed=seed, options=options)
 
@@ -140,7 +140,7 @@ def test_corrupted_flag0_entry_is_gone_within_pi() -> None:
 
 def test_flooding_needs_no_leasing_messages_and_works_with_rho_equal_pi() -> None:
     topo = kary_tree(2, 3)
-    params = Params(RHO, RHO, DMIN, DMAX, topo.diameter())  # ρ = π
+    params = Params(pi=RHO, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())  # ρ = π
     params.validate(Algorithm.FLOODING, False)
     net = SimNetwork(topo, algorithm=Algorithm.FLOODING, params=params, seed=3)
     for i, b in enumerate(topo.brokers):
@@ -157,7 +157,8 @@ def test_flooding_needs_no_leasing_messages_and_works_with_rho_equal_pi() -> Non
 
 def _leasing_under_adversarial_delays(alg: Algorithm, pi: float, seed: int) -> SimNetwork:
     topo = chain(6)
-    params = Params(pi, RHO, 0.01, 1.0, topo.diameter())  # d·(δmax − δmin) = 4.95 s
+    # d·(δmax − δmin) = 4.95 s
+    params = Params(pi=pi, rho=RHO, delta_min=0.01, delta_max=1.0, d=topo.diameter())
     net = SimNetwork(topo, algorithm=alg, params=params, delay="adversarial", seed=seed)
     rng = random.Random(seed)
     # Subscriptions flow b0→b5, notifications b5→b0: FIFO never queues a fast renewal behind
@@ -307,7 +308,7 @@ def test_lemma1_no_old_tagged_control_message_after_the_next_same_tag_switch() -
     """Lemma 1 (π > 2·d·δ_max): a control message tagged x, sent while x was current, arrives
     before the root issues the next switch(x)."""
     topo = random_tree(10, 4)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     sent: dict[tuple[str, str, int], float] = {}
     root_switches: dict[int, list[float]] = {0: [], 1: []}
     received: list[tuple[float, float, int]] = []  # (sent at, received at, tag)
@@ -420,7 +421,7 @@ CHURN_COMBOS = [
 def test_fault_free_churn_keeps_the_configuration_legitimate(combo, seed: int, n: int) -> None:
     alg, hierarchical, wrapper = combo
     topo = random_tree(n, seed)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     net = SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
                      wrapper=wrapper, delay="uniform", seed=seed)
     rng = random.Random(seed)

@@ -60,7 +60,9 @@ def fault_fields(inj: Injection, fault_id: str, targets: list[str],
     }
     if links:
         fields["links"] = links
-    if len(targets) == 1 and not links:
+    if getattr(f, "clients", None) is not None:  # a client crash of workload subscribers
+        fields["clients"] = targets
+    elif len(targets) == 1 and not links:
         fields["broker"] = targets[0]
     for name in ("field", "value", "args", "probability", "delay_ms", "jitter_ms"):
         if name in type(f).model_fields:

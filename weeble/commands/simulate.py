@@ -16,16 +16,23 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--chaos", metavar="FILE",
+                   help="run this chaos experiment (a `weeble chaos` file) instead of the"
+                        " scenario's own")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary on stdout")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from weeble.broker.sim.run import simulate
-    from weeble.model.scenario import load_scenario
+    from weeble.chaos.runner import in_simulation
+    from weeble.model.scenario import load_scenario, with_chaos
 
     scenario = load_scenario(args.scenario)
-    summary = simulate(scenario, args.out, progress=not args.quiet)
+    if args.chaos is not None:
+        scenario = with_chaos(scenario, args.chaos)
+    summary = simulate(scenario, args.out, progress=not args.quiet,
+                       faults=in_simulation(scenario))
     if not args.quiet:
         d = summary.deliveries
         digest = {

@@ -47,7 +47,13 @@ from weeble.broker.core.messages import Message as CoreMessage
 from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.broker.core.rom import Params, Rom
 from weeble.broker.core.table import Entry
-from weeble.model.selectors import BrokerSelector, LinkSelector, SelectorError, Tree
+from weeble.model.selectors import (
+    BrokerSelector,
+    ClientSelector,
+    LinkSelector,
+    SelectorError,
+    Tree,
+)
 
 Lasting = Literal["never", "optional", "required"]
 Direction = Literal["both", "forward", "backward"]
@@ -407,22 +413,37 @@ class PauseFault(OnBrokers):
 
 
 @register
-class ClientCrashFault(OnBrokers):
-    """A chaos client subscribes at each target broker `settle` s before the fault, refreshes
-    until then, and crashes at the planned time (its refreshes stop, no unsubscription): its
-    entries must vanish within 2π (F12)."""
+class ClientCrashFault(Fault):
+    """A subscriber crashes: its refreshes stop, no unsubscription; its entries must vanish
+    within 2π (F12). Either `target` brokers: a chaos client subscribes at each `settle` s before
+    the fault, refreshes until then, and crashes at the planned time; or `clients` of the
+    workload (named, or {random: k} of those subscribed then) crash."""
 
     kind: Literal["client_crash"] = "client_crash"
+    target: BrokerSelector | None = None
+    clients: ClientSelector | None = Field(default=None, validate_default=True)
     filter: str = "true"
     settle: float = Field(default=1.0, ge=0)  # s between subscribing and crashing
-
-    @property
-    def lead(self) -> float:
-        return self.settle
 
     spec: ClassVar[str] = "F12"
 
     _filter = field_validator("filter")(lambda value: _parses(value))
+
+    @field_validator("clients")
+    @classmethod
+    def _one_of(cls, clients: ClientSelector | None,
+                info: ValidationInfo) -> ClientSelector | None:
+        if (clients is None) == (info.data.get("target") is None) and "target" in info.data:
+            raise ValueError("give either `target` (brokers where chaos clients subscribe) or"
+                             " `clients` (subscribers of the workload), not both or neither")
+        return clients
+
+    @property
+    def lead(self) -> float:
+        return self.settle if self.target is not None else 0.0
+
+    def selector(self) -> str:
+        return self.clients.describe() if self.clients is not None else super().selector()
 
 
 def replica(rom: Rom, core: dict[str, Any]) -> Broker:

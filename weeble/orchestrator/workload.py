@@ -250,6 +250,24 @@ class LiveWorkload:
         except (grpc.aio.AioRpcError, KeyError) as e:
             self._error(c, "unsubscribe", e, sub_id=sub_id)
 
+    # ---- client crash faults (chaos: client_crash with `clients:`) ---------------------------
+
+    def subscribers(self) -> list[str]:
+        """The clients with a live subscription, in the order they first came."""
+        return list(dict.fromkeys(name for (name, _), c in self._clients.items() if c.subs))
+
+    async def crash(self, client: str) -> dict[str, Any]:
+        """The client crashes now: its refreshes stop, it never unsubscribes (F12)."""
+        hit = [c for (name, _), c in self._clients.items() if name == client and c.subs]
+        if not hit:
+            raise LookupError(f"{client} has no live subscription")
+        sub_ids = []
+        for c in hit:
+            for sub_id in sorted(c.subs):  # the last one closes the client's subscriber
+                sub_ids.append(sub_id)
+                await self._end(c.name, c.broker, sub_id, crash=True)
+        return {"sub_ids": sub_ids, "brokers": sorted({c.broker for c in hit})}
+
     def _publish(self, name: str, broker: str, seq: int, attributes: dict[str, Value]) -> None:
         if self.stats.publications >= self._max_pubs:
             return

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,10 @@ class ParamsConfig(_Strict):
 
 
 class OptionsConfig(_Strict):
+    """The core's Options (broker/core/rom.py), field for field."""
+
     flag_rule: bool = True
+    renew_forwarded: bool = True
     unsub_counts_all: bool = True
 
 
@@ -156,8 +160,7 @@ class BrokerConfig(_Strict):
     # ---- derived ----------------------------------------------------------------------------
 
     def params_obj(self) -> Params:
-        p = self.params
-        return Params(p.pi, p.rho, p.delta_min, p.delta_max, p.d)
+        return Params(**self.params.model_dump())
 
     def to_rom(self) -> Rom:
         return Rom(
@@ -169,8 +172,17 @@ class BrokerConfig(_Strict):
             params=self.params_obj(),
             hierarchical=self.hierarchical,
             wrapper=self.wrapper,
-            options=Options(self.options.flag_rule, self.options.unsub_counts_all),
+            options=Options(**self.options.model_dump()),
         )
+
+    @staticmethod
+    def rom_fields(rom: Rom) -> dict[str, Any]:
+        """The fields of a config that carry `rom` (the inverse of `to_rom`, but for the
+        neighbours' addresses, which the orchestrator adds)."""
+        return {"broker_id": rom.broker_id, "algorithm": rom.algorithm,
+                "params": asdict(rom.params), "root": rom.root, "parent": rom.parent,
+                "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
+                "options": asdict(rom.options)}
 
     def dials(self, neighbor: str) -> bool:
         """The broker with the lexicographically smaller id dials; the other accepts."""

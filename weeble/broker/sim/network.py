@@ -84,9 +84,10 @@ class SimNetwork:
         parents = topology.parent_map(self.root)
         self.adverts = adverts
         self.brokers: dict[str, Broker] = {
-            b: Broker(Rom(b, frozenset(topology.neighbors(b)), self.root, parents[b], algorithm,
-                          params, hierarchical, wrapper, options or Options(), adverts=adverts,
-                          ordering=ordering))
+            b: Broker(Rom(broker_id=b, neighbors=frozenset(topology.neighbors(b)), root=self.root,
+                          parent=parents[b], algorithm=algorithm, params=params,
+                          hierarchical=hierarchical, wrapper=wrapper,
+                          options=options or Options(), adverts=adverts, ordering=ordering))
             for b in topology.brokers
         }
         self.bound = params.bound(algorithm, wrapper, adverts)
