@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from weeble.broker.core.events import Corrupt
@@ -402,14 +402,16 @@ def test_a_bogus_constituent_outlives_the_printed_merging_bound() -> None:
 # ---- closure under churn: no fault, subscriptions come and go, the state stays legitimate ---
 
 
-# A known gap, kept visible: merging variant 1, peer-to-peer, under the wrapper can leave a
-# transient coverage hole after an unsubscription (seed 89, n 10: b5→b1 lacks `price < 30` for
-# a few seconds). It recovers within Δ (the corrupted-state test passes); closure under churn
-# is not proven for this combination yet. strict: the marker fails once the gap is fixed.
-_KNOWN_CHURN_GAP = pytest.mark.xfail(strict=True, reason="merging1 p2p wrapper churn gap")
+# A known gap, kept visible: merging (variants 1 and 2), peer-to-peer, under the wrapper can
+# leave a transient coverage hole after an unsubscription (seed 89, n 10: b5→b1 lacks
+# `price < 30` for a few seconds; run as an explicit example, so every combination meets it).
+# It recovers within Δ (the corrupted-state test passes); closure under churn is not proven for
+# these combinations yet. strict: the marker fails once the gap is fixed.
+_KNOWN_CHURN_GAP = pytest.mark.xfail(strict=True, reason="merging p2p wrapper churn gap")
+_GAP_COMBOS = ((Algorithm.MERGING1, False, True), (Algorithm.MERGING2, False, True))
 CHURN_COMBOS = [
     pytest.param(c, marks=_KNOWN_CHURN_GAP, id=_ids(c))
-    if c == (Algorithm.MERGING1, False, True) else pytest.param(c, id=_ids(c))
+    if c in _GAP_COMBOS else pytest.param(c, id=_ids(c))
     for c in COMBOS
 ]
 
@@ -418,6 +420,7 @@ CHURN_COMBOS = [
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6), n=st.integers(3, 10))
+@example(seed=89, n=10)  # the known gap's case, so that its xfail never hangs on the draw
 def test_fault_free_churn_keeps_the_configuration_legitimate(combo, seed: int, n: int) -> None:
     alg, hierarchical, wrapper = combo
     topo = random_tree(n, seed)

@@ -36,6 +36,7 @@ EVERY_KIND = [
     {"name": "crash", "kind": "crash", "target": "b5", "at": 17, "duration": 1},
     {"name": "pause", "kind": "pause", "target": "b4", "at": 17, "duration": 1},
     {"name": "cc", "kind": "client_crash", "target": "b6", "at": 18},
+    {"name": "cw", "kind": "client_crash", "clients": {"random": 1}, "at": 19},
     {"name": "open", "kind": "cut", "link": ["b1", "b3"], "at": 20},
     {"name": "heal", "kind": "heal", "link": ["b3", "b1"], "at": 21},
     {"name": "down", "kind": "crash", "target": "b6", "at": 22},
@@ -68,6 +69,8 @@ def test_every_kind_takes_effect_in_simulation(tmp_path: Path) -> None:
     added = recs["inject"][0]["evidence"]["b3->b1"]["changed"]["tables"]["added_sample"]
     assert added[0]["sub_id"] == "ghost/0"
     assert recs["garble"][0]["evidence"]["b1->b4"]["sim"].startswith("garbled = lost")
+    assert len(log["cw"]["targets"]) == 1  # one subscriber of the workload
+    assert recs["cw"][0]["client"] == log["cw"]["targets"][0]
     # the last fault ends at 23 s; the run then stabilizes within the bound
     assert summary.last_fault_end == 23
     assert summary.stabilization_time is not None and summary.stabilization_time <= summary.bound

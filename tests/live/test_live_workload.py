@@ -44,14 +44,14 @@ def test_live_clients_carry_out_the_plan(tmp_path: Path) -> None:
                 continue
         planned.add(("client_subscribe", a.sub_id, a.broker))
         if a.end <= s.duration:
-            planned.add(("client_crash" if a.crashes else "client_unsubscribe", a.sub_id,
+            planned.add(("crash" if a.crashes else "client_unsubscribe", a.sub_id,
                          a.broker))
     assert workload_subs > 8, "the test needs more planned subscriptions than the bound"
 
     records = [json.loads(line) for f in bed.trace_dir.glob("*.jsonl")
                for line in f.read_text().splitlines() if line.strip()]
     done = {(r["kind"], r["sub_id"], r["broker"]) for r in records
-            if r["kind"] in ("client_subscribe", "client_unsubscribe", "client_crash")}
+            if r["kind"] in ("client_subscribe", "client_unsubscribe", "crash")}
     published = {(r["publisher"], r["seq"]) for r in records if r["kind"] == "client_publish"}
     assert done == planned
     assert published == planned_pubs and stats.errors == 0
@@ -89,7 +89,7 @@ def test_chaos_crashes_workload_subscribers_live(tmp_path: Path) -> None:
     assert len(outcomes["two"].targets) == 2 and "alice" in crashed
     records = [json.loads(line) for f in bed.trace_dir.glob("*.jsonl")
                for line in f.read_text().splitlines() if line.strip()]
-    assert {r["client"] for r in records if r["kind"] == "client_crash"} == crashed
+    assert {r["client"] for r in records if r["kind"] == "crash"} == crashed
     assert not any(r["kind"] == "client_unsubscribe" for r in records)
     # the same experiment, simulated from the same seed, picks the same subscribers
     sim = simulate(s, tmp_path / "sim", progress=False, faults=in_simulation(s))

@@ -60,8 +60,9 @@ def fault_fields(inj: Injection, fault_id: str, targets: list[str],
     }
     if links:
         fields["links"] = links
-    if getattr(f, "clients", None) is not None:  # a client crash of workload subscribers
-        fields["clients"] = targets
+    if getattr(f, "clients", None) is not None:  # a client crash of workload subscribers:
+        if len(targets) == 1:  # `targets` are client ids
+            fields["client"] = targets[0]
     elif len(targets) == 1 and not links:
         fields["broker"] = targets[0]
     for name in ("field", "value", "args", "probability", "delay_ms", "jitter_ms"):
