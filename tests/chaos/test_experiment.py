@@ -226,6 +226,11 @@ def test_state_diff_is_the_evidence_of_a_state_fault() -> None:
     assert diff["next_timer"] == {"before": 4.0, "after": 2.5}
     assert diff["tables"]["removed"] == diff["tables"]["added"] == 1
     assert diff["tables"]["added_sample"][0]["flag"] == 0
+    # the overlay and exchange layers are RAM too: their changes are evidence as well
+    moved = state_diff({**before, "parent": "b0", "neighbors": ["b0"]},
+                       {**before, "parent": "b9", "neighbors": ["b0", "b9"]})
+    assert moved == {"parent": {"before": "b0", "after": "b9"},
+                     "neighbors": {"before": ["b0"], "after": ["b0", "b9"]}}
 
 
 def test_entry_values_are_drawn_to_differ() -> None:

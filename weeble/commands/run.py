@@ -24,9 +24,13 @@ from weeble.commands.up import add_placement_options
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "run",
-        help="run a scenario live: up, workload, down, traces",
-        description="Start SCENARIO's brokers, drive its workload against them for the"
-                    " duration, stop them and collect the traces into the run directory.",
+        help="run a scenario live end to end: up, workload and chaos, down, analysis, verdict",
+        description="A live run end to end: start SCENARIO's brokers, drive its workload"
+                    " against them for the duration while its chaos experiment (or --chaos"
+                    " FILE) injects faults, stop the brokers and collect the traces into the run"
+                    " directory, then analyze them (PySpark) and print the verdict per fault"
+                    " with the report's path. Exit status 1 if a verdict fails, 2 on a user"
+                    " error.",
     )
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--duration", type=float, metavar="S",

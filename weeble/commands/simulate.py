@@ -12,7 +12,11 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "simulate",
         help="run a scenario in the discrete-event simulator",
-        description="Run SCENARIO in virtual time; write DIR/summary.json and DIR/trace/.",
+        description="Run SCENARIO in the discrete-event simulator, in virtual time and"
+                    " deterministically from its seed: its workload, and its chaos experiment"
+                    " (or --chaos FILE) as the faults. Writes DIR/summary.json (deliveries"
+                    " judged against the subscriptions, legitimacy checks, stabilization) and"
+                    " the traces in DIR/trace/.",
     )
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")

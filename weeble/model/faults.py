@@ -498,10 +498,11 @@ def _parses(value: str) -> str:
 def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """What changed in a broker's RAM between two core snapshots ({} = nothing)."""
     diff: dict[str, Any] = {}
-    for key in ("next_timer", "rebuild_bit"):
+    # the values of the routing layer, and of the overlay and exchange layers (their RAM)
+    for key in ("next_timer", "rebuild_bit", "neighbors", "parent", "exchange"):
         if before.get(key) != after.get(key):
             diff[key] = {"before": before.get(key), "after": after.get(key)}
-    for key in ("tables", "mergers"):
+    for key in ("tables", "mergers", "adv_tables"):
         old, new = _entries(before.get(key)), _entries(after.get(key))
         removed = sorted(old - new)
         added = sorted(new - old)

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params, Rom
+from weeble.broker.core.rom import Algorithm, ConfigError, Options, Ordering, Params, Rom
 from weeble.broker.runtime.linkshaper import LinkShape
 
 _ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
@@ -67,6 +67,10 @@ class OptionsConfig(_Strict):
     flag_rule: bool = True
     renew_forwarded: bool = True
     unsub_counts_all: bool = True
+    qsub: bool = True
+    qnot: bool = True
+    backoff: float | None = None
+    lock_lease: float | None = None
 
 
 class TlsConfig(_Strict):
@@ -112,6 +116,8 @@ class BrokerConfig(_Strict):
     hierarchical: bool = False
     wrapper: bool = False
     options: OptionsConfig = OptionsConfig()
+    adverts: bool = False
+    ordering: Ordering = Ordering.FIFO
     neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
     listen_address: str
     admin_address: str
@@ -173,6 +179,8 @@ class BrokerConfig(_Strict):
             hierarchical=self.hierarchical,
             wrapper=self.wrapper,
             options=Options(**self.options.model_dump()),
+            adverts=self.adverts,
+            ordering=self.ordering,
         )
 
     @staticmethod
@@ -182,7 +190,8 @@ class BrokerConfig(_Strict):
         return {"broker_id": rom.broker_id, "algorithm": rom.algorithm,
                 "params": asdict(rom.params), "root": rom.root, "parent": rom.parent,
                 "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
-                "options": asdict(rom.options)}
+                "options": asdict(rom.options), "adverts": rom.adverts,
+                "ordering": rom.ordering}
 
     def dials(self, neighbor: str) -> bool:
         """The broker with the lexicographically smaller id dials; the other accepts."""
