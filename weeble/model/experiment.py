@@ -178,7 +178,7 @@ def parse_experiment(data: object, source: str = "<experiment>") -> Experiment:
 
 
 def tree_of_scenario(scenario: Any) -> Tree:
-    """The broker tree of an orchestrator Scenario."""
+    """The broker tree of a Scenario, as selectors see it."""
     topology = scenario.build_topology()
     return Tree(topology.brokers, topology.links, scenario.root_broker)
 

@@ -16,9 +16,9 @@ the schedule). The kinds cover the fault model of spec/thesis-ch3-routing.md §6
 | cut / heal   | nothing passes a link, either way / until healed           | (F9: loss)     |
 | flap         | a link is cut and healed over and over                     | (F9)           |
 | partition    | cut every link between a set of brokers and the rest       | (F9)           |
-| crash        | SIGKILL; after `duration`, restart with empty RAM          | F6             |
+| crash        | killed; after `duration`, restarted with empty RAM         | F6             |
 | restart      | start a crashed broker again (empty RAM)                   | F6             |
-| pause        | SIGSTOP for `duration`, then SIGCONT                       | (F11: delay)   |
+| pause        | frozen for `duration` (alive, answering nothing)           | (F11: delay)   |
 | client_crash | a subscriber stops refreshing without unsubscribing        | F12            |
 
 F13 (an all-covering entry plus initialized tables) and F14 (a false merger) are `corrupt`
@@ -28,8 +28,8 @@ the others. F16 (advertisements) waits for the advertisement layer.
 Adding a kind (color or parent-pointer corruption when the 3-color scheme arrives): a RAM field
 the core's corruption API learns is at once a valid `corrupt` field, since `field` is checked
 against `core.corruption.TARGETS`. A kind of its own is a model here decorated with `@register`,
-a live action in runner.py (`@live("kind")`) and, where the simulator can express it, a
-simulated one in sim.py (`@simulated("kind")`).
+its one implementation in weeble/chaos/actions.py (`@action("kind")`), written against the
+Target protocol, so that it runs in the simulator and live alike.
 """
 
 from __future__ import annotations
@@ -386,8 +386,9 @@ class PartitionFault(Fault):
 
 @register
 class CrashFault(OnBrokers):
-    """SIGKILL: no drain, RAM lost. With `duration`, a fresh process (empty RAM, same ROM)
-    starts that much later; without, the broker stays down until a `restart`."""
+    """Killed (the backend's hardest stop: SIGKILL locally, `docker kill`): no drain, RAM
+    lost. With `duration`, a fresh process (empty RAM, same ROM) starts that much later;
+    without, the broker stays down until a `restart`."""
 
     kind: Literal["crash"] = "crash"
     lasting: ClassVar[Lasting] = "optional"
@@ -402,8 +403,9 @@ class RestartFault(OnBrokers):
 
 @register
 class PauseFault(OnBrokers):
-    """SIGSTOP for `duration`, then SIGCONT: a broker that is alive but answers nothing; its
-    neighbours' messages wait in the kernel and arrive late, its timers fire late."""
+    """Frozen for `duration` (SIGSTOP/SIGCONT locally, `docker pause`), then resumed: a broker
+    that is alive but answers nothing; its neighbours' messages wait in the kernel and arrive
+    late, its timers fire late."""
 
     kind: Literal["pause"] = "pause"
     lasting: ClassVar[Lasting] = "required"
