@@ -34,6 +34,7 @@ EPS = 1e-9
 
 def make_trace(cache: Path, records: int) -> Path:
     from weeble.broker.sim.run import simulate
+    from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
 
     duration = max(10.0, round(records / RECORDS_PER_SIM_SECOND / 10) * 10.0)
@@ -50,7 +51,7 @@ def make_trace(cache: Path, records: int) -> Path:
     })
     print(f"making the trace: {duration:g} simulated s into {run} ...", file=sys.stderr)
     start = time.perf_counter()
-    simulate(scenario, run, progress=False)
+    simulate(scenario, run, progress=False, faults=in_simulation(scenario))
     print(f"  {time.perf_counter() - start:.0f} s", file=sys.stderr)
     stamp.touch()
     return run

@@ -59,7 +59,7 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
     brokers = [f"b{i}" for i in range(args.brokers)]
     tree = random_tree(brokers, rng)
     ops = plan_exchanges(tree, args.exchanges, rng)
-    params = Params(RHO + 60.0, RHO, DMIN, DMAX, args.brokers - 1)
+    params = Params(pi=RHO + 60.0, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=args.brokers - 1)
     sends: list[tuple[float, str]] = []
 
     def on_link(t: float, kind: str, src: str, dst: str, msg: Any) -> None:

@@ -26,13 +26,15 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
 
 def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
     from weeble.broker.sim.run import simulate
+    from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
 
     scenario = load_scenario(scenario_path)
     if duration is not None:
         scenario = scenario.model_copy(update={"duration": duration})
     with tempfile.TemporaryDirectory() as out:
-        summary = simulate(scenario, out, progress=False)
+        faults = in_simulation(scenario) if scenario.chaos is not None else None
+        summary = simulate(scenario, out, progress=False, faults=faults)
     perf = summary.performance
     return {
         "duration": scenario.duration,

@@ -31,7 +31,7 @@ ADVERTS = [("class == 1", {"class": 1, "price": 12}), ("price range [0, 20]", {"
 
 
 def _net(topo, alg: Algorithm, *, wrapper: bool = False, seed: int = 1) -> SimNetwork:
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     params.validate(alg, wrapper)
     return SimNetwork(topo, algorithm=alg, params=params, wrapper=wrapper, adverts=True,
                       delay="uniform", seed=seed)
@@ -107,7 +107,8 @@ def test_claim8_stabilizes_within_twice_the_bound_from_a_corrupted_state(
     seed = data.draw(st.integers(0, 10**6), label="seed")
     topo = random_tree(data.draw(st.integers(3, 8), label="brokers"), seed)
     net = _net(topo, alg, wrapper=wrapper, seed=seed)
-    assert net.bound == 2 * Params(PI, RHO, DMIN, DMAX, topo.diameter()).bound(alg, wrapper)
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
+    assert net.bound == 2 * params.bound(alg, wrapper)
     rng = random.Random(seed)
     brokers = topo.brokers
     publishers = []

@@ -27,8 +27,9 @@ F = Filter.equals("class", 1)
 
 def make(alg: Algorithm, *, neighbors=("p", "x", "y"), parent="p", hierarchical=False,
          wrapper=False, root="p", me="b", options=None) -> Broker:
-    rom = Rom(me, frozenset(neighbors), root, parent if me != root else None, alg, P,
-              hierarchical, wrapper, options or Options())
+    rom = Rom(broker_id=me, neighbors=frozenset(neighbors), root=root,
+              parent=parent if me != root else None, algorithm=alg, params=P,
+              hierarchical=hierarchical, wrapper=wrapper, options=options or Options())
     b = Broker(rom)
     b.step(0.0, Start())
     return b
@@ -40,7 +41,8 @@ def sends(effects) -> list[tuple[str, str, str]]:
 
 
 def test_start_arms_the_overrun_timer_and_overrun_expires_stale_entries() -> None:
-    b = Broker(Rom("b", frozenset(), "b", None, Algorithm.SIMPLE, P))
+    b = Broker(Rom(broker_id="b", neighbors=frozenset(), root="b", parent=None,
+                   algorithm=Algorithm.SIMPLE, params=P))
     assert b.step(1.0, Start()) == [SetTimer("overrun", 11.0)]
     b.step(1.0, ClientSubscribe("c", "s1", F))
     assert b.step(11.0, TimerFired("overrun"))[-1] == SetTimer("overrun", 21.0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from weeble.broker.core.events import Corrupt
@@ -60,7 +60,7 @@ def test_stabilizes_within_its_bound_from_a_corrupted_state(combo, data) -> None
     alg, hierarchical, wrapper = combo
     seed = data.draw(st.integers(0, 10**6), label="seed")
     topo = random_tree(data.draw(st.integers(3, 9), label="brokers"), seed)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     params.validate(alg, wrapper)
     net = SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
                      wrapper=wrapper, delay="uniform", seed=seed)
@@ -107,7 +107,7 @@ def _wellformed(alg: Algorithm, *, hierarchical: bool = True, pi: float = PI,
                 topo=None, delay: str = "uniform", options: Options | None = None,
                 seed: int = 1) -> SimNetwork:
     topo = topo or kary_tree(3, 3)
-    params = Params(pi, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=pi, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     return SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
                       delay=delay, seed=seed, options=options)
 
@@ -140,7 +140,7 @@ def test_corrupted_flag0_entry_is_gone_within_pi() -> None:
 
 def test_flooding_needs_no_leasing_messages_and_works_with_rho_equal_pi() -> None:
     topo = kary_tree(2, 3)
-    params = Params(RHO, RHO, DMIN, DMAX, topo.diameter())  # ρ = π
+    params = Params(pi=RHO, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())  # ρ = π
     params.validate(Algorithm.FLOODING, False)
     net = SimNetwork(topo, algorithm=Algorithm.FLOODING, params=params, seed=3)
     for i, b in enumerate(topo.brokers):
@@ -157,7 +157,8 @@ def test_flooding_needs_no_leasing_messages_and_works_with_rho_equal_pi() -> Non
 
 def _leasing_under_adversarial_delays(alg: Algorithm, pi: float, seed: int) -> SimNetwork:
     topo = chain(6)
-    params = Params(pi, RHO, 0.01, 1.0, topo.diameter())  # d·(δmax − δmin) = 4.95 s
+    # d·(δmax − δmin) = 4.95 s
+    params = Params(pi=pi, rho=RHO, delta_min=0.01, delta_max=1.0, d=topo.diameter())
     net = SimNetwork(topo, algorithm=alg, params=params, delay="adversarial", seed=seed)
     rng = random.Random(seed)
     # Subscriptions flow b0→b5, notifications b5→b0: FIFO never queues a fast renewal behind
@@ -307,7 +308,7 @@ def test_lemma1_no_old_tagged_control_message_after_the_next_same_tag_switch() -
     """Lemma 1 (π > 2·d·δ_max): a control message tagged x, sent while x was current, arrives
     before the root issues the next switch(x)."""
     topo = random_tree(10, 4)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     sent: dict[tuple[str, str, int], float] = {}
     root_switches: dict[int, list[float]] = {0: [], 1: []}
     received: list[tuple[float, float, int]] = []  # (sent at, received at, tag)
@@ -401,14 +402,18 @@ def test_a_bogus_constituent_outlives_the_printed_merging_bound() -> None:
 # ---- closure under churn: no fault, subscriptions come and go, the state stays legitimate ---
 
 
-# A known gap, kept visible: merging variant 1, peer-to-peer, under the wrapper can leave a
-# transient coverage hole after an unsubscription (seed 89, n 10: b5→b1 lacks `price < 30` for
-# a few seconds). It recovers within Δ (the corrupted-state test passes); closure under churn
-# is not proven for this combination yet. strict: the marker fails once the gap is fixed.
-_KNOWN_CHURN_GAP = pytest.mark.xfail(strict=True, reason="merging1 p2p wrapper churn gap")
+# A known gap, kept visible: merging, peer-to-peer, can leave a transient coverage hole after an
+# unsubscription (seed 89, n 10: b5→b1 lacks `price < 30` for a few seconds; run as an explicit
+# example, so every combination meets it): variants 1 and 2 under the wrapper, and variant 2
+# without it since mergers are renewed every ρ (e277731). It recovers within Δ (the
+# corrupted-state test passes); closure under churn is not proven for these combinations yet.
+# strict: the marker fails once the gap is fixed.
+_KNOWN_CHURN_GAP = pytest.mark.xfail(strict=True, reason="merging p2p churn gap (seed 89)")
+_GAP_COMBOS = ((Algorithm.MERGING1, False, True), (Algorithm.MERGING2, False, True),
+               (Algorithm.MERGING2, False, False))
 CHURN_COMBOS = [
     pytest.param(c, marks=_KNOWN_CHURN_GAP, id=_ids(c))
-    if c == (Algorithm.MERGING1, False, True) else pytest.param(c, id=_ids(c))
+    if c in _GAP_COMBOS else pytest.param(c, id=_ids(c))
     for c in COMBOS
 ]
 
@@ -417,10 +422,11 @@ CHURN_COMBOS = [
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6), n=st.integers(3, 10))
+@example(seed=89, n=10)  # the known gap's case, so that its xfail never hangs on the draw
 def test_fault_free_churn_keeps_the_configuration_legitimate(combo, seed: int, n: int) -> None:
     alg, hierarchical, wrapper = combo
     topo = random_tree(n, seed)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     net = SimNetwork(topo, algorithm=alg, params=params, hierarchical=hierarchical,
                      wrapper=wrapper, delay="uniform", seed=seed)
     rng = random.Random(seed)

@@ -112,7 +112,7 @@ def exchange_run(alg: Algorithm, n: int, seed: int, *, ordering: Ordering = Orde
     k = rng.randrange(n - 1) if remove_at is None else remove_at
     op = ExchangeLink(remove=edge(cyc[k], cyc[k + 1]), add=(cyc[0], cyc[-1]))
     after = apply(tree, op)
-    params = Params(PI, RHO, DMIN, DMAX, len(nodes) - 1)
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=len(nodes) - 1)
     removed_at: dict[str, float] = {}
     run: Run
 
@@ -338,7 +338,7 @@ def test_tc13_tc14_overlapping_exchanges_both_finish_and_nothing_stays_locked() 
         tree = Tree.of(list(pairwise(chain)))
         x1 = ExchangeLink(remove=edge("b2", "b3"), add=("b0", "b5"))
         x2 = ExchangeLink(remove=edge("b5", "b6"), add=("b3", "b8"))
-        params = Params(PI, RHO, DMIN, DMAX, len(chain) - 1)
+        params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=len(chain) - 1)
         net = Net(from_edges(tree.edges), algorithm=Algorithm.COVERING1, params=params,
                   seed=seed, root="b0")
         for i, b in enumerate(chain):
@@ -392,7 +392,7 @@ def test_the_strawman_loses_and_duplicates_where_the_coordinated_exchange_does_n
             rng = random.Random(n)
             cyc = [f"b{i}" for i in range(n)]
             tree = Tree.of(list(pairwise(cyc)))
-            params = Params(PI, RHO, DMIN, DMAX, n - 1)
+            params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=n - 1)
             net = Net(from_edges(tree.edges), algorithm=Algorithm.IDENTITY, params=params,
                       seed=n, root="b0")
             for i, b in enumerate(cyc):

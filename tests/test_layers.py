@@ -37,7 +37,8 @@ F = Filter.equals("class", 1)
 
 def make(me: str = "b", neighbors=("a", "c"), parent: str | None = "a", root: str = "a",
          alg: Algorithm = Algorithm.IDENTITY, adverts: bool = False) -> Broker:
-    b = Broker(Rom(me, frozenset(neighbors), root, parent, alg, P, adverts=adverts))
+    b = Broker(Rom(broker_id=me, neighbors=frozenset(neighbors), root=root, parent=parent,
+                   algorithm=alg, params=P, adverts=adverts))
     b.step(0.0, Start())
     return b
 
@@ -185,7 +186,8 @@ def test_exchange_requests_are_checked() -> None:
     refused = [e.fields for e in b.step(1.0, StartExchange("x", ("a", "b", "c"), ("b", "d")))
                if isinstance(e, Trace)]
     assert "is not a link of the path" in refused[0]["why"]
-    m = Broker(Rom("a", frozenset({"b"}), "a", None, Algorithm.MERGING1, P))
+    m = Broker(Rom(broker_id="a", neighbors=frozenset({"b"}), root="a", parent=None,
+                   algorithm=Algorithm.MERGING1, params=P))
     refused = [e.fields for e in m.step(1.0, StartExchange("x", ("a", "b", "c"), ("b", "c")))
                if isinstance(e, Trace)]
     assert "merging-based routing" in refused[0]["why"]
@@ -203,4 +205,5 @@ def test_a_locked_broker_bounces_another_reconfigurations_lock_d4() -> None:
 
 def test_advertisements_need_peer_to_peer_filtering() -> None:
     with pytest.raises(ConfigError, match="adverts"):
-        Broker(Rom("a", frozenset(), "a", None, Algorithm.FLOODING, P, adverts=True))
+        Broker(Rom(broker_id="a", neighbors=frozenset(), root="a", parent=None,
+                   algorithm=Algorithm.FLOODING, params=P, adverts=True))

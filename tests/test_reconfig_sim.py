@@ -79,7 +79,7 @@ def test_random_reconfigurations_end_in_the_legitimate_configuration_of_the_new_
     for op in ops:
         final = apply(final, op)
     stay = sorted(tree.nodes & final.nodes)  # brokers that never leave: clients live there
-    params = Params(PI, RHO, DMIN, DMAX, len(tree.nodes) + 20)
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=len(tree.nodes) + 20)
     net = SimNetwork(from_edges(tree.edges), algorithm=alg, params=params, seed=seed, root=root)
     reconf = Reconfigurator(net, tree, seed=seed)
     for i in range(data.draw(st.integers(1, 6), label="subscriptions")):

@@ -6,13 +6,8 @@ import pytest
 import yaml
 
 from weeble.broker.core.rom import Algorithm
-from weeble.model.scenario import (
-    CorruptFault,
-    DropFault,
-    ScenarioError,
-    load_scenario,
-    parse_scenario,
-)
+from weeble.model.faults import CorruptFault
+from weeble.model.scenario import ScenarioError, load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -44,7 +39,7 @@ def test_shipped_scenarios_load() -> None:
     small = load_scenario(SCENARIOS / "sim-small.yaml")
     assert len(small.build_topology().brokers) == 13
     assert small.routing.algorithm is Algorithm.IDENTITY
-    assert any(isinstance(f, DropFault) for f in small.faults)
+    assert small.chaos is not None and any(f.kind == "drop" for f in small.chaos.faults)
     seed = load_scenario(SCENARIOS / "seed000.yaml")
     assert len(seed.build_topology().brokers) == 121
     assert seed.params.d == 8
@@ -74,14 +69,24 @@ def test_every_topology_kind(tmp_path: Path) -> None:
         assert len(s.build_topology().brokers) == n
 
 
-def test_faults_parse_into_their_kinds(tmp_path: Path) -> None:
-    s = parse_scenario({**BASE, "faults": [
+def test_faults_are_a_chaos_experiment(tmp_path: Path) -> None:
+    s = parse_scenario({**BASE, "chaos": {"faults": [
         {"at": 1, "kind": "corrupt", "target": "all", "field": "table.clear"},
         {"at": 2, "kind": "drop", "link": ["b0", "b1"], "probability": 0.5, "duration": 3},
-        {"at": 2, "kind": "delay", "target": "random:2", "delay": 1.5, "duration": 1},
-    ]})
-    assert isinstance(s.faults[0], CorruptFault)
+        {"at": 2, "kind": "delay", "link": {"of": {"random": 2}}, "delay_ms": 1500,
+         "duration": 1},
+        {"at": 3, "kind": "pause", "target": "b2", "duration": 0.5},
+    ]}})
+    assert s.chaos is not None and isinstance(s.chaos.faults[0], CorruptFault)
     assert s.last_fault_end == 5
+    assert s.longest_fault_delay == 1.5
+
+
+def test_the_old_faults_list_says_where_faults_went(tmp_path: Path) -> None:
+    message = error(tmp_path, faults=[{"at": 1, "kind": "corrupt", "target": "b1",
+                                       "field": "table.clear"}])
+    assert "faults: scenario faults are a chaos experiment now" in message
+    assert "chaos: {faults: [...]}" in message
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -103,8 +108,10 @@ def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
 def test_unknown_field_lists_the_valid_ones(tmp_path: Path) -> None:
     routing = {"algoritm": "identity", "algorithm": "identity"}
     message = error(tmp_path, routing=routing)
-    assert "routing.algoritm: unknown field (valid fields: algorithm, hierarchical" in message
-    assert "durration: unknown field" in error(tmp_path, durration=3)
+    assert ("routing: unknown field 'algoritm' (did you mean 'algorithm'?; valid fields:"
+            " algorithm, hierarchical") in message
+    assert "(top level): unknown field 'durration' (did you mean 'duration'?" in error(
+        tmp_path, durration=3)
 
 
 def test_wrong_type(tmp_path: Path) -> None:
@@ -128,7 +135,7 @@ def test_unknown_algorithm_lists_the_valid_ones(tmp_path: Path) -> None:
 
 def test_unknown_topology_kind(tmp_path: Path) -> None:
     message = error(tmp_path, topology={"kind": "star", "brokers": 3})
-    assert "topology.kind:" in message and "'kary'" in message
+    assert "topology.kind: unknown kind 'star' (kinds: kary, random, edges, chain)" in message
 
 
 @pytest.mark.parametrize(
@@ -182,33 +189,52 @@ def test_subscription_end_before_start(tmp_path: Path) -> None:
     assert "subscriptions[0].end" in error(tmp_path, subscriptions=subs)
 
 
+def chaos_error(tmp_path: Path, *faults: dict) -> str:
+    return error(tmp_path, chaos={"faults": list(faults)})
+
+
 def test_unknown_broker_in_faults(tmp_path: Path) -> None:
     corrupt = {"at": 1, "kind": "corrupt", "target": "b7", "field": "clock", "value": 1}
-    assert "faults[0].target: unknown broker 'b7'" in error(tmp_path, faults=[corrupt])
+    assert "chaos.faults[0].target: unknown broker 'b7'" in chaos_error(tmp_path, corrupt)
     drop = {"at": 1, "kind": "drop", "link": ["b0", "b9"], "duration": 1}
-    assert "faults[0].link: unknown broker 'b9'" in error(tmp_path, faults=[drop])
+    assert "chaos.faults[0].link: unknown broker 'b9'" in chaos_error(tmp_path, drop)
     not_adjacent = {"at": 1, "kind": "drop", "link": ["b1", "b2"], "duration": 1}
-    assert "faults[0].link: b1 and b2 are not neighbours" in error(tmp_path, faults=[not_adjacent])
-    too_many = {"at": 1, "kind": "corrupt", "target": "random:8", "field": "table.clear"}
-    assert "faults[0].target: random:8: k must be between 1 and 7" in error(
-        tmp_path, faults=[too_many])
+    assert "chaos.faults[0].link: b1 and b2 are not neighbours" in chaos_error(tmp_path,
+                                                                              not_adjacent)
+    too_many = {"at": 1, "kind": "corrupt", "target": {"random": 8}, "field": "table.clear"}
+    assert ("chaos.faults[0].target: random: 8 brokers asked, but only 7 to draw from"
+            in chaos_error(tmp_path, too_many))
 
 
 def test_bad_faults(tmp_path: Path) -> None:
     field = {"at": 1, "kind": "corrupt", "target": "b1", "field": "clok"}
-    message = error(tmp_path, faults=[field])
-    assert "faults[0].field: unknown RAM field 'clok'" in message and "entry.flag" in message
+    message = chaos_error(tmp_path, field)
+    assert "chaos.faults[0].field: unknown RAM field 'clok'" in message
+    assert "entry.flag" in message
     kind = {"at": 1, "kind": "explode", "target": "b1"}
-    assert "faults[0].kind:" in error(tmp_path, faults=[kind])
-    typo = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "duration": 2, "probabilty": 0.5}
-    assert "faults[0].probabilty: unknown field" in error(tmp_path, faults=[typo])
+    assert "chaos.faults[0].kind: unknown kind 'explode' (kinds: corrupt," in chaos_error(
+        tmp_path, kind)
     late = {"at": 11, "kind": "corrupt", "target": "b1", "field": "table.clear"}
-    assert "faults[0].at: 11.0 is after the end of the run" in error(tmp_path, faults=[late])
-    both = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "target": "b0", "duration": 2}
-    assert "faults[0]: a link fault needs exactly one of" in error(tmp_path, faults=[both])
-    crash = {"at": 1, "kind": "crash", "target": "bob"}
-    assert "faults[0].target: unknown client 'bob'" in error(tmp_path, faults=[crash])
+    assert "chaos.faults[0].at: starts at 11 s, after the end of the run (10 s)" in chaos_error(
+        tmp_path, late)
+    crash = {"at": 1, "kind": "client_crash", "clients": "bob"}
+    assert "chaos.faults[0].clients: unknown client 'bob'" in chaos_error(tmp_path, crash)
     probability = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "duration": 2,
                    "probability": 2}
-    assert "faults[0].probability: Input should be less than or equal to 1" in error(
-        tmp_path, faults=[probability])
+    assert ("chaos.faults[0].probability: Input should be less than or equal to 1"
+            in chaos_error(tmp_path, probability))
+
+
+def test_unknown_fields_are_named_where_they_are(tmp_path: Path) -> None:
+    """A typo names the unknown field and its place, before the "missing" it causes."""
+    typo = {"at": 1, "kind": "drop", "link": ["b0", "b1"], "duration": 2, "probabilty": 0.5}
+    assert ("chaos.faults[0]: unknown field 'probabilty' (did you mean 'probability'?"
+            in chaos_error(tmp_path, typo))
+    ok = {"at": 1, "kind": "clock", "target": "b1"}
+    missing = {"at": 2, "kind": "corrupt", "target": "b1", "fild": "table.clear"}
+    first = chaos_error(tmp_path, ok, ok, missing).split(": ", 1)[1]
+    assert first.startswith("chaos.faults[2]: unknown field 'fild' (did you mean 'field'?")
+    assert "chaos.faults[2].field: required field missing" in first
+    message = error(tmp_path, routing={"algorithm": "identity", "hierarchcal": True})
+    assert "routing: unknown field 'hierarchcal' (did you mean 'hierarchical'?" in message
+    assert "(top level): unknown field 'durration'" in error(tmp_path, durration=3)

@@ -25,8 +25,9 @@ from weeble.broker.core.events import (
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.broker.sim.engine import Engine
-from weeble.broker.sim.run import simulate
+from weeble.broker.sim.run import Summary, simulate
 from weeble.broker.sim.workload import Clients, ClientSub
+from weeble.chaos.runner import in_simulation
 from weeble.model.scenario import Scenario, Trace, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,8 +268,8 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, dict]:
     scenario = load_scenario(SMALL).model_copy(
         update={"duration": 130.0, "trace": Trace(sends=True, snapshots_every=50.0)})
     out = tmp_path_factory.mktemp("traced")
-    one = simulate(scenario, out / "one", progress=False)
-    two = simulate(scenario, out / "two", progress=False)
+    one = simulate(scenario, out / "one", progress=False, faults=in_simulation(scenario))
+    two = simulate(scenario, out / "two", progress=False, faults=in_simulation(scenario))
     return out, one.as_dict(), two.as_dict()
 
 
@@ -280,7 +281,7 @@ def test_same_seed_gives_identical_summary_and_trace(traced: tuple[Path, dict, d
 
 def test_another_seed_gives_another_run(tmp_path: Path) -> None:
     scenario = load_scenario(SMALL).model_copy(
-        update={"duration": 30.0, "trace": Trace(enabled=False)})
+        update={"duration": 30.0, "trace": Trace(enabled=False), "chaos": None})
     one = simulate(scenario, tmp_path / "one", progress=False)
     other = simulate(scenario.model_copy(update={"seed": 2}), tmp_path / "two", progress=False)
     assert other.deliveries != one.deliveries
@@ -303,7 +304,7 @@ def test_trace_records_carry_schema_version_time_node_and_kind(
 
 
 def test_fault_free_run_is_legitimate_and_loses_nothing(tmp_path: Path) -> None:
-    scenario = load_scenario(SMALL).model_copy(update={"duration": 120.0, "faults": []})
+    scenario = load_scenario(SMALL).model_copy(update={"duration": 120.0, "chaos": None})
     s = simulate(scenario, tmp_path, progress=False)
     d = s.deliveries
     assert d["expected"] > 1000
@@ -317,28 +318,34 @@ def test_oracle_flags_spurious_deliveries_from_a_corrupted_local_entry(tmp_path:
     scenario = load_scenario(SMALL)
     bogus = {"at": 50, "kind": "corrupt", "target": "b4", "field": "entry.insert",
              "value": {"sub_id": "bogus", "filter": "class == 5", "dest": "alice", "flag": 1}}
-    data = {**scenario.model_dump(mode="json", exclude_none=True), "faults": [bogus],
-            "duration": 120}
-    s = simulate(parse_scenario(data), tmp_path, progress=False)
+    data = {**scenario.model_dump(mode="json", exclude_none=True),
+            "chaos": {"faults": [bogus]}, "duration": 120}
+    s = simulate_faults(parse_scenario(data), tmp_path)
     assert s.deliveries["spurious"] > 0  # alice holds "class == 3 && price < 100" only
     (episode,) = s.episodes  # gone within Δ (second chance)
     assert episode["service_time"] <= s.bound and s.verdict["pass"]
-    assert s.faults[0]["targets"] == ["b4"] and not s.faults[0]["errors"]
+    assert s.faults[0]["targets"] == ["b4"] and s.faults[0]["took_effect"]
+    assert s.faults[0]["error"] is None
 
 
 def test_crashed_subscribers_and_crash_faults(tmp_path: Path) -> None:
     scenario = load_scenario(SMALL)
     data = scenario.model_dump(mode="json", exclude_none=True)
     data["workload"]["subscribers_crash"] = 0.5
-    data["faults"] = [{"at": 60, "kind": "crash", "target": "random:20"},
-                      {"at": 60, "kind": "crash", "target": "alice"}]
+    data["chaos"] = {"faults": [{"at": 60, "kind": "client_crash", "clients": {"random": 20}},
+                                {"at": 60, "kind": "client_crash", "clients": "alice"}]}
     data["duration"] = 150
-    s = simulate(parse_scenario(data), tmp_path, progress=False)
+    s = simulate_faults(parse_scenario(data), tmp_path)
     assert s.clients["crashes"] > 20
     assert s.deliveries["window"] > 0  # leases linger up to 2π after a crash (F12)
     assert s.deliveries["spurious"] == 0
     assert s.verdict["pass"], s.verdict["reasons"]
-    assert len(s.faults[0]["targets"]) == 20 and s.faults[1]["targets"] == ["alice/0"]
+    assert len(s.faults[0]["targets"]) == 20 and s.faults[1]["targets"] == ["alice"]
+    assert all(f["took_effect"] for f in s.faults)
+
+
+def simulate_faults(scenario: Scenario, out: Path) -> Summary:
+    return simulate(scenario, out, progress=False, faults=in_simulation(scenario))
 
 
 # ---- the command line -----------------------------------------------------------------------

@@ -164,6 +164,7 @@ def test_simulator_writes_only_schema_kinds_and_fields(tmp_path: Path) -> None:
     """No silent drop: every record the simulator writes (faults, sends, snapshots, chaos
     included) is of a kind of the schema and carries only its fields."""
     from weeble.broker.sim.run import simulate
+    from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario, parse_scenario
 
     root = Path(__file__).parents[1] / "scenarios"
@@ -171,7 +172,7 @@ def test_simulator_writes_only_schema_kinds_and_fields(tmp_path: Path) -> None:
     short = small.model_copy(update={
         "duration": 40.0, "trace": small.trace.model_copy(update={
             "sends": True, "snapshots_every": 10.0})})
-    simulate(short, tmp_path / "a", progress=False)
+    simulate(short, tmp_path / "a", progress=False, faults=in_simulation(short))
     run = read_run(tmp_path / "a")
     assert unknown_fields(run.records) == set()
     kinds = {r["kind"] for r in run.records}
@@ -184,7 +185,8 @@ def test_simulator_writes_only_schema_kinds_and_fields(tmp_path: Path) -> None:
 
     spec = {**QUICKSTART, "duration": 30, "chaos": {"faults": EVERY_KIND},
             "trace": {"sends": True, "snapshots_every": 5.0}}
-    simulate(parse_scenario(spec), tmp_path / "b", progress=False)
+    with_chaos = parse_scenario(spec)
+    simulate(with_chaos, tmp_path / "b", progress=False, faults=in_simulation(with_chaos))
     chaos = read_run(tmp_path / "b")
     assert unknown_fields(chaos.records) == set()
     begun = {r["fault_id"] for r in chaos.records if r["kind"] == "fault_begin"}

@@ -13,7 +13,8 @@ import pytest
 
 from tests import independent_checker
 from weeble.broker.core.rom import Algorithm, Params
-from weeble.broker.sim.run import simulate
+from weeble.broker.sim.run import Summary, simulate
+from weeble.chaos.runner import in_simulation
 from weeble.check import doc
 from weeble.check.history import check_run
 from weeble.model.scenario import parse_scenario
@@ -68,6 +69,13 @@ def scenario(algorithm: str, hierarchical: bool, wrapper: bool, seed: int) -> di
     }
 
 
+def run(data: dict[str, Any], out: Path) -> Summary:
+    """Simulate a scenario given as data, its chaos experiment included."""
+    s = parse_scenario(data)
+    return simulate(s, out, progress=False,
+                    faults=in_simulation(s) if s.chaos is not None else None)
+
+
 COMBOS = [("flooding", False, False), ("simple", True, False), ("identity", False, False),
           ("identity", True, True), ("covering1", False, False), ("covering2", True, False),
           ("merging1", True, False), ("merging2", False, False)]
@@ -77,8 +85,7 @@ COMBOS = [("flooding", False, False), ("simple", True, False), ("identity", Fals
 def test_summary_checker_and_independent_checker_agree(algorithm: str, hierarchical: bool,
                                                        wrapper: bool, tmp_path: Path) -> None:
     assert {a for a, _, _ in COMBOS} == {a.value for a in Algorithm}
-    s = simulate(parse_scenario(scenario(algorithm, hierarchical, wrapper, seed=7)), tmp_path,
-                 progress=False)
+    s = run(scenario(algorithm, hierarchical, wrapper, seed=7), tmp_path)
     ours = check_run(tmp_path)
     theirs = independent_checker.check(tmp_path)
     summary = {k: s.deliveries[k] for k in KEYS}
@@ -114,7 +121,7 @@ def test_float_attributes_and_self_publications_are_judged_correctly(tmp_path: P
         ],
         "check_every": 1.0,
     }
-    s = simulate(parse_scenario(data), tmp_path, progress=False)
+    s = run(data, tmp_path)
     d = s.deliveries
     # 10 floats to alice and bob, alice's 10 to bob only
     assert (d["expected"], d["delivered"], d["missing"], d["spurious"]) == (30, 30, 0, 0)

@@ -33,7 +33,7 @@ SLACK = 2.0
 def test_subscriptions_per_link_stay_proportional_to_the_entries_they_renew(
         alg: Algorithm, hierarchical: bool) -> None:
     topo = chain(10)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     start, end = 3 * PI, 3 * PI + 25 * RHO
     subs: Counter[tuple[str, str]] = Counter()
 

@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 from tests.analytics import handmade
-from tests.test_trace_contract import KEYS, scenario
-from weeble.broker.sim.run import simulate
+from tests.test_trace_contract import KEYS, run, scenario
 from weeble.check.history import check_run
-from weeble.model.scenario import parse_scenario
 
 
 def compare(spark: Any, run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -45,7 +43,7 @@ def test_checker_and_spark_agree_on_generated_runs(spark: Any, tmp_path: Path, a
                                                   hierarchical: bool, seed: int) -> None:
     data = scenario(algorithm, hierarchical, False, seed)
     data["trace"] = {"snapshots_every": 2.0}
-    simulate(parse_scenario(data), tmp_path, progress=False)
+    run(data, tmp_path)
     torn = tmp_path / "trace" / "b4.jsonl"  # a writer killed mid-line
     torn.write_bytes(torn.read_bytes() + b'{"v":2,"t":79999000000,"node":"b4","kind":"deli')
     ours, theirs = compare(spark, tmp_path)

@@ -72,14 +72,17 @@ def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
     from weeble.analytics.jobs import oracle, stabilization
     from weeble.analytics.jobs.context import Context
     from weeble.broker.sim.run import simulate
+    from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
     from weeble.trace.reader import read_header
 
     s = load_scenario(ROOT / "scenarios" / "sim-small.yaml")
-    fault = s.faults[0].model_copy(update={"at": 20.0})  # the root forgets its table
-    s = s.model_copy(update={"duration": 40.0, "faults": [fault], "check_every": 1.0,
+    assert s.chaos is not None
+    fault = s.chaos.faults[0].model_copy(update={"at": 20.0})  # the root forgets its table
+    s = s.model_copy(update={"duration": 40.0, "check_every": 1.0,
+                             "chaos": s.chaos.model_copy(update={"faults": [fault]}),
                              "trace": s.trace.model_copy(update={"snapshots_every": 2.0})})
-    simulate(s, tmp_path, progress=False)
+    simulate(s, tmp_path, progress=False, faults=in_simulation(s))
     out = tmp_path / "analysis"
     report = ingest(spark, tmp_path, out)
     info = read_header(tmp_path)

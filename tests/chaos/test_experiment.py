@@ -38,11 +38,10 @@ def test_every_kind_of_the_brief_is_registered() -> None:
     assert set(F.KINDS) >= {"corrupt", "clock", "inject", "drop", "duplicate", "garble",
                             "delay", "cut", "heal", "flap", "partition", "crash", "restart",
                             "pause", "client_crash"}
-    # every live action and every registered kind match one to one
-    from weeble.chaos import runner, sim
+    # one implementation per registered kind (for the simulator and live alike)
+    from weeble.chaos.actions import ACTIONS
 
-    assert set(runner._ACTIONS) == set(F.KINDS)
-    assert set(sim._ACTIONS) == set(F.KINDS)
+    assert set(ACTIONS) == set(F.KINDS)
 
 
 def test_a_new_core_ram_field_is_a_corrupt_field_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +57,8 @@ def test_a_new_core_ram_field_is_a_corrupt_field_at_once(monkeypatch: pytest.Mon
     ({"kind": "corrupts", "target": "b1", "at": 1}, r"faults\[0\]\.kind: unknown kind 'corrupts'"),
     ({"target": "b1", "at": 1}, r"faults\[0\]\.kind: required field missing"),
     ({"kind": "corrupt", "target": "b1", "at": 1}, r"faults\[0\]\.field: required field missing"),
-    ({"kind": "clock", "target": "b1", "at": 1, "colour": 2}, r"faults\[0\]\.colour: unknown"),
+    ({"kind": "clock", "target": "b1", "at": 1, "colour": 2},
+     r"faults\[0\]: unknown field 'colour' \(valid fields: kind,"),
     ({"kind": "drop", "link": ["b0", "b1"], "at": 1}, r"faults\[0\]\.duration: a drop fault needs"),
     ({"kind": "clock", "target": "b1", "at": 1, "duration": 2},
      r"faults\[0\]\.duration: a clock fault is instantaneous"),
@@ -81,6 +81,23 @@ def test_a_new_core_ram_field_is_a_corrupt_field_at_once(monkeypatch: pytest.Mon
 def test_schema_errors_name_the_field(fault: dict[str, Any], message: str) -> None:
     with pytest.raises(ExperimentError, match=message):
         one(fault)
+
+
+def test_a_typo_names_the_unknown_field_first_and_every_problem_is_listed(
+        tmp_path: Path) -> None:
+    """A typo'd required field is reported as the unknown field it is, where it is, and the
+    resulting "missing" comes after it, never as "(and 1 more problem)"."""
+    path = tmp_path / "exp.yaml"
+    path.write_text("faults:\n"
+                    "  - {kind: clock, target: b1, at: 1}\n"
+                    "  - {kind: clock, target: b2, at: 2}\n"
+                    "  - {kind: corrupt, target: b1, at: 3, fild: table.clear}\n")
+    with pytest.raises(ExperimentError) as info:
+        load_experiment(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: faults[2]: unknown field 'fild' (did you mean 'field'?")
+    assert "\n  faults[2].field: required field missing" in message
+    assert "more problem" not in message
 
 
 @pytest.mark.parametrize(("fault", "message"), [
@@ -209,6 +226,11 @@ def test_state_diff_is_the_evidence_of_a_state_fault() -> None:
     assert diff["next_timer"] == {"before": 4.0, "after": 2.5}
     assert diff["tables"]["removed"] == diff["tables"]["added"] == 1
     assert diff["tables"]["added_sample"][0]["flag"] == 0
+    # the overlay and exchange layers are RAM too: their changes are evidence as well
+    moved = state_diff({**before, "parent": "b0", "neighbors": ["b0"]},
+                       {**before, "parent": "b9", "neighbors": ["b0", "b9"]})
+    assert moved == {"parent": {"before": "b0", "after": "b9"},
+                     "neighbors": {"before": ["b0"], "after": ["b0", "b9"]}}
 
 
 def test_entry_values_are_drawn_to_differ() -> None:

@@ -23,7 +23,7 @@ from tests.live.livebed import scenario, start, wait_for, weeble
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.sim.run import simulate
 from weeble.chaos.evidence import TRACE_FILE
-from weeble.chaos.runner import ChaosRunner, Outcome
+from weeble.chaos.runner import ChaosRunner, Outcome, in_simulation
 from weeble.model.experiment import parse_experiment
 from weeble.model.scenario import parse_scenario
 from weeble.orchestrator.testbed import Testbed
@@ -419,7 +419,8 @@ def test_a_live_experiment_replays_in_simulation_on_the_same_targets(bed: Testbe
     outcomes, _ = asyncio.run(chaos(bed, *faults))
     data = {**bed.scenario, "duration": 5, "chaos": {"name": "test", "faults": faults}}
     data.pop("live", None)
-    replayed = simulate(parse_scenario(data), tmp_path / "sim", progress=False)
+    replay = parse_scenario(data)
+    replayed = simulate(replay, tmp_path / "sim", progress=False, faults=in_simulation(replay))
     sim_targets = {f["id"]: f["targets"] for f in replayed.faults}
     assert sim_targets == {i: outcomes[i].targets for i in ("r1", "r2", "r3")}
     assert (tmp_path / "sim" / "trace" / TRACE_FILE).exists()

@@ -11,6 +11,7 @@ import yaml
 
 from weeble.broker.sim.run import simulate
 from weeble.chaos.evidence import TRACE_FILE
+from weeble.chaos.runner import in_simulation
 from weeble.model.scenario import parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +36,7 @@ EVERY_KIND = [
     {"name": "crash", "kind": "crash", "target": "b5", "at": 17, "duration": 1},
     {"name": "pause", "kind": "pause", "target": "b4", "at": 17, "duration": 1},
     {"name": "cc", "kind": "client_crash", "target": "b6", "at": 18},
+    {"name": "cw", "kind": "client_crash", "clients": {"random": 1}, "at": 19},
     {"name": "open", "kind": "cut", "link": ["b1", "b3"], "at": 20},
     {"name": "heal", "kind": "heal", "link": ["b3", "b1"], "at": 21},
     {"name": "down", "kind": "crash", "target": "b6", "at": 22},
@@ -53,7 +55,7 @@ def records(out: Path) -> dict[str, list[dict[str, Any]]]:
 def test_every_kind_takes_effect_in_simulation(tmp_path: Path) -> None:
     scenario = parse_scenario({**QUICKSTART, "duration": 60,
                                "chaos": {"faults": EVERY_KIND}})
-    summary = simulate(scenario, tmp_path, progress=False)
+    summary = simulate(scenario, tmp_path, progress=False, faults=in_simulation(scenario))
     log = {f["id"]: f for f in summary.faults if "took_effect" in f}
     assert set(log) == {f["name"] for f in EVERY_KIND}
     assert all(f["took_effect"] for f in log.values()), [f for f in log.values()
@@ -66,7 +68,9 @@ def test_every_kind_takes_effect_in_simulation(tmp_path: Path) -> None:
     assert recs["open"][1]["t"] == 21e9 and recs["down"][1]["t"] == 23e9
     added = recs["inject"][0]["evidence"]["b3->b1"]["changed"]["tables"]["added_sample"]
     assert added[0]["sub_id"] == "ghost/0"
-    assert recs["garble"][0]["evidence"]["sim"].startswith("garbled = lost")
+    assert recs["garble"][0]["evidence"]["b1->b4"]["sim"].startswith("garbled = lost")
+    assert len(log["cw"]["targets"]) == 1  # one subscriber of the workload
+    assert recs["cw"][0]["client"] == log["cw"]["targets"][0]
     # the last fault ends at 23 s; the run then stabilizes within the bound
     assert summary.episodes[-1]["end"] == 23  # faults closer than Δ: one episode
     assert summary.stabilization is not None
@@ -81,8 +85,8 @@ def test_a_live_runs_scenario_json_replays_its_chaos(tmp_path: Path) -> None:
     dumped.write_text(json.dumps(live.model_dump(mode="json")))
     replay = parse_scenario(yaml.safe_load(dumped.read_text()))
     assert replay.chaos == live.chaos and replay.seed == live.seed
-    first = simulate(replay, tmp_path / "a", progress=False)
-    again = simulate(replay, tmp_path / "b", progress=False)
+    first = simulate(replay, tmp_path / "a", progress=False, faults=in_simulation(replay))
+    again = simulate(replay, tmp_path / "b", progress=False, faults=in_simulation(replay))
     assert first.faults == again.faults  # deterministic from the seed
     assert [f["id"] for f in first.faults] == ["table", "clock", "cut", "crash", "dup"]
     assert all(f["took_effect"] for f in first.faults)

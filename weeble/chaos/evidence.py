@@ -60,7 +60,10 @@ def fault_fields(inj: Injection, fault_id: str, targets: list[str],
     }
     if links:
         fields["links"] = links
-    if len(targets) == 1 and not links:
+    if getattr(f, "clients", None) is not None:  # a client crash of workload subscribers:
+        if len(targets) == 1:  # `targets` are client ids
+            fields["client"] = targets[0]
+    elif len(targets) == 1 and not links:
         fields["broker"] = targets[0]
     for name in ("field", "value", "args", "probability", "delay_ms", "jitter_ms"):
         if name in type(f).model_fields:

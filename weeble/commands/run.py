@@ -18,22 +18,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from weeble.commands.up import add_placement_options, warn_unsupported
+from weeble.commands.up import add_placement_options
 
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "run",
-        help="run a scenario live: up, workload, down, traces",
-        description="Start SCENARIO's brokers, drive its workload against them for the"
-                    " duration, stop them and collect the traces into the run directory.",
+        help="run a scenario live end to end: up, workload and chaos, down, analysis, verdict",
+        description="A live run end to end: start SCENARIO's brokers, drive its workload"
+                    " against them for the duration while its chaos experiment (or --chaos"
+                    " FILE) injects faults, stop the brokers and collect the traces into the run"
+                    " directory, then analyze them (PySpark) and print the verdict per fault"
+                    " with the report's path. Exit status 1 if a verdict fails, 2 on a user"
+                    " error.",
     )
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--duration", type=float, metavar="S",
                    help="seconds of workload (overrides the scenario's duration)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument("--chaos", metavar="FILE",
+                   help="run this chaos experiment (a `weeble chaos` file) instead of the"
+                        " scenario's own")
     p.add_argument("--no-chaos", action="store_true",
-                   help="do not apply the scenario's chaos experiment")
+                   help="do not apply any chaos experiment")
     p.add_argument("--no-analysis", action="store_true",
                    help="stop after collecting the traces (no Spark analysis, no verdict)")
     add_placement_options(p)
@@ -45,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from weeble.commands import UsageError
-    from weeble.model.scenario import load_scenario
+    from weeble.model.scenario import load_scenario, with_chaos
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.summary import summarize
     from weeble.orchestrator.testbed import Testbed
@@ -55,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration: must be > 0, got {args.duration}")
     duration = args.duration if args.duration is not None else scenario.duration
-    warn_unsupported(scenario)
+    if args.chaos is not None:
+        scenario = with_chaos(scenario, args.chaos)
     console = Console(stderr=True)
     columns = [TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed:.0f}/{task.total:.0f} s"), TimeRemainingColumn(),
@@ -83,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             if scenario.chaos is not None and not args.no_chaos:
                 from weeble.chaos.runner import ChaosRunner
 
-                chaos = ChaosRunner(bed, scenario.chaos, until=duration,
+                chaos = ChaosRunner(bed, scenario.chaos, until=duration, clients=workload,
                                     on_event=lambda msg: progress.console.print(f"chaos {msg}"))
             stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick))
             progress.update(task, description="stopping", info="draining, collecting traces")

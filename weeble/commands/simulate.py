@@ -12,20 +12,31 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "simulate",
         help="run a scenario in the discrete-event simulator",
-        description="Run SCENARIO in virtual time; write DIR/summary.json and DIR/trace/.",
+        description="Run SCENARIO in the discrete-event simulator, in virtual time and"
+                    " deterministically from its seed: its workload, and its chaos experiment"
+                    " (or --chaos FILE) as the faults. Writes DIR/summary.json (deliveries"
+                    " judged against the subscriptions, legitimacy checks, stabilization) and"
+                    " the traces in DIR/trace/.",
     )
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--chaos", metavar="FILE",
+                   help="run this chaos experiment (a `weeble chaos` file) instead of the"
+                        " scenario's own")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary on stdout")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from weeble.broker.sim.run import simulate
-    from weeble.model.scenario import load_scenario
+    from weeble.chaos.runner import in_simulation
+    from weeble.model.scenario import load_scenario, with_chaos
 
     scenario = load_scenario(args.scenario)
-    summary = simulate(scenario, args.out, progress=not args.quiet)
+    if args.chaos is not None:
+        scenario = with_chaos(scenario, args.chaos)
+    summary = simulate(scenario, args.out, progress=not args.quiet,
+                       faults=in_simulation(scenario))
     if not args.quiet:
         d = summary.deliveries
         digest = {

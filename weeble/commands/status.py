@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from typing import Any
 
 
@@ -12,11 +13,13 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "status",
         help="show the brokers of a live run",
-        description="One line per broker of RUN (default: the newest run): pid, address,"
-                    " alive, routing-table size and link states, from each broker's admin"
-                    " snapshot.",
+        description="One line per broker of RUN: pid, address, alive, routing-table size and"
+                    " link states, from each broker's admin snapshot. Without RUN, the newest"
+                    " run that started; runs that failed to start are skipped, and named on"
+                    " stderr.",
     )
-    p.add_argument("run", nargs="?", help="run id or run directory (default: the newest run)")
+    p.add_argument("run", nargs="?",
+                   help="run id or run directory (default: the newest run that started)")
     p.add_argument("--runs-dir", default="runs", metavar="DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler=run)
@@ -55,19 +58,43 @@ def rows(bed: Any) -> list[dict[str, Any]]:
     return out
 
 
+def attach(run: str | None, runs_dir: str) -> tuple[Any, list[tuple[str, str]]]:
+    """The testbed of `run`, or of the newest run that started; the runs skipped on the way
+    (run id, why): a run that failed to start has no brokers to show, and may lack their
+    configuration files altogether."""
+    from weeble.orchestrator.backend import BackendError
+    from weeble.orchestrator.testbed import RunNotFound, Testbed, runs
+
+    if run is not None:
+        return Testbed.attach(run, runs_dir=runs_dir), []
+    skipped: list[tuple[str, str]] = []
+    for run_dir, data in runs(runs_dir):
+        if data.get("state") == "failed":
+            skipped.append((run_dir.name, "it failed to start"))
+            continue
+        try:
+            return Testbed.attach(run_dir, runs_dir=runs_dir), skipped
+        except BackendError as e:
+            skipped.append((run_dir.name, str(e)))
+    more = "; ".join(f"skipped run {name}: {why}" for name, why in skipped)
+    raise RunNotFound(f"no run in {runs_dir}/ that started{f' ({more})' if more else ''};"
+                      " start one with `weeble up SCENARIO`")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from weeble.orchestrator.testbed import Testbed
-
-    bed = Testbed.attach(args.run, runs_dir=args.runs_dir)
+    bed, skipped = attach(args.run, args.runs_dir)
+    for name, why in skipped:
+        print(f"weeble: skipped run {name}: {why}", file=sys.stderr)
     try:
         table_rows = rows(bed)
     finally:
         bed.backend.close()
     if args.json:
-        print(json.dumps({"run_id": bed.run_id, "state": bed.state, "brokers": table_rows},
+        print(json.dumps({"run_id": bed.run_id, "state": bed.state, "brokers": table_rows,
+                          "skipped": [{"run_id": n, "why": w} for n, w in skipped]},
                          indent=2))
         return 0
     table = Table(title=f"run {bed.run_id} ({bed.state})", caption=str(bed.run_dir))

@@ -37,9 +37,10 @@ def add_placement_options(p: argparse.ArgumentParser) -> None:
 
 
 def warn_unsupported(scenario: Any) -> None:
-    if scenario.faults:
-        print(f"weeble: warning: {len(scenario.faults)} fault(s) in the scenario are not applied"
-              " in live runs yet (they are the chaos module's)", file=sys.stderr)
+    if scenario.chaos is not None:
+        print(f"weeble: note: `weeble up` does not run the scenario's chaos experiment"
+              f" ({len(scenario.chaos.faults)} fault(s)); `weeble run` does, and `weeble chaos"
+              " FILE` runs an experiment file against this run", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

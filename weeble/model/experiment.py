@@ -24,7 +24,6 @@ and in simulation.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Union
@@ -33,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from weeble.broker.core.rom import Params
+from weeble.model.errors import problems
 from weeble.model.faults import KINDS, Fault, FaultError
 from weeble.model.selectors import Tree
 
@@ -169,50 +169,19 @@ def parse_experiment(data: object, source: str = "<experiment>") -> Experiment:
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
-        path, problem = describe(e.errors()[0])
-        more = len(e.errors()) - 1
-        if more:
-            problem += f" (and {more} more problem{'s' if more > 1 else ''})"
+        (path, problem), *more = problems(e, Experiment)
+        # every problem, the first as the error's own field (the others on their own lines)
+        problem += "".join(f"\n  {p}: {q}" for p, q in more[:9])
+        if len(more) > 9:
+            problem += f"\n  ... and {len(more) - 9} more"
         raise ExperimentError(path, problem, source) from None
 
 
-_FIELD_FIRST = re.compile(r"^([a-z_]+(?:\[\d+\])?(?:\.[a-z_]+)*): (.*)$", re.DOTALL)
-
-
-def describe(err: Any) -> tuple[str, str]:
-    """A pydantic error as (field path, problem), without the union tags pydantic inserts."""
-    parts: list[str] = []
-    loc = list(err["loc"])
-    for j, part in enumerate(loc):
-        if isinstance(part, int):
-            parts.append(f"[{part}]")
-        elif j > 0 and isinstance(loc[j - 1], int) and part in KINDS:
-            continue  # the discriminator's value
-        else:
-            parts.append(f".{part}" if parts else str(part))
-    path = "".join(parts) or "(top level)"
-    kind, msg = err["type"], str(err["msg"]).removeprefix("Value error, ")
-    if kind in ("union_tag_invalid", "union_tag_not_found"):
-        given = err.get("ctx", {}).get("tag")
-        what = f"unknown kind {given!r}" if given is not None else "required field missing"
-        return f"{path}.kind", f"{what} (kinds: {', '.join(KINDS)})"
-    if kind == "extra_forbidden":
-        return path, "unknown field"
-    if kind == "missing":
-        return path, "required field missing"
-    m = _FIELD_FIRST.match(msg)
-    if m is not None:  # a check of a whole model that names its field first
-        named = m.group(1)
-        return (named if named.startswith("faults") or not parts else f"{path}.{named}",
-                m.group(2))
-    return path, msg
-
-
 def tree_of_scenario(scenario: Any) -> Tree:
-    """The broker tree of an orchestrator Scenario."""
+    """The broker tree of a Scenario, as selectors see it."""
     topology = scenario.build_topology()
     return Tree(topology.brokers, topology.links, scenario.root_broker)
 
 
-__all__ = ["Experiment", "ExperimentError", "FaultSpec", "Injection", "describe",
+__all__ = ["Experiment", "ExperimentError", "FaultSpec", "Injection",
            "load_experiment", "parse_experiment", "tree_of_scenario"]

@@ -16,9 +16,9 @@ the schedule). The kinds cover the fault model of spec/thesis-ch3-routing.md §6
 | cut / heal   | nothing passes a link, either way / until healed           | (F9: loss)     |
 | flap         | a link is cut and healed over and over                     | (F9)           |
 | partition    | cut every link between a set of brokers and the rest       | (F9)           |
-| crash        | SIGKILL; after `duration`, restart with empty RAM          | F6             |
+| crash        | killed; after `duration`, restarted with empty RAM         | F6             |
 | restart      | start a crashed broker again (empty RAM)                   | F6             |
-| pause        | SIGSTOP for `duration`, then SIGCONT                       | (F11: delay)   |
+| pause        | frozen for `duration` (alive, answering nothing)           | (F11: delay)   |
 | client_crash | a subscriber stops refreshing without unsubscribing        | F12            |
 
 F13 (an all-covering entry plus initialized tables) and F14 (a false merger) are `corrupt`
@@ -28,8 +28,8 @@ the others. F16 (advertisements) waits for the advertisement layer.
 Adding a kind (color or parent-pointer corruption when the 3-color scheme arrives): a RAM field
 the core's corruption API learns is at once a valid `corrupt` field, since `field` is checked
 against `core.corruption.TARGETS`. A kind of its own is a model here decorated with `@register`,
-a live action in runner.py (`@live("kind")`) and, where the simulator can express it, a
-simulated one in sim.py (`@simulated("kind")`).
+its one implementation in weeble/chaos/actions.py (`@action("kind")`), written against the
+Target protocol, so that it runs in the simulator and live alike.
 """
 
 from __future__ import annotations
@@ -47,7 +47,13 @@ from weeble.broker.core.messages import Message as CoreMessage
 from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.broker.core.rom import Params, Rom
 from weeble.broker.core.table import Entry
-from weeble.model.selectors import BrokerSelector, LinkSelector, SelectorError, Tree
+from weeble.model.selectors import (
+    BrokerSelector,
+    ClientSelector,
+    LinkSelector,
+    SelectorError,
+    Tree,
+)
 
 Lasting = Literal["never", "optional", "required"]
 Direction = Literal["both", "forward", "backward"]
@@ -380,8 +386,9 @@ class PartitionFault(Fault):
 
 @register
 class CrashFault(OnBrokers):
-    """SIGKILL: no drain, RAM lost. With `duration`, a fresh process (empty RAM, same ROM)
-    starts that much later; without, the broker stays down until a `restart`."""
+    """Killed (the backend's hardest stop: SIGKILL locally, `docker kill`): no drain, RAM
+    lost. With `duration`, a fresh process (empty RAM, same ROM) starts that much later;
+    without, the broker stays down until a `restart`."""
 
     kind: Literal["crash"] = "crash"
     lasting: ClassVar[Lasting] = "optional"
@@ -396,8 +403,9 @@ class RestartFault(OnBrokers):
 
 @register
 class PauseFault(OnBrokers):
-    """SIGSTOP for `duration`, then SIGCONT: a broker that is alive but answers nothing; its
-    neighbours' messages wait in the kernel and arrive late, its timers fire late."""
+    """Frozen for `duration` (SIGSTOP/SIGCONT locally, `docker pause`), then resumed: a broker
+    that is alive but answers nothing; its neighbours' messages wait in the kernel and arrive
+    late, its timers fire late."""
 
     kind: Literal["pause"] = "pause"
     lasting: ClassVar[Lasting] = "required"
@@ -407,22 +415,37 @@ class PauseFault(OnBrokers):
 
 
 @register
-class ClientCrashFault(OnBrokers):
-    """A chaos client subscribes at each target broker `settle` s before the fault, refreshes
-    until then, and crashes at the planned time (its refreshes stop, no unsubscription): its
-    entries must vanish within 2π (F12)."""
+class ClientCrashFault(Fault):
+    """A subscriber crashes: its refreshes stop, no unsubscription; its entries must vanish
+    within 2π (F12). Either `target` brokers: a chaos client subscribes at each `settle` s before
+    the fault, refreshes until then, and crashes at the planned time; or `clients` of the
+    workload (named, or {random: k} of those subscribed then) crash."""
 
     kind: Literal["client_crash"] = "client_crash"
+    target: BrokerSelector | None = None
+    clients: ClientSelector | None = Field(default=None, validate_default=True)
     filter: str = "true"
     settle: float = Field(default=1.0, ge=0)  # s between subscribing and crashing
-
-    @property
-    def lead(self) -> float:
-        return self.settle
 
     spec: ClassVar[str] = "F12"
 
     _filter = field_validator("filter")(lambda value: _parses(value))
+
+    @field_validator("clients")
+    @classmethod
+    def _one_of(cls, clients: ClientSelector | None,
+                info: ValidationInfo) -> ClientSelector | None:
+        if (clients is None) == (info.data.get("target") is None) and "target" in info.data:
+            raise ValueError("give either `target` (brokers where chaos clients subscribe) or"
+                             " `clients` (subscribers of the workload), not both or neither")
+        return clients
+
+    @property
+    def lead(self) -> float:
+        return self.settle if self.target is not None else 0.0
+
+    def selector(self) -> str:
+        return self.clients.describe() if self.clients is not None else super().selector()
 
 
 def replica(rom: Rom, core: dict[str, Any]) -> Broker:
@@ -477,10 +500,11 @@ def _parses(value: str) -> str:
 def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """What changed in a broker's RAM between two core snapshots ({} = nothing)."""
     diff: dict[str, Any] = {}
-    for key in ("next_timer", "rebuild_bit"):
+    # the values of the routing layer, and of the overlay and exchange layers (their RAM)
+    for key in ("next_timer", "rebuild_bit", "neighbors", "parent", "exchange"):
         if before.get(key) != after.get(key):
             diff[key] = {"before": before.get(key), "after": after.get(key)}
-    for key in ("tables", "mergers"):
+    for key in ("tables", "mergers", "adv_tables"):
         old, new = _entries(before.get(key)), _entries(after.get(key))
         removed = sorted(old - new)
         added = sorted(new - old)

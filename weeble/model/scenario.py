@@ -3,7 +3,10 @@
 `load_scenario(path)` either returns a `Scenario` whose topology is a tree, whose timing satisfies
 the algorithm's stabilization precondition, whose filters parse and whose faults and
 subscriptions name existing brokers — or raises `ScenarioError` with the file, the field path
-(`routing.algorithm`, `faults[2].target`) and the problem. Users never see a traceback.
+(`routing.algorithm`, `chaos.faults[2].target`) and the problem. Users never see a traceback.
+
+A scenario's faults are a chaos experiment (`chaos:`, the YAML of a `weeble chaos` file, see
+experiment.py): one fault vocabulary for simulated and live runs.
 
 Example (every field that has a default may be left out):
 
@@ -18,36 +21,35 @@ Example (every field that has a default may be left out):
       - {client: alice, broker: b4, filter: "class == 3", start: 5, end: 250}
     publications:
       - {at: 100, broker: b12, attributes: {class: 3}}
-    faults:
-      - {at: 100, kind: corrupt, target: b1, field: clock, value: 0}
-      - {at: 120, kind: drop, link: [b0, b1], probability: 0.5, duration: 10}
-      - {at: 150, kind: crash, target: "random:2"}
     trace: {sends: false, snapshots_every: null}
     check_every: 1.0
     live: {base_host: 127.0.0.2, listen_port: 7000, tls: false}   # live runs only
-    chaos:                   # a chaos experiment (weeble/model/experiment.py), live and sim
+    chaos:                   # the faults: a chaos experiment (experiment.py), live and sim
       faults:
-        - {kind: cut, link: [b0, b1], at: 60, duration: 5}
+        - {kind: clock, target: b1, at: 100, value: 0}
+        - {kind: drop, link: [b0, b1], probability: 0.5, at: 120, duration: 10}
+        - {kind: client_crash, clients: {random: 2}, at: 150}
+        - {kind: cut, link: [b0, b1], at: 160, duration: 5}
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-import types
-import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from weeble.broker.core.corruption import TARGETS as CORRUPT_TARGETS
 from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params
+from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params, Rom
 from weeble.model import topology as topo
+from weeble.model.errors import problems
 from weeble.model.experiment import Experiment, ExperimentError, tree_of_scenario
 from weeble.model.topology import Topology
+
+_WORKLOAD_CLIENT = re.compile(r"c\d+")  # the workload's clients (model/workload.py)
 
 
 class ScenarioError(ValueError):
@@ -107,7 +109,9 @@ class Routing(_Model):
     algorithm: Algorithm
     hierarchical: bool = False
     wrapper: bool = False
+    # The core's Options, one knob each (broker/core/rom.py says what they do).
     flag_rule: bool = True  # False reproduces the non-self-stabilizing original (claim 4)
+    renew_forwarded: bool = True  # False: the thesis as printed (valid entries can expire)
     unsub_counts_all: bool = True
 
 
@@ -151,71 +155,6 @@ class Publication(_Model):
     broker: str
     attributes: dict[str, int | float | str | bool]
     client: str | None = None  # default: p<broker>, the workload's publisher at that broker
-
-
-# ---- faults ---------------------------------------------------------------------------------
-
-# "all", "random:k", or a broker id (for crash: a client id, or "random:k" live subscribers)
-Target = str
-_RANDOM = re.compile(r"random:(\d+)$")
-_WORKLOAD_CLIENT = re.compile(r"c\d+")
-
-
-class CorruptFault(_Model):
-    """A transient state fault delivered as core `Corrupt(field, value, args)` to each target."""
-
-    at: float = Field(ge=0)
-    kind: Literal["corrupt"]
-    target: Target
-    field: str  # the Corrupt target: which RAM field (see broker/core/corruption.py)
-    value: Any = None
-    args: dict[str, Any] = {}
-
-
-class _LinkFault(_Model):
-    """A link misbehaves for `duration` s: on `link`, or on every link of the `target` brokers."""
-
-    at: float = Field(ge=0)
-    duration: float = Field(gt=0)
-    link: tuple[str, str] | None = None
-    target: Target | None = None
-
-
-class DropFault(_LinkFault):
-    kind: Literal["drop"]
-    probability: float = Field(default=1.0, ge=0, le=1)
-
-
-class DuplicateFault(_LinkFault):
-    kind: Literal["duplicate"]
-    probability: float = Field(default=1.0, ge=0, le=1)
-
-
-class DelayFault(_LinkFault):
-    kind: Literal["delay"]
-    delay: float = Field(ge=0)  # seconds; outside [delta_min, delta_max] this is fault F11
-
-
-class CrashFault(_Model):
-    """A client stops refreshing without unsubscribing (F12)."""
-
-    at: float = Field(ge=0)
-    kind: Literal["crash"]
-    target: Target
-
-
-Fault = Annotated[
-    CorruptFault | DropFault | DuplicateFault | DelayFault | CrashFault,
-    Field(discriminator="kind"),
-]
-LinkFault = DropFault | DuplicateFault | DelayFault
-
-
-def fault_end(fault: CorruptFault | LinkFault | CrashFault) -> float:
-    """State faults and crashes are instantaneous; link faults last `duration`."""
-    if isinstance(fault, CorruptFault | CrashFault):
-        return fault.at
-    return fault.at + fault.duration
 
 
 # ---- the scenario ---------------------------------------------------------------------------
@@ -270,14 +209,13 @@ class Scenario(_Model):
     workload: Workload | None = None
     subscriptions: list[Subscription] = []
     publications: list[Publication] = []
-    faults: list[Fault] = []
     trace: Trace = Trace()
     # where a live run puts its brokers (weeble/orchestrator/backend.py BACKEND_KINDS)
     backend: Literal["local", "mininet", "docker", "k8s"] = "local"
     live: Live = Live()
     check_every: float | None = Field(default=1.0, gt=0)  # None: no legitimacy checks
-    # A chaos experiment run alongside the workload (t = 0 at the workload's start): applied by
-    # `weeble run` live and by `weeble simulate` in virtual time.
+    # The faults: a chaos experiment run alongside the workload (t = 0 at the workload's
+    # start), applied by `weeble run` live and by `weeble simulate` in virtual time.
     chaos: Experiment | None = None
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
@@ -299,11 +237,24 @@ class Scenario(_Model):
     def params(self) -> Params:
         t = self.timing
         d = t.d if t.d is not None else self.build_topology().diameter()
-        return Params(t.pi, t.rho, t.delta_min, t.delta_max, d)
+        return Params(pi=t.pi, rho=t.rho, delta_min=t.delta_min, delta_max=t.delta_max, d=d)
 
     @property
     def options(self) -> Options:
-        return Options(self.routing.flag_rule, self.routing.unsub_counts_all)
+        r = self.routing
+        return Options(flag_rule=r.flag_rule, renew_forwarded=r.renew_forwarded,
+                       unsub_counts_all=r.unsub_counts_all)
+
+    def roms(self) -> dict[str, Rom]:
+        """The ROM of every broker, in topology order: what the simulator's brokers get and
+        what a live broker's configuration carries (one place from scenario knobs to the core)."""
+        topology = self.build_topology()
+        root, r, params, options = self.root_broker, self.routing, self.params, self.options
+        parents = topology.parent_map(root)
+        return {b: Rom(broker_id=b, neighbors=frozenset(topology.neighbors(b)), root=root,
+                       parent=parents[b], algorithm=r.algorithm, params=params,
+                       hierarchical=r.hierarchical, wrapper=r.wrapper, options=options)
+                for b in topology.brokers}
 
     @property
     def bound(self) -> float:
@@ -313,10 +264,20 @@ class Scenario(_Model):
     @property
     def last_fault_end(self) -> float:
         """When the last fault ends; 0 without faults (the empty start state is legitimate)."""
-        chaos = [] if self.chaos is None else [
-            inj.end if inj.end is not None else inj.start
-            for inj in self.chaos.timeline(until=self.duration)]
-        return max([*(fault_end(f) for f in self.faults), *chaos], default=0.0)
+        if self.chaos is None:
+            return 0.0
+        return max((inj.end if inj.end is not None else inj.start
+                    for inj in self.chaos.timeline(until=self.duration)), default=0.0)
+
+    @property
+    def longest_fault_delay(self) -> float:
+        """The longest a fault holds a message on a link (s): a delay fault's delay plus its
+        jitter, a pause's duration; 0 without such faults."""
+        if self.chaos is None:
+            return 0.0
+        return max([(f.delay_ms + f.jitter_ms) / 1000 if f.kind == "delay" else
+                    f.duration or 0.0 for f in self.chaos.faults
+                    if f.kind in ("delay", "pause")], default=0.0)
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -344,10 +305,14 @@ def parse_scenario(data: object, source: str = "<scenario>") -> Scenario:
     """Validate an already-parsed YAML document."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: expected a mapping of scenario fields at the top level")
+    if "faults" in data:
+        raise ScenarioError(f"{source}: faults: scenario faults are a chaos experiment now: write"
+                            " them as `chaos: {faults: [...]}` (the YAML of a `weeble chaos`"
+                            " file; weeble/model/faults.py lists the kinds)")
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        lines = [_describe(err) for err in exc.errors()]
+        lines = [f"{path}: {problem}" for path, problem in problems(exc, Scenario)]
         if len(lines) > 10:
             lines = [*lines[:10], f"... and {len(lines) - 10} more"]
         raise ScenarioError(f"{source}: " + "\n  ".join(lines)) from None
@@ -356,6 +321,22 @@ def parse_scenario(data: object, source: str = "<scenario>") -> Scenario:
     except _Invalid as exc:
         raise ScenarioError(f"{source}: {exc.path}: {exc.problem}") from None
     return scenario
+
+
+def with_chaos(scenario: Scenario, experiment_path: str | Path) -> Scenario:
+    """`scenario` with the chaos experiment of a file (the one `weeble chaos` takes) as its
+    faults instead of its own, checked against its tree and duration."""
+    from weeble.model.experiment import load_experiment
+
+    try:
+        s = scenario.model_copy(update={"chaos": load_experiment(experiment_path)})
+        _check(s)
+    except ExperimentError as exc:
+        raise ScenarioError(str(exc)) from None
+    except _Invalid as exc:
+        raise ScenarioError(f"{experiment_path}: {exc.path.removeprefix('chaos.')}:"
+                            f" {exc.problem}") from None
+    return s
 
 
 class _Invalid(Exception):
@@ -411,35 +392,12 @@ def _check(s: Scenario) -> None:
             raise _Invalid(f"chaos.{exc.path}", exc.problem) from None
 
     clients = {sub.client for sub in s.subscriptions}
-    for i, fault in enumerate(s.faults):
-        where = f"faults[{i}]"
-        if fault.at > s.duration:
-            raise _Invalid(f"{where}.at", f"{fault.at} is after the end of the run ({s.duration})")
-        if isinstance(fault, CrashFault):
-            m = _RANDOM.match(fault.target)
-            if m is None and fault.target not in clients:
-                raise _Invalid(
-                    f"{where}.target",
-                    f"unknown client {fault.target!r}: name a client of `subscriptions` or"
-                    " use random:k (k live subscribers)",
-                )
-            continue
-        if isinstance(fault, CorruptFault):
-            _check_target(f"{where}.target", fault.target, t.brokers)
-            if fault.field not in CORRUPT_TARGETS:
-                raise _Invalid(f"{where}.field", f"unknown RAM field {fault.field!r}"
-                               f" (valid: {', '.join(CORRUPT_TARGETS)})")
-            continue
-        if (fault.link is None) == (fault.target is None):
-            raise _Invalid(where, "a link fault needs exactly one of `link: [a, b]` or `target`")
-        if fault.link is not None:
-            a, b = fault.link
-            known(f"{where}.link", a)
-            known(f"{where}.link", b)
-            if b not in t.neighbors(a):
-                raise _Invalid(f"{where}.link", f"{a} and {b} are not neighbours")
-        else:
-            _check_target(f"{where}.target", fault.target or "", t.brokers)
+    for i, fault in enumerate(s.chaos.faults if s.chaos is not None else []):
+        for client in getattr(getattr(fault, "clients", None), "ids", ()):
+            if client not in clients and not _WORKLOAD_CLIENT.fullmatch(client):
+                raise _Invalid(f"chaos.faults[{i}].clients",
+                               f"unknown client {client!r}: name a client of `subscriptions`,"
+                               " a workload client c<n>, or use {random: k}")
 
 
 def _check_live(live: Live, brokers: int) -> None:
@@ -462,92 +420,5 @@ def _check_live(live: Live, brokers: int) -> None:
             seen[port] = name
 
 
-def _check_target(path: str, target: str, brokers: tuple[str, ...]) -> None:
-    if target == "all":
-        return
-    m = _RANDOM.match(target)
-    if m is not None:
-        if not 1 <= int(m.group(1)) <= len(brokers):
-            raise _Invalid(path, f"{target}: k must be between 1 and {len(brokers)}")
-        return
-    if target not in brokers:
-        raise _Invalid(
-            path,
-            f"unknown broker {target!r}: name a broker ({_listing(brokers)}), all, or random:k",
-        )
-
-
 def _listing(names: tuple[str, ...]) -> str:
     return ", ".join(names) if len(names) <= 8 else f"{', '.join(names[:6])}, ... {names[-1]}"
-
-
-# ---- pydantic errors as "field.path: problem" -----------------------------------------------
-
-def _describe(err: Any) -> str:
-    loc: tuple[str | int, ...] = tuple(err["loc"])
-    path, model = _resolve(loc)
-    if err["type"] == "extra_forbidden":
-        valid = f" (valid fields: {', '.join(model.model_fields)})" if model else ""
-        return f"{path}: unknown field{valid}"
-    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        return f"{path}.kind: {err['msg']}"
-    if err["type"] == "missing":
-        return f"{path}: required field missing"
-    return f"{path}: {err['msg']}"
-
-
-def _resolve(loc: tuple[str | int, ...]) -> tuple[str, type[BaseModel] | None]:
-    """Readable path for a pydantic location, without the union tags pydantic inserts
-    (`topology.kary.m` -> `topology.m`), plus the model owning the last component."""
-    parts: list[str] = []
-    current: Any = Scenario
-    owner: type[BaseModel] | None = None
-    for part in loc:
-        current = _unwrap(current)
-        if isinstance(part, int):
-            parts.append(f"[{part}]")
-            args = typing.get_args(current)
-            current = args[0] if args else None
-            continue
-        members = _union_members(current)
-        if members is not None:  # pydantic put the discriminator's value here: skip it
-            current = next((m for m in members if _tag(m) == part), None)
-            continue
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            owner = current
-            field = current.model_fields.get(part)
-            current = field.annotation if field else None
-        else:
-            owner, current = None, None
-        parts.append(f".{part}" if parts else part)
-    return "".join(parts).lstrip(".") or "(top level)", owner
-
-
-def _unwrap(tp: Any) -> Any:
-    """Strip Annotated and `X | None` down to the interesting type."""
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp
-            tp = args[0]
-        else:
-            return tp
-
-
-def _union_members(tp: Any) -> tuple[Any, ...] | None:
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        members = typing.get_args(tp)
-        if all(_tag(m) is not None for m in members):
-            return members
-    return None
-
-
-def _tag(model: Any) -> str | None:
-    if isinstance(model, type) and issubclass(model, BaseModel) and "kind" in model.model_fields:
-        args = typing.get_args(model.model_fields["kind"].annotation)
-        return args[0] if args else None
-    return None

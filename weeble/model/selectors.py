@@ -15,6 +15,10 @@ A selector is data, written in an experiment the way Chaos Mesh writes its selec
     link: {of: b1}                   # every link of the brokers a broker selector names
     link: {random: 1, of: leaves}    # k of those
 
+    clients: alice                   # a subscriber of the workload (client_crash)
+    clients: [alice, c7]             # several
+    clients: {random: 20}            # k of the clients subscribed at that moment (seeded)
+
 Resolution takes a `Tree` (built from a live testbed or from a scenario's topology) and a
 `random.Random`; the experiment gives every injection its own stream, derived from the seed, so
 a live run and its replay in simulation hit the same brokers.
@@ -242,6 +246,52 @@ class LinkSelector(_Selector):
 
     def validate_on(self, tree: Tree) -> None:
         self.resolve(tree, random.Random(0))
+
+
+class ClientSelector(_Selector):
+    """Subscribers of the run's workload: client ids, or k drawn from those subscribed when the
+    fault strikes (known only then, so names are checked then too)."""
+
+    ids: tuple[str, ...] = ()
+    random: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"ids": (data,)}
+        if isinstance(data, list | tuple):
+            if not data or not all(isinstance(x, str) for x in data):
+                raise ValueError("a list of clients must hold client ids, e.g. [alice, c7]")
+            return {"ids": tuple(data)}
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if v not in (None, (), [])}  # dumped form
+            if len({"ids", "random"} & set(data)) != 1:
+                raise ValueError("expected a client id, a list of them or {random: k}")
+            return data
+        raise ValueError(f"expected a client selector, got {data!r}")
+
+    @model_validator(mode="after")
+    def _positive(self) -> ClientSelector:
+        if self.random is not None and self.random < 1:
+            raise ValueError(f"random: k must be >= 1, got {self.random}")
+        return self
+
+    def describe(self) -> str:
+        return f"random:{self.random} clients" if self.random is not None else ",".join(self.ids)
+
+    def resolve(self, subscribed: list[str], rng: random.Random) -> list[str]:
+        """The clients hit, from those subscribed now (in the order they subscribed)."""
+        if self.random is None:
+            missing = [c for c in self.ids if c not in subscribed]
+            if missing:
+                raise SelectorError(f"no live subscription of {listing(missing)}")
+            return list(dict.fromkeys(self.ids))
+        if self.random > len(subscribed):
+            raise SelectorError(f"random: {self.random} clients asked, but only"
+                                f" {len(subscribed)} are subscribed")
+        picked = set(rng.sample(subscribed, self.random))
+        return [c for c in subscribed if c in picked]
 
 
 def link_name(link: tuple[str, str]) -> str:

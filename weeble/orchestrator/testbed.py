@@ -70,25 +70,14 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
     topology = scenario.build_topology()
-    root = scenario.root_broker
-    parents = topology.parent_map(root)
-    params = scenario.params
+    roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())
     shaped = shape != LinkShape()
-    r = scenario.routing
     configs: dict[str, BrokerConfig] = {}
     for i, b in enumerate(topology.brokers):
         neighbors = topology.neighbors(b)
         configs[b] = BrokerConfig(
-            broker_id=b,
-            algorithm=r.algorithm,
-            params={"pi": params.pi, "rho": params.rho, "delta_min": params.delta_min,
-                    "delta_max": params.delta_max, "d": params.d},
-            root=root,
-            parent=parents[b],
-            hierarchical=r.hierarchical,
-            wrapper=r.wrapper,
-            options={"flag_rule": r.flag_rule, "unsub_counts_all": r.unsub_counts_all},
+            **BrokerConfig.rom_fields(roms[b]),
             neighbors={n: peer_address(n, b) for n in neighbors},
             listen_address=places[b].listen,
             admin_address=places[b].admin,

@@ -1,19 +1,14 @@
-"""The live workload: the seed-000 clients of a scenario, against live brokers, in real time.
+"""The live workload: a scenario's workload plan (weeble/model/workload.py), against live brokers,
+in real time.
 
-The same workload as the simulator's (broker/sim/workload.py), drawn from the same random
-streams in the same order, so a live run and its simulated replay have the same subscription
-and publication history (up to timing):
-- N_s subscriptions at the start, then Poisson arrivals at rate N_s / mean_lifetime, each living
-  an exponential time; filter `class == k`, k uniform over the filter classes; subscriber at a
-  uniformly random leaf (or any broker); a fraction `subscribers_crash` ends by crashing;
-- Poisson publications at rate ω over the publisher brokers, attributes {class: k};
-- plus the scenario's explicit subscriptions and publications.
-
-Every subscription is a `Subscriber` of the client library (its own stream, a Refresh every ρ);
-workload client `c<n>` holds subscription `c<n>/0`, publisher `p<broker>` publishes at its
-broker. A crash is a Subscriber closed without unsubscribing: its refreshes stop and the brokers
-must forget it within 2π. The run is bounded in time (the duration) and in count
-(live.max_subscriptions, live.max_publications).
+The simulator drives its clients from the same plan, so a live run and its simulated replay
+have the same subscription and publication history (up to timing). Every subscription is a
+`Subscriber` of the client library (its own stream, a Refresh every ρ); workload client `c<n>`
+holds subscription `c<n>/0`, publisher `p<broker>` publishes at its broker with the plan's
+sequence numbers. A crash is a Subscriber closed without unsubscribing: its refreshes stop and
+the brokers must forget it within 2π. The run is bounded in time (the duration) and in count
+(live.max_subscriptions workload subscriptions, live.max_publications publications): the plan
+goes on, but no client is started for what is over the bound.
 
 Each client writes its own trace, `<trace_dir>/<client>.jsonl` (node = client id): client_start
 (its broker), client_subscribe, client_unsubscribe, crash, client_error, and, from the
@@ -28,8 +23,7 @@ import contextlib
 import heapq
 import itertools
 import logging
-import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +31,9 @@ from typing import Any
 import grpc
 
 from weeble.broker.client import Publisher, Subscriber
-from weeble.broker.core.filters import Filter, Value
+from weeble.broker.core.filters import Value
 from weeble.model.scenario import Scenario
+from weeble.model.workload import Action, Publish, workload_plan
 from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)
@@ -69,7 +64,7 @@ class _Client:
     subscriber: Subscriber | None = None
     publisher: Publisher | None = None
     consumer: asyncio.Task[None] | None = None
-    outbox: asyncio.Queue[dict[str, Value]] | None = None
+    outbox: asyncio.Queue[tuple[int, dict[str, Value]]] | None = None  # (seq, attributes)
     sender: asyncio.Task[None] | None = None
     subs: set[str] = field(default_factory=set)
 
@@ -83,23 +78,10 @@ class LiveWorkload:
         self.trace_dir = trace_dir
         self.rho = scenario.timing.rho
         self.stats = WorkloadStats()
-        topology = scenario.build_topology()
-        leaves = topology.leaves(scenario.root_broker)
-        w = scenario.workload
-        self.workload = w
-        self._sub_brokers = list(topology.brokers)
-        self._pub_brokers = list(topology.brokers)
-        if w is not None:
-            if w.subscriber_placement == "leaves":
-                self._sub_brokers = leaves
-            self._pub_brokers = {"leaves": leaves, "all": list(topology.brokers),
-                                 "root": [scenario.root_broker]}[w.publisher_placement]
-        # The simulator's streams, drawn in the simulator's order (see the module docstring).
-        self._sub_rng = random.Random(f"{scenario.seed}:subscriptions")
-        self._pub_rng = random.Random(f"{scenario.seed}:publications")
-        self._next_client = 0
+        self._plan: Iterator[Action] = iter(())
+        self._workload_subs = 0  # workload subscriptions planned so far (bounded in count)
         self._clients: dict[tuple[str, str], _Client] = {}
-        self._seqs: dict[str, int] = {}  # next seq per publisher, across its brokers
+        # subscription ends, in time order (the plan gives each with its subscription)
         self._heap: list[tuple[float, int, Callable[[float], Awaitable[None] | None]]] = []
         self._order = itertools.count()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -111,63 +93,19 @@ class LiveWorkload:
     def _at(self, t: float, action: Callable[[float], Awaitable[None] | None]) -> None:
         heapq.heappush(self._heap, (t, next(self._order), action))
 
-    def _plan_start(self) -> None:
-        s, w = self.scenario, self.workload
-        counts: dict[str, int] = {}
-        for spec in s.subscriptions:
-            k = counts.get(spec.client, 0)
-            counts[spec.client] = k + 1
-            sub_id, f, end = f"{spec.client}/{k}", spec.filter, spec.end
-            client, broker = spec.client, spec.broker
-            self._at(spec.start, lambda t, c=client, b=broker, i=sub_id, f=f:
-                     self._subscribe(c, b, i, f))
-            if end is not None:
-                self._at(end, lambda t, c=client, b=broker, i=sub_id:
-                         self._end(c, b, i, crash=False))
-        for pub in s.publications:
-            publisher = pub.client or f"p{pub.broker}"
-            attrs: dict[str, Value] = dict(pub.attributes)
-            self._at(pub.at, lambda t, p=publisher, b=pub.broker, a=attrs: self._publish(p, b, a))
-        if w is None:
-            return
-        for _ in range(w.subscriptions):
-            self._workload_sub(0.0, warm=True)
-        if w.subscriptions > 0:
-            self._at(self._sub_rng.expovariate(w.subscriptions / w.mean_lifetime), self._arrival)
-        if w.publish_rate > 0:
-            self._at(self._pub_rng.expovariate(w.publish_rate), self._workload_publish)
-
-    def _workload_sub(self, t: float, warm: bool) -> None:
-        w, rng = self.workload, self._sub_rng
-        assert w is not None
-        n = self._next_client
-        self._next_client += 1
-        cls = rng.randrange(w.filter_classes)
-        broker = self._sub_brokers[rng.randrange(len(self._sub_brokers))]
-        end = t + rng.expovariate(1.0 / w.mean_lifetime)
-        crashes = w.subscribers_crash > 0 and rng.random() < w.subscribers_crash
-        if warm:
-            rng.uniform(0.0, self.rho)  # the simulator's refresh phase: keeps the streams aligned
-        if n >= self._max_subs:
-            return  # bounded in count: the history is drawn on, but no client is started
-        client, sub_id = f"c{n}", f"c{n}/0"
-        self._at(t, lambda _t: self._subscribe(client, broker, sub_id,
-                                               str(Filter.equals("class", cls))))
-        self._at(end, lambda _t: self._end(client, broker, sub_id, crash=crashes))
-
-    def _arrival(self, t: float) -> None:
-        w = self.workload
-        assert w is not None
-        self._workload_sub(t, warm=False)
-        self._at(t + self._sub_rng.expovariate(w.subscriptions / w.mean_lifetime), self._arrival)
-
-    def _workload_publish(self, t: float) -> None:
-        w, rng = self.workload, self._pub_rng
-        assert w is not None
-        broker = self._pub_brokers[rng.randrange(len(self._pub_brokers))]
-        cls = rng.randrange(w.filter_classes)
-        self._publish(f"p{broker}", broker, {"class": cls})
-        self._at(t + rng.expovariate(w.publish_rate), self._workload_publish)
+    def _due(self, action: Action) -> Callable[[float], Awaitable[None] | None] | None:
+        """What to do for a planned action (None: over the count bounds); schedules its end."""
+        if type(action) is Publish:  # bounded in count by _publish
+            return lambda _t, p=action: self._publish(p.publisher, p.broker, p.seq, p.attributes)
+        if action.cls is not None:  # a workload subscription
+            self._workload_subs += 1
+            if self._workload_subs > self._max_subs:
+                return None
+        client, broker, sub_id = action.client, action.broker, action.sub_id
+        if action.end < float("inf"):
+            self._at(action.end, lambda _t, crash=action.crashes:
+                     self._end(client, broker, sub_id, crash=crash))
+        return lambda _t, f=str(action.filter): self._subscribe(client, broker, sub_id, f)
 
     # ---- running ----------------------------------------------------------------------------
 
@@ -179,17 +117,28 @@ class LiveWorkload:
         duration = self.scenario.duration if duration is None else duration
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        self._plan_start()
+        self._plan = workload_plan(self.scenario, until=duration)
         ticker = None
         if on_tick is not None:
             ticker = asyncio.create_task(self._tick(on_tick, t0, tick))
         try:
-            while self._heap and self._heap[0][0] <= duration:
-                t, _, action = heapq.heappop(self._heap)
+            planned = next(self._plan, None)
+            while True:
+                # the next planned action or the next subscription end, whichever comes first
+                if planned is not None and (not self._heap or planned.t <= self._heap[0][0]):
+                    t, act, planned = planned.t, self._due(planned), next(self._plan, None)
+                elif self._heap:
+                    t, _, act = heapq.heappop(self._heap)
+                else:
+                    break
+                if t > duration:
+                    break
+                if act is None:
+                    continue
                 delay = t0 + t - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                result = action(t)
+                result = act(t)
                 if result is not None:
                     self._spawn(result)
             remaining = t0 + duration - loop.time()
@@ -301,7 +250,25 @@ class LiveWorkload:
         except (grpc.aio.AioRpcError, KeyError) as e:
             self._error(c, "unsubscribe", e, sub_id=sub_id)
 
-    def _publish(self, name: str, broker: str, attributes: dict[str, Value]) -> None:
+    # ---- client crash faults (chaos: client_crash with `clients:`) ---------------------------
+
+    def subscribers(self) -> list[str]:
+        """The clients with a live subscription, in the order they first came."""
+        return list(dict.fromkeys(name for (name, _), c in self._clients.items() if c.subs))
+
+    async def crash(self, client: str) -> dict[str, Any]:
+        """The client crashes now: its refreshes stop, it never unsubscribes (F12)."""
+        hit = [c for (name, _), c in self._clients.items() if name == client and c.subs]
+        if not hit:
+            raise LookupError(f"{client} has no live subscription")
+        sub_ids = []
+        for c in hit:
+            for sub_id in sorted(c.subs):  # the last one closes the client's subscriber
+                sub_ids.append(sub_id)
+                await self._end(c.name, c.broker, sub_id, crash=True)
+        return {"sub_ids": sub_ids, "brokers": sorted({c.broker for c in hit})}
+
+    def _publish(self, name: str, broker: str, seq: int, attributes: dict[str, Value]) -> None:
         if self.stats.publications >= self._max_pubs:
             return
         self.stats.publications += 1
@@ -311,18 +278,16 @@ class LiveWorkload:
             c.publisher = Publisher(self.addresses[broker], name, trace=c.trace)
             c.outbox = asyncio.Queue()
             c.sender = asyncio.create_task(self._send(c))
-        c.outbox.put_nowait(attributes)
+        c.outbox.put_nowait((seq, attributes))
 
     async def _send(self, c: _Client) -> None:
         assert c.outbox is not None and c.publisher is not None
         while True:
-            attributes = await c.outbox.get()
-            c.publisher.next_seq = self._seqs.get(c.name, 1)
+            seq, attributes = await c.outbox.get()
+            c.publisher.next_seq = seq  # the plan's: a publisher's seqs run on across brokers
             try:
                 await c.publisher.publish(attributes)
             except (grpc.aio.AioRpcError, TimeoutError) as e:
                 self._error(c, "publish", e)
             finally:
-                # a failed publish may still have reached the broker: never reuse its seq
-                self._seqs[c.name] = c.publisher.next_seq
                 c.outbox.task_done()

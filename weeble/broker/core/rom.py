@@ -46,7 +46,9 @@ class ConfigError(ValueError):
     """An inconsistent configuration; the message names the field and the problem."""
 
 
-@dataclass(frozen=True, slots=True)
+# Keyword-only: several fields of one type in a row, where a positional call that skips one
+# silently shifts the rest (Options(flag_rule, unsub_counts_all) once switched renew_forwarded).
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Params:
     """Timing constants in seconds. d is the network diameter in hops."""
 
@@ -108,7 +110,7 @@ class Params:
         return 2 * pi + dd  # (3.4), (3.5), (3.6)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
     """Knobs the spec leaves open ([?] items), and switches for the negative tests."""
 
@@ -135,7 +137,7 @@ class Options:
     backoff: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rom:
     broker_id: str
     neighbors: frozenset[str]  # the initial overlay: copied into RAM (layer `overlay`) at boot

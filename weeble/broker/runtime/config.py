@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params, Rom
+from weeble.broker.core.rom import Algorithm, ConfigError, Options, Ordering, Params, Rom
 from weeble.broker.runtime.linkshaper import LinkShape
 
 _ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
@@ -61,8 +62,15 @@ class ParamsConfig(_Strict):
 
 
 class OptionsConfig(_Strict):
+    """The core's Options (broker/core/rom.py), field for field."""
+
     flag_rule: bool = True
+    renew_forwarded: bool = True
     unsub_counts_all: bool = True
+    qsub: bool = True
+    qnot: bool = True
+    hold_relays: bool = True
+    backoff: float | None = None
 
 
 class TlsConfig(_Strict):
@@ -111,6 +119,8 @@ class BrokerConfig(_Strict):
     hierarchical: bool = False
     wrapper: bool = False
     options: OptionsConfig = OptionsConfig()
+    adverts: bool = False
+    ordering: Ordering = Ordering.FIFO
     neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
     listen_address: str
     admin_address: str
@@ -159,8 +169,7 @@ class BrokerConfig(_Strict):
     # ---- derived ----------------------------------------------------------------------------
 
     def params_obj(self) -> Params:
-        p = self.params
-        return Params(p.pi, p.rho, p.delta_min, p.delta_max, p.d)
+        return Params(**self.params.model_dump())
 
     def to_rom(self) -> Rom:
         return Rom(
@@ -172,8 +181,20 @@ class BrokerConfig(_Strict):
             params=self.params_obj(),
             hierarchical=self.hierarchical,
             wrapper=self.wrapper,
-            options=Options(self.options.flag_rule, self.options.unsub_counts_all),
+            options=Options(**self.options.model_dump()),
+            adverts=self.adverts,
+            ordering=self.ordering,
         )
+
+    @staticmethod
+    def rom_fields(rom: Rom) -> dict[str, Any]:
+        """The fields of a config that carry `rom` (the inverse of `to_rom`, but for the
+        neighbours' addresses, which the orchestrator adds)."""
+        return {"broker_id": rom.broker_id, "algorithm": rom.algorithm,
+                "params": asdict(rom.params), "root": rom.root, "parent": rom.parent,
+                "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
+                "options": asdict(rom.options), "adverts": rom.adverts,
+                "ordering": rom.ordering}
 
     def dials(self, neighbor: str) -> bool:
         """The broker with the lexicographically smaller id dials; the other accepts."""

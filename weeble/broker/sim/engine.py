@@ -197,17 +197,18 @@ class Engine:
             raise ValueError(f"add_node: {broker_id!r} is already a node of the simulation")
         self.nodes[broker_id] = Node(broker_id, broker)
 
-    def inject(self, t: float, broker: str, event: Event) -> None:
-        """Hand an event to a broker right now (client requests are free and instantaneous)."""
-        self._step(t, self.nodes[broker], event)
+    def inject(self, t: float, broker: str, event: Event) -> list[Effect]:
+        """Hand an event to a broker right now (client requests are free and instantaneous);
+        the effects it produced (already carried out)."""
+        return self._step(t, self.nodes[broker], event)
 
     # ---- the hot path -----------------------------------------------------------------------
 
-    def _step(self, now: float, node: Node, event: Any) -> None:
+    def _step(self, now: float, node: Node, event: Any) -> list[Effect]:
         self.steps += 1
         effects = node.step(now, event)
         if not effects:
-            return
+            return effects
         links = node.links
         for e in effects:
             # Sends dominate by far; test for them first, the rest go through the dict.
@@ -242,6 +243,7 @@ class Engine:
             heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst, received))
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
+        return effects
 
     def _connect(self, node: Node, to: str) -> Link | None:
         """A FIFO channel to any broker of the simulation, opened at first use: the link
@@ -297,14 +299,15 @@ class Engine:
 
     def set_link_fault(
         self, a: str, b: str, *, drop: float | None = None, duplicate: float | None = None,
-        delay: float | None = None, clear_delay: bool = False,
+        delay: float | None = None, clear_delay: bool = False, both_ways: bool = True,
     ) -> None:
-        """Change the fault settings of both directions of link a-b (None leaves one as is)."""
+        """Change the fault settings of link a-b, both directions or only a -> b (None leaves
+        a setting as it is)."""
         ab = self.nodes[a].links.get(b) or self._connect(self.nodes[a], b)
         ba = self.nodes[b].links.get(a) or self._connect(self.nodes[b], a)
         if ab is None or ba is None:
             raise ValueError(f"set_link_fault: no link {a}-{b}: both must be brokers")
-        for link in (ab, ba):
+        for link in (ab, ba) if both_ways else (ab,):
             if drop is not None:
                 link.drop = drop
             if duplicate is not None:

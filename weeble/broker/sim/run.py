@@ -10,32 +10,23 @@ of the brokers' tables), the episodes of faults and their stabilization times, t
 from __future__ import annotations
 
 import json
-import random
-import re
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from weeble.broker.core.broker import Broker
-from weeble.broker.core.corruption import CorruptionError
-from weeble.broker.core.events import Corrupt, Trace
+from weeble.broker.core.events import Trace
 from weeble.broker.core.messages import Message
 from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
-from weeble.broker.sim.observe import SIM
 from weeble.broker.sim.simulation import Simulation
+from weeble.broker.sim.target import SimTarget
 from weeble.broker.sim.workload import Clients
-from weeble.model.scenario import (
-    CorruptFault,
-    CrashFault,
-    DelayFault,
-    DropFault,
-    DuplicateFault,
-    Scenario,
-    fault_end,
-)
+from weeble.model.experiment import tree_of_scenario
+from weeble.model.scenario import Scenario
 from weeble.trace.header import RunHeader
 from weeble.trace.writer import SimSink, message_ids
 
@@ -76,115 +67,26 @@ class Summary:
         return asdict(self)
 
 
-# ---- faults ---------------------------------------------------------------------------------
-
-
-class Faults:
-    """Schedules the scenario's faults and keeps the evidence of what each one did."""
-
-    def __init__(self, scenario: Scenario, engine: Engine, clients: Clients,
-                 trace: SimSink | None) -> None:
-        self.engine, self.clients, self.trace = engine, clients, trace
-        self.brokers = scenario.build_topology().brokers
-        self.rng = random.Random(f"{scenario.seed}:faults")
-        self.log: list[dict[str, Any]] = []
-        for i, fault in enumerate(scenario.faults):
-            entry: dict[str, Any] = {"id": f"f{i}", "kind": fault.kind, "at": fault.at,
-                                     "end": fault_end(fault), "targets": [], "errors": []}
-            self.log.append(entry)
-            if isinstance(fault, CorruptFault):
-                engine.schedule(fault.at, self._corrupt, entry, fault)
-            elif isinstance(fault, CrashFault):
-                engine.schedule(fault.at, self._crash, entry, fault)
-            else:
-                engine.schedule(fault.at, self._link_begin, entry, fault)
-
-    def _pick(self, target: str) -> list[str]:
-        if target == "all":
-            return list(self.brokers)
-        m = re.fullmatch(r"random:(\d+)", target)
-        if m:
-            picked = set(self.rng.sample(range(len(self.brokers)), int(m.group(1))))
-            return [b for i, b in enumerate(self.brokers) if i in picked]
-        return [target]
-
-    def _record(self, t: float, file: str, node: str, kind: str, fields: dict[str, Any]) -> None:
-        if self.trace is not None:
-            self.trace.write(file, t, node, kind, fields)
-
-    def _corrupt(self, t: float, entry: dict[str, Any], fault: CorruptFault) -> None:
-        event = Corrupt(fault.field, fault.value, dict(fault.args))
-        for b in self._pick(fault.target):
-            entry["targets"].append(b)
-            info = {"fault_id": entry["id"], "type": "corrupt", "target": b, "targets": [b],
-                    "field": fault.field}
-            self._record(t, b, b, "fault_begin", info)
-            try:
-                self.engine.inject(t, b, event)
-            except CorruptionError as exc:  # e.g. no entry at that index on this broker
-                entry["errors"].append(f"{b}: {exc}")
-                info = {**info, "error": str(exc)}
-            self._record(t, b, b, "fault_end", info)
-
-    def _crash(self, t: float, entry: dict[str, Any], fault: CrashFault) -> None:
-        live = list(self.clients.live.values())  # start order: deterministic
-        m = re.fullmatch(r"random:(\d+)", fault.target)
-        if m:
-            victims = self.rng.sample(live, min(int(m.group(1)), len(live)))
-        else:
-            victims = [s for s in live if s.client == fault.target]
-        for sub in victims:
-            entry["targets"].append(sub.sub_id)
-            info = {"fault_id": entry["id"], "type": fault.kind, "target": sub.client,
-                    "targets": [sub.client], "client": sub.client, "broker": sub.broker,
-                    "sub_id": sub.sub_id}
-            self._record(t, sub.broker, sub.client, "fault_begin", info)
-            self.clients.crash(t, sub)
-            self._record(t, sub.broker, sub.client, "fault_end", info)
-
-    def _links(self, fault: DropFault | DuplicateFault | DelayFault) -> list[tuple[str, str]]:
-        if fault.link is not None:
-            return [fault.link]
-        chosen = self._pick(fault.target or "all")
-        links: dict[tuple[str, str], None] = {}
-        for b in chosen:
-            for n in self.engine.nodes[b].links:
-                links[(b, n) if b < n else (n, b)] = None
-        return list(links)
-
-    def _link_begin(self, t: float, entry: dict[str, Any], fault: Any) -> None:
-        links = self._links(fault)
-        entry["targets"] = [f"{a}-{b}" for a, b in links]
-        for a, b in links:
-            if isinstance(fault, DropFault):
-                self.engine.set_link_fault(a, b, drop=fault.probability)
-            elif isinstance(fault, DuplicateFault):
-                self.engine.set_link_fault(a, b, duplicate=fault.probability)
-            else:
-                self.engine.set_link_fault(a, b, delay=fault.delay)
-        self._record(t, SIM, SIM, "fault_begin", {
-            "fault_id": entry["id"], "type": fault.kind, "target": ",".join(entry["targets"]),
-            "targets": entry["targets"], "links": entry["targets"]})
-        self.engine.schedule(t + fault.duration, self._link_end, entry, (fault, links))
-
-    def _link_end(self, t: float, entry: dict[str, Any], what: tuple[Any, list]) -> None:
-        fault, links = what
-        for a, b in links:
-            if isinstance(fault, DropFault):
-                self.engine.set_link_fault(a, b, drop=0.0)
-            elif isinstance(fault, DuplicateFault):
-                self.engine.set_link_fault(a, b, duplicate=0.0)
-            else:
-                self.engine.set_link_fault(a, b, clear_delay=True)
-        self._record(t, SIM, SIM, "fault_end", {
-            "fault_id": entry["id"], "type": fault.kind, "target": ",".join(entry["targets"]),
-            "targets": entry["targets"], "links": entry["targets"]})
-
-
 # ---- the run --------------------------------------------------------------------------------
 
 
-def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> Summary:
+class FaultHook(Protocol):
+    """Schedules a run's faults on the simulator's Target before the run starts; returns what
+    gives the summary's list of faults once the run is over. The chaos module provides it
+    (weeble.chaos.runner.in_simulation): the simulator does not import chaos."""
+
+    def __call__(self, target: SimTarget) -> Callable[[], list[dict[str, Any]]]: ...
+
+
+def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
+             faults: FaultHook | None = None) -> Summary:
+    """Run `scenario` in virtual time; write out_dir/summary.json and out_dir/trace/.
+
+    A scenario with faults (its `chaos:` experiment) needs `faults`, the chaos module's hook
+    that carries them out: `simulate(s, out, faults=weeble.chaos.runner.in_simulation(s))`."""
+    if scenario.chaos is not None and faults is None:
+        raise ValueError(f"scenario {scenario.name!r} has faults (chaos:): pass"
+                         " faults=weeble.chaos.runner.in_simulation(scenario)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     topology = scenario.build_topology()
@@ -195,6 +97,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
     sim = Simulation(
         topology, algorithm=r.algorithm, params=params, hierarchical=r.hierarchical,
         wrapper=r.wrapper, options=scenario.options, root=root, delay=scenario.timing.delay,
+        roms=scenario.roms(),
         seed=scenario.seed, boot="together", header=run_header(scenario), sink=sink,
         retention=_retention(scenario), keep_history=False,
         on_trace=_broker_tracer(sink) if sink is not None else None,
@@ -202,8 +105,11 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
     engine, brokers, observers = sim.engine, sim.brokers, sim.observers
     trace = observers  # every record goes through the observers (the checker sees faults)
     clients = Clients(engine, scenario, observers, trace if sink is not None else None)
-    faults = Faults(scenario, engine, clients, trace)
-    chaos_log = _chaos(scenario, engine, brokers, clients, trace)
+    fault_log: Callable[[], list[dict[str, Any]]] = list
+    if faults is not None:
+        fault_log = faults(SimTarget(engine=engine, brokers=brokers, clients=clients,
+                                     tree=tree_of_scenario(scenario), params=params,
+                                     trace=trace))
     if scenario.check_every is not None:
         observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)
     if sink is not None and scenario.trace.snapshots_every:
@@ -241,7 +147,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
                  "publications": clients.publications, "live_at_end": len(clients.live)},
         deliveries=report["deliveries"],
         legitimacy=report["legitimacy"],
-        faults=faults.log + chaos_log,
+        faults=fault_log(),
         episodes=report["episodes"],
         stabilization=report["stabilization"],
         timing=report["timing"],
@@ -258,29 +164,12 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True) -> 
     return summary
 
 
-def _chaos(scenario: Scenario, engine: Engine, brokers: dict[str, Broker], clients: Clients,
-           trace: SimSink | None) -> list[dict[str, Any]]:
-    """The scenario's chaos experiment, mapped onto the engine (weeble/chaos/sim.py)."""
-    if scenario.chaos is None:
-        return []
-    from weeble.chaos import sim as chaos_sim
-    from weeble.model.experiment import tree_of_scenario
-
-    target = chaos_sim.Sim(engine, brokers, tree_of_scenario(scenario), scenario.params, clients)
-    seed = scenario.chaos.seed if scenario.chaos.seed is not None else scenario.seed
-    return chaos_sim.schedule(scenario.chaos, target, trace, seed=seed, until=scenario.duration)
-
-
 def _retention(scenario: Scenario) -> float:
     """How long the online checker keeps a publication open for its deliveries: a delivery
     later than this counts as `late` (no verdict). Legal journeys take d·δmax; delay faults
     hold messages longer."""
     p = scenario.params
-    delays = [f.delay for f in scenario.faults if isinstance(f, DelayFault)]
-    if scenario.chaos is not None:
-        delays += [getattr(i.fault, "delay_ms", 0.0) / 1000 + getattr(i.fault, "jitter_ms", 0.0)
-                   / 1000 for i in scenario.chaos.timeline()]
-    return p.d * p.delta_max + max(delays, default=0.0) * p.d + RETENTION_SLACK
+    return p.d * p.delta_max + scenario.longest_fault_delay * p.d + RETENTION_SLACK
 
 
 def _broker_tracer(trace: SimSink) -> Any:

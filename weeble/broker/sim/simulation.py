@@ -94,24 +94,28 @@ class Simulation:
         on_link: Any = None,
         adverts: bool = False,
         ordering: Ordering = Ordering.FIFO,
+        roms: dict[str, Rom] | None = None,
     ) -> None:
         """`boot`: "staggered" gives each broker its Start at a random time in [0, π), so
         their overrun clocks are out of phase as on real machines (in-phase clocks hide lease
         gaps); "together" starts them all at 0 (the thesis's simulation setup).
         `keep_history`: keep every subscription, publication and delivery for `legitimacy`
-        and `delivery_errors` (the checker's online counts need none of it)."""
+        and `delivery_errors` (the checker's online counts need none of it).
+        `roms`: the brokers' ROMs when a scenario gives them (`Scenario.roms()`, every knob);
+        else they are built from the arguments above."""
         self.topology = topology
         self.params = params
         self.root = root or topology.brokers[0]
         options = options or Options()
         parents = topology.parent_map(self.root)
         self.adverts = adverts
-        self.brokers: dict[str, Broker] = {
-            b: Broker(Rom(b, frozenset(topology.neighbors(b)), self.root, parents[b], algorithm,
-                          params, hierarchical, wrapper, options, adverts=adverts,
-                          ordering=ordering))
-            for b in topology.brokers
-        }
+        if roms is None:
+            roms = {b: Rom(broker_id=b, neighbors=frozenset(topology.neighbors(b)),
+                           root=self.root, parent=parents[b], algorithm=algorithm,
+                           params=params, hierarchical=hierarchical, wrapper=wrapper,
+                           options=options, adverts=adverts, ordering=ordering)
+                    for b in topology.brokers}
+        self.brokers: dict[str, Broker] = {b: Broker(rom) for b, rom in roms.items()}
         self.bound = params.bound(algorithm, wrapper, adverts)
         self.header = header or RunHeader(
             scenario="simulation", algorithm=algorithm, hierarchical=hierarchical,

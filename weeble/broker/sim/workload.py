@@ -1,21 +1,11 @@
-"""The clients of a simulation: the randomized workload of spec §4.1 plus explicit clients.
+"""The clients of a simulation: the run's workload plan (weeble/model/workload.py), driven in
+virtual time.
 
-Workload (the thesis's "seed 000" setup):
-- subscriptions arrive as a Poisson process with global rate λ = N_s / mean_lifetime and live an
-  exponential time with that mean, so N_s = λ/µ is the equilibrium count;
-- warm start: N_s subscriptions at t = 0, each with a fresh exponential lifetime. The exponential
-  is memoryless, so this *is* the equilibrium and no warm-up is needed;
-- filter class uniform in [0, z); subscriber at a uniformly random leaf (or any broker);
-- every subscription is refreshed every ρ (SC-4). Arrivals are at random times, so their refresh
-  phases are random; warm-start subscriptions get a uniformly random first refresh in (0, ρ]
-  instead of all refreshing in lockstep at multiples of ρ;
-- publications: Poisson with global rate ω at a uniformly random leaf (or any broker, or the root),
-  uniform class. Publisher `p<broker>` numbers its notifications 1, 2, ...;
-- each subscription is its own client `c<n>`, subscription id `c<n>/0`. A fraction
-  `subscribers_crash` of them end by crashing (refreshes stop, no unsubscription: F12).
-
-Everything is generated lazily: each live subscription has exactly one pending heap item (its next
-refresh, or its end), and each Poisson process one (its next arrival).
+Each action of the plan becomes a client request at its time; every live subscription is
+refreshed every ρ from its planned first refresh (SC-4) until its planned end, when it
+unsubscribes or crashes (refreshes stop, no unsubscription: F12). Everything is lazy: the plan is
+pulled one action at a time, and each live subscription has exactly one pending heap item (its
+next refresh, or its end).
 
 Client-to-broker communication is free and instantaneous (spec §1.1), so client requests go
 straight into `Broker.step` at the current time.
@@ -24,15 +14,16 @@ straight into `Broker.step` at the current time.
 from __future__ import annotations
 
 import math
-import random
 from collections import deque
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from weeble.broker.core.events import ClientPublish, ClientSubscribe, ClientUnsubscribe
-from weeble.broker.core.filters import Filter, Value
+from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Notification
 from weeble.broker.sim.engine import Engine
 from weeble.model.scenario import Scenario
+from weeble.model.workload import Action, Publish, Subscribe, workload_plan
 
 INF = math.inf
 
@@ -41,12 +32,13 @@ class ClientSub:
     """One client subscription over its life (the client-side truth S_C of spec §6.2)."""
 
     __slots__ = (
-        "broker", "client", "cls", "crashed", "crashes", "end", "ended_at", "filter", "live",
-        "live_sub", "start", "sub_id", "subscribe",
+        "broker", "client", "cls", "crashed", "crashes", "end", "ended_at", "filter",
+        "first_refresh", "live", "live_sub", "start", "sub_id", "subscribe",
     )
 
-    def __init__(self, sub_id: str, client: str, broker: str, filter: Filter, cls: int | None,
-                 start: float, end: float, crashes: bool) -> None:
+    def __init__(self, *, sub_id: str, client: str, broker: str, filter: Filter,
+                 cls: int | None, start: float, end: float, crashes: bool,
+                 first_refresh: float) -> None:
         self.sub_id = sub_id
         self.client = client
         self.broker = broker
@@ -55,6 +47,7 @@ class ClientSub:
         self.start = start
         self.end = end  # planned end (unsubscription or crash); inf = never
         self.crashes = crashes  # ends by crashing rather than unsubscribing
+        self.first_refresh = first_refresh
         self.subscribe = ClientSubscribe(client, sub_id, filter)  # reused by every refresh
         self.live = False
         self.crashed = False
@@ -83,29 +76,7 @@ class Clients:
         self.listener = listener
         self.trace = trace
         self.rho = scenario.timing.rho
-        self.scenario = scenario
-        topology = scenario.build_topology()
-        root = scenario.root_broker
-        leaves = topology.leaves(root)
-        w = scenario.workload
-        self.workload = w
-        # Separate streams, so e.g. changing ω leaves the subscription history unchanged.
-        self._sub_rng = random.Random(f"{scenario.seed}:subscriptions")
-        self._pub_rng = random.Random(f"{scenario.seed}:publications")
-        self._sub_brokers = list(topology.brokers)
-        self._pub_brokers = list(topology.brokers)
-        if w is not None:
-            if w.subscriber_placement == "leaves":
-                self._sub_brokers = leaves
-            self._pub_brokers = {"leaves": leaves, "all": list(topology.brokers),
-                                 "root": [root]}[w.publisher_placement]
-        self._publisher = {b: f"p{b}" for b in topology.brokers}
-        self._seqs: dict[str, int] = {}
-        self._filters: dict[int, Filter] = {}
-        # One attribute dict per class, shared by its notifications (they treat it as read-only).
-        self._attrs: dict[int, dict[str, Value]] = {}
-        self._next_client = 0
-        self._client_subs: dict[str, int] = {}  # explicit client -> subscriptions made
+        self._plan: Iterator[Action] = workload_plan(scenario)
         self.live: dict[str, ClientSub] = {}  # sub_id -> live subscription, in start order
         # Ended subscriptions in end order, for the legitimacy monitor (which prunes them).
         self.ended: deque[ClientSub] | None = deque() if keep_ended else None
@@ -116,55 +87,28 @@ class Clients:
         self.crashes = 0
         self.publications = 0
 
-    # ---- setup ------------------------------------------------------------------------------
+    # ---- the plan ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Warm start, explicit clients, and the first arrival of each Poisson process."""
-        s, w, engine = self.scenario, self.workload, self.engine
-        for spec in s.subscriptions:
-            k = self._client_subs.get(spec.client, 0)
-            self._client_subs[spec.client] = k + 1
-            sub = ClientSub(f"{spec.client}/{k}", spec.client, spec.broker,
-                            Filter.parse(spec.filter), None, spec.start,
-                            INF if spec.end is None else spec.end, False)
-            engine.schedule(spec.start, self._begin, sub, False)
-        for pub in s.publications:
-            engine.schedule(pub.at, self._publish_explicit, pub, None)
-        if w is None:
-            return
-        rng = self._sub_rng
-        for _ in range(w.subscriptions):
-            sub = self._new_workload_sub(0.0)
-            self._begin(0.0, sub, True)
-        if w.subscriptions > 0:
-            engine.schedule(rng.expovariate(w.subscriptions / w.mean_lifetime), self._arrival)
-        if w.publish_rate > 0:
-            engine.schedule(self._pub_rng.expovariate(w.publish_rate), self._publish)
+        """Carry out the plan's actions due now (the warm start) and schedule the rest."""
+        self._pump(self.engine.now, None, None)
+
+    def _pump(self, t: float, first: Action | None, _b: object) -> None:
+        """Carry out `first` and every further action due by `t`, then schedule the next one
+        (one pending heap item for the whole plan)."""
+        action = first if first is not None else next(self._plan, None)
+        while action is not None and action.t <= t:
+            if type(action) is Publish:
+                self._emit(t, action)
+            else:
+                self._begin(t, _client_sub(action))  # type: ignore[arg-type]
+            action = next(self._plan, None)
+        if action is not None:
+            self.engine.schedule(action.t, self._pump, action)
 
     # ---- subscriptions ----------------------------------------------------------------------
 
-    def _new_workload_sub(self, t: float) -> ClientSub:
-        w, rng = self.workload, self._sub_rng
-        assert w is not None
-        n = self._next_client
-        self._next_client += 1
-        cls = rng.randrange(w.filter_classes)
-        f = self._filters.get(cls)
-        if f is None:
-            f = self._filters[cls] = Filter.equals("class", cls)
-        broker = self._sub_brokers[rng.randrange(len(self._sub_brokers))]
-        end = t + rng.expovariate(1.0 / w.mean_lifetime)
-        crashes = w.subscribers_crash > 0 and rng.random() < w.subscribers_crash
-        return ClientSub(f"c{n}/0", f"c{n}", broker, f, cls, t, end, crashes)
-
-    def _arrival(self, t: float, _a: object, _b: object) -> None:
-        w = self.workload
-        assert w is not None
-        self._begin(t, self._new_workload_sub(t), False)
-        self.engine.schedule(t + self._sub_rng.expovariate(w.subscriptions / w.mean_lifetime),
-                             self._arrival)
-
-    def _begin(self, t: float, sub: ClientSub, warm: bool) -> None:
+    def _begin(self, t: float, sub: ClientSub) -> None:
         sub.live = True
         self.live[sub.sub_id] = sub
         self.subscriptions += 1
@@ -174,9 +118,7 @@ class Clients:
                              {"client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id,
                               "filter": str(sub.filter)})
         self.engine.inject(t, sub.broker, sub.subscribe)
-        # A warm-start subscription has been live for a while: its refresh phase is random.
-        first = t + (self._sub_rng.uniform(0.0, self.rho) if warm else self.rho)
-        self._next(first, sub)
+        self._next(sub.first_refresh, sub)
 
     def _next(self, refresh_at: float, sub: ClientSub) -> None:
         if refresh_at < sub.end:
@@ -200,8 +142,9 @@ class Clients:
     def subscribe(self, t: float, client: str, broker: str, f: Filter) -> ClientSub:
         """One more subscriber from t on, refreshing until it crashes or the run ends (the
         chaos module's client_crash fault)."""
-        sub = ClientSub(f"{client}/0", client, broker, f, None, t, INF, False)
-        self._begin(t, sub, False)
+        sub = ClientSub(sub_id=f"{client}/0", client=client, broker=broker, filter=f, cls=None,
+                        start=t, end=INF, crashes=False, first_refresh=t + self.rho)
+        self._begin(t, sub)
         return sub
 
     def crash(self, t: float, sub: ClientSub) -> None:
@@ -232,33 +175,19 @@ class Clients:
 
     # ---- publications -----------------------------------------------------------------------
 
-    def _publish(self, t: float, _a: object, _b: object) -> None:
-        w, rng = self.workload, self._pub_rng
-        assert w is not None
-        broker = self._pub_brokers[rng.randrange(len(self._pub_brokers))]
-        cls = rng.randrange(w.filter_classes)
-        attrs = self._attrs.get(cls)
-        if attrs is None:
-            attrs = self._attrs[cls] = {"class": cls}
-        self._emit(t, broker, self._publisher[broker], attrs, cls)
-        self.engine.schedule(t + rng.expovariate(w.publish_rate), self._publish)
-
-    def _publish_explicit(self, t: float, pub: Any, _b: object) -> None:
-        publisher = pub.client or self._publisher[pub.broker]
-        attrs: dict[str, Value] = dict(pub.attributes)
-        cls = pub.attributes.get("class")
-        self._emit(t, pub.broker, publisher, attrs, cls if type(cls) is int else None)
-
-    def _emit(self, t: float, broker: str, publisher: str,
-              attrs: dict[str, Value], cls: int | None) -> None:
-        seq = self._seqs.get(publisher, 0) + 1
-        self._seqs[publisher] = seq
-        n = Notification(publisher, seq, attrs, t)
+    def _emit(self, t: float, pub: Publish) -> None:
+        n = Notification(pub.publisher, pub.seq, pub.attributes, t)
         self.publications += 1
-        self.listener.published(t, n, broker)
+        self.listener.published(t, n, pub.broker)
         if self.trace is not None:
-            self.trace.write(broker, t, broker, "publish",
-                             {"client": publisher, "broker": broker, "nid": n.id,
-                              "publisher": publisher, "seq": seq, "attributes": attrs,
-                              "published_at": t})
-        self.engine.inject(t, broker, ClientPublish(publisher, n))
+            self.trace.write(pub.broker, t, pub.broker, "publish",
+                             {"client": pub.publisher, "broker": pub.broker, "nid": n.id,
+                              "publisher": pub.publisher, "seq": pub.seq,
+                              "attributes": pub.attributes, "published_at": t})
+        self.engine.inject(t, pub.broker, ClientPublish(pub.publisher, n))
+
+
+def _client_sub(action: Subscribe) -> ClientSub:
+    return ClientSub(sub_id=action.sub_id, client=action.client, broker=action.broker,
+                     filter=action.filter, cls=action.cls, start=action.t, end=action.end,
+                     crashes=action.crashes, first_refresh=action.first_refresh)

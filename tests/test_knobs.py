@@ -1,0 +1,132 @@
+"""Every scenario knob reaches the core: set it in a scenario, and the ROM a broker gets (its
+Params, Options, algorithm, ...) changes in that field and in no other, in the simulator and in
+a live broker's configuration (the JSON file a broker process loads)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from weeble.broker.core.rom import Algorithm, Options, Ordering, Params, Rom
+from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.sim.run import simulate
+from weeble.model.scenario import Routing, Scenario, Timing, parse_scenario
+from weeble.orchestrator.testbed import Testbed
+
+BASE: dict[str, Any] = {
+    "name": "knobs",
+    "duration": 1,
+    "topology": {"kind": "kary", "m": 2, "levels": 2},  # b0; b1 b2; d = 2
+    "routing": {"algorithm": "identity"},
+    "timing": {"pi": 10.0, "rho": 4.0, "delta_min": 0.01, "delta_max": 0.1},
+    "check_every": None,
+    "trace": {"enabled": False},
+}
+
+# (knob, value, the ROM fields it must change; every other field stays as it was)
+KNOBS: list[tuple[str, Any, set[str]]] = [
+    ("routing.algorithm", "covering2", {"algorithm"}),
+    ("routing.hierarchical", True, {"hierarchical"}),
+    ("routing.wrapper", True, {"wrapper"}),
+    ("routing.flag_rule", False, {"options.flag_rule"}),
+    ("routing.renew_forwarded", False, {"options.renew_forwarded"}),
+    ("routing.unsub_counts_all", False, {"options.unsub_counts_all"}),
+    ("timing.pi", 12.0, {"params.pi"}),
+    ("timing.rho", 3.0, {"params.rho"}),
+    ("timing.delta_min", 0.02, {"params.delta_min"}),
+    ("timing.delta_max", 0.2, {"params.delta_max"}),
+    ("timing.d", 5, {"params.d"}),
+    ("root", "b1", {"root", "parent"}),
+]
+# Not ROM: the simulator's delay model (live links have real delays, shaped by `live.links`).
+NOT_ROM = {"timing.delay"}
+# ROM fields no scenario sets yet: they belong to advertisements and link exchanges, which the
+# scenario gains with its reconfiguration section (the workload does not advertise yet). Their
+# defaults reach every broker; the live configuration carries them (test below).
+NOT_YET_KNOBS = {"adverts", "ordering", "options.qsub", "options.qnot", "options.backoff",
+                 "options.hold_relays"}
+
+
+def with_knob(knob: str, value: Any) -> Scenario:
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in BASE.items()}
+    section, _, name = knob.rpartition(".")
+    (data[section] if section else data)[name] = value
+    return parse_scenario(data)
+
+
+def flat(rom: Rom) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(rom):
+        value = getattr(rom, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update({f"{f.name}.{k}": v for k, v in dataclasses.asdict(value).items()})
+        else:
+            out[f.name] = value
+    return out
+
+
+def sim_roms(scenario: Scenario, out: Path) -> dict[str, Rom]:
+    """The ROMs of the brokers a simulation runs (read through its fault hook)."""
+    seen: dict[str, Rom] = {}
+
+    def hook(target: Any) -> Any:
+        seen.update({b: target.brokers[b].rom for b in target.brokers})
+        return list
+
+    simulate(scenario, out, progress=False, faults=hook)
+    return seen
+
+
+def live_roms(scenario: Scenario, runs: Path) -> dict[str, Rom]:
+    """The ROMs live brokers get: each broker's config file as the broker process loads it."""
+    bed = Testbed.plan(scenario, runs_dir=runs, any_ports=True)
+    try:
+        return {b: BrokerConfig.load(config.dump(runs / f"{b}.json")).to_rom()
+                for b, config in bed.configs.items()}
+    finally:
+        bed.close()
+
+
+def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
+    knobs = {k for k, _, _ in KNOBS}
+    assert knobs | NOT_ROM == ({f"routing.{f}" for f in Routing.model_fields}
+                               | {f"timing.{f}" for f in Timing.model_fields} | {"root"})
+    reached = set().union(*(fields for _, _, fields in KNOBS))
+    assert {f"options.{f.name}" for f in dataclasses.fields(Options)} <= reached | NOT_YET_KNOBS
+    assert {f"params.{f.name}" for f in dataclasses.fields(Params)} <= reached
+    rom_fields = set(flat(parse_scenario(BASE).roms()["b0"]))
+    assert rom_fields - reached - NOT_YET_KNOBS == {"broker_id", "neighbors"}  # the tree's
+
+
+def test_a_live_configuration_carries_every_rom_field(tmp_path: Path) -> None:
+    """A ROM round-trips through a broker's config file, whatever its fields hold."""
+    rom = dataclasses.replace(
+        parse_scenario(BASE).roms()["b1"], adverts=True, ordering=Ordering.CAUSAL,
+        options=Options(flag_rule=False, renew_forwarded=False, unsub_counts_all=False,
+                        qsub=False, qnot=False, hold_relays=False, backoff=0.5))
+    config = BrokerConfig(**BrokerConfig.rom_fields(rom), neighbors={"b0": "127.0.0.1:1"},
+                          listen_address="127.0.0.1:2", admin_address="127.0.0.1:3",
+                          admin_token="t" * 16, link_token="l")
+    assert BrokerConfig.load(config.dump(tmp_path / "b1.json")).to_rom() == rom
+
+
+@pytest.mark.parametrize(("knob", "value", "fields"), KNOBS, ids=[k for k, _, _ in KNOBS])
+def test_a_knob_reaches_the_core_in_the_simulator_and_live(
+        knob: str, value: Any, fields: set[str], tmp_path: Path) -> None:
+    default = parse_scenario(BASE)
+    scenario = with_knob(knob, value)
+    expected = scenario.roms()
+    for where, roms in (("sim", sim_roms(scenario, tmp_path / "sim")),
+                        ("live", live_roms(scenario, tmp_path / "runs"))):
+        assert roms == expected, where
+        for b, rom in roms.items():
+            before, after = flat(default.roms()[b]), flat(rom)
+            changed = {k for k in after if after[k] != before[k]}
+            # the parent changes only where the root moved it
+            assert changed - {"parent"} == fields - {"parent"}, (where, b, changed)
+    field = sorted(fields - {"parent"})[0]
+    assert flat(expected["b2"])[field] == (Algorithm(value) if knob == "routing.algorithm"
+                                           else value)

@@ -1,0 +1,245 @@
+"""The live Target: a running Testbed, reached only through the orchestrator's Backend interface
+(processes and links: kill, restart, pause, resume, cut, heal, shape, and their states) and the
+brokers' admin API (core state, corruption, injected messages). No signals, no /proc: a backend
+that runs brokers elsewhere (containers, pods) serves the same fault actions.
+
+Evidence comes from what the system reports after each call: admin snapshots before and after a
+state fault, the link shaping the brokers report, the backend's BrokerState and LinkState.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from weeble.broker.core.messages import Message
+from weeble.broker.core.rom import Rom
+from weeble.broker.runtime.wire import message_to_envelope
+from weeble.chaos.evidence import ChaosTrace
+from weeble.chaos.target import TargetError
+from weeble.model.selectors import Tree
+from weeble.orchestrator.testbed import Testbed
+
+
+@dataclass
+class _ChaosClient:
+    client: str
+    sub_id: str
+    broker: str
+    subscriber: Any
+    trace: Any
+
+
+class LiveTarget:
+    def __init__(self, bed: Testbed, trace: ChaosTrace, *, clients: Any = None) -> None:
+        """`clients`: the run's live workload (orchestrator/workload.py), whose subscribers a
+        client_crash with `clients:` crashes; None: there are none (`weeble chaos`)."""
+        self.bed = bed
+        self.kind = bed.backend.name
+        self.tree = Tree(bed.brokers, bed.edges, bed.root)
+        self.params = next(iter(bed.configs.values())).params_obj()
+        self.trace = trace
+        self.workload = clients
+        self._lock = asyncio.Lock()
+        self._stop: asyncio.Event | None = None
+        self._t0 = 0.0  # loop time of the experiment's start
+        self._t0_ns = 0  # wall clock at the same instant
+        self._paused: set[str] = set()
+        self._spawned: set[asyncio.Task[None]] = set()
+
+    # ---- the clock --------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self._stop = asyncio.Event()
+        self._t0 = asyncio.get_running_loop().time()
+        self._t0_ns = time.time_ns()
+
+    def elapsed(self) -> float:
+        return asyncio.get_running_loop().time() - self._t0
+
+    async def sleep_until(self, t: float) -> bool:
+        assert self._stop is not None, "begin() first"
+        delay = self._t0 + t - asyncio.get_running_loop().time()
+        if delay > 0 and not self._stop.is_set():
+            try:
+                async with asyncio.timeout(delay):
+                    await self._stop.wait()
+            except TimeoutError:
+                pass
+        return not self._stop.is_set()
+
+    def stopping(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    def record(self, kind: str, at: float, fields: dict[str, Any]) -> None:
+        self.trace.write(kind, self._t0_ns + int(at * 1e9), fields)
+
+    async def close(self) -> None:
+        """After the experiment: the side tasks end, and no broker stays paused."""
+        if self._spawned:
+            await asyncio.wait(list(self._spawned))
+        for b in list(self._paused):
+            await self.resume(b)
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    async def _backend(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A blocking backend call, off the loop, one at a time (the backend is synchronous
+        and keeps state, such as the set of cut links, that two calls must not race on)."""
+        async with self._lock:
+            return await asyncio.to_thread(fn, *args)
+
+    async def _admin(self, broker: str, method: str, *args: Any) -> Any:
+        async with self.bed.admin(broker, timeout=5.0) as admin:
+            return await getattr(admin, method)(*args)
+
+    # ---- brokers ----------------------------------------------------------------------------
+
+    def rom(self, broker: str) -> Rom:
+        return self.bed.configs[broker].to_rom()
+
+    async def snapshot(self, broker: str) -> dict[str, Any]:
+        core: dict[str, Any] = (await self._admin(broker, "snapshot"))["core"]
+        return core
+
+    async def corrupt(self, broker: str, *, field: str, value: Any, args: dict[str, Any],
+                      fault_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        reply = await self._admin(broker, "corrupt", field, value, args, fault_id)
+        return reply["before"], reply["after"]
+
+    async def inject(self, src: str, dst: str, message: Message,
+                     fault_id: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+        reply = await self._admin(dst, "inject", src, message_to_envelope(message, 0), fault_id)
+        return reply["before"], reply["after"], reply["effects"]
+
+    async def kill(self, broker: str) -> dict[str, Any]:
+        before = self.bed.backend.broker_state(broker)
+        if not before.running:
+            raise TargetError("not running")
+        await self._backend(self.bed.kill, broker)
+        after = self.bed.backend.broker_state(broker)
+        if after.running:
+            raise TargetError("still running after the kill")
+        return {**after.evidence(), "killed": before.handle}
+
+    async def restart(self, broker: str) -> dict[str, Any]:
+        old = self.bed.backend.handle(broker)
+        await self._backend(self.bed.restart, broker)
+        snap = await self._admin(broker, "snapshot")
+        return {"old_pid": old, "pid": self.bed.backend.handle(broker),
+                "uptime": round(snap["now"], 3),  # a fresh process: RAM started empty
+                "entries": sum(len(t) for t in snap["core"]["tables"])}
+
+    async def pause(self, broker: str, duration: float | None) -> dict[str, Any]:
+        if not self.bed.backend.alive(broker):
+            raise TargetError("not running")
+        state = await self._backend(self.bed.backend.pause_broker, broker)
+        self._paused.add(broker)
+        if not state.paused:
+            raise TargetError(f"not paused ({state.detail})")
+        evidence: dict[str, Any] = state.evidence()
+        return evidence
+
+    async def resume(self, broker: str) -> dict[str, Any]:
+        state = await self._backend(self.bed.backend.resume_broker, broker)
+        self._paused.discard(broker)
+        if state.paused:
+            raise TargetError(f"still paused ({state.detail})")
+        evidence: dict[str, Any] = state.evidence()
+        return evidence
+
+    def is_paused(self, broker: str) -> bool:
+        return broker in self._paused
+
+    # ---- links ------------------------------------------------------------------------------
+
+    async def link_shape(self, a: str, b: str) -> dict[str, float]:
+        if not self.bed.backend.alive(a):
+            raise TargetError(f"{a}: not running")
+        snap = await self._admin(a, "snapshot")
+        for link in snap["links"]:
+            if link["neighbor"] == b:
+                shape: dict[str, float] = link["shape"]
+                return shape
+        raise LookupError(f"{a}: no link status for {b}")
+
+    async def shape(self, a: str, b: str, change: dict[str, float]) -> dict[str, float]:
+        await self._backend(lambda: self.bed.shape(a, b, both_ways=False, **change))
+        return await self.link_shape(a, b)
+
+    async def cut(self, a: str, b: str, cut: bool) -> tuple[bool, dict[str, Any]]:
+        await self._backend(self.bed.cut if cut else self.bed.heal, a, b)
+        state = await self._backend(self.bed.backend.link_state, a, b)
+        return state.cut, state.evidence()
+
+    # ---- clients ----------------------------------------------------------------------------
+
+    async def subscribe_client(self, client: str, broker: str, filter_text: str) -> _ChaosClient:
+        from weeble.broker.client import Subscriber
+        from weeble.trace.writer import LiveSink
+
+        sub_id = f"{client}/0"
+        trace = LiveSink(self.bed.trace_dir / f"{client}.jsonl", client)
+        trace.record("client_start", broker=broker, address=self.bed.address(broker).listen)
+        sub = Subscriber(self.bed.address(broker).listen, client, rho=self.params.rho,
+                         trace=trace)
+        trace.record("client_subscribe", client=client, sub_id=sub_id, broker=broker,
+                     filter=filter_text)
+        try:
+            await sub.subscribe(filter_text, sub_id)
+        except BaseException:
+            await sub.close()
+            trace.close()
+            raise
+        return _ChaosClient(client, sub_id, broker, sub, trace)
+
+    async def crash_client(self, handle: _ChaosClient) -> dict[str, Any]:
+        c, stream = handle, f"{handle.client}/{handle.sub_id}"
+        try:
+            before = await self._admin(c.broker, "snapshot")
+            c.trace.record("crash", client=c.client, sub_id=c.sub_id, broker=c.broker)
+            await c.subscriber.close()  # no unsubscription: the refreshes just stop (F12)
+            after = await self._until_closed(c.broker, stream)
+        finally:
+            await c.subscriber.close()
+            c.trace.close()
+        had = stream in before["client_streams"]
+        gone = stream not in after["client_streams"]
+        if not (had and gone):
+            raise TargetError(f"the client's stream was {'not open' if not had else 'kept'}")
+        entries = [e for t in after["core"]["tables"] for e in t if e["sub_id"] == c.sub_id]
+        return {"client": c.client, "sub_id": c.sub_id, "stream_before": had,
+                "stream_after": not gone, "entries_left": entries}
+
+    async def _until_closed(self, broker: str, stream: str,
+                            timeout: float = 3.0) -> dict[str, Any]:
+        """The broker's snapshot once it saw the client's stream close (it learns of it a
+        moment after the client), or the last one at the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            snap: dict[str, Any] = await self._admin(broker, "snapshot")
+            if stream not in snap["client_streams"] or loop.time() > deadline:
+                return snap
+            await asyncio.sleep(0.05)
+
+    def subscribers(self) -> list[str]:
+        return self.workload.subscribers() if self.workload is not None else []
+
+    async def crash_subscriber(self, client: str) -> dict[str, Any]:
+        if self.workload is None:
+            raise TargetError("no workload clients in this run")
+        evidence: dict[str, Any] = await self.workload.crash(client)
+        return evidence
