@@ -95,7 +95,7 @@ def exchange_run(alg: Algorithm, n: int, seed: int, *, ordering: Ordering = Orde
                  delay: str = "uniform", options: Options | None = None, extra: int = 3,
                  remove_at: int | None = None, publish_every: float = 0.05,
                  until: float = T_X + 12.0, react: tuple[str, str, str] | None = None,
-                 churn: tuple[str, float, float] | None = None) -> Run:
+                 churn: tuple[str, float, float] | None = None, adverts: bool = False) -> Run:
     """One exchange: the cycle b0 … b(n−1) (add b0–b(n−1), remove b_k–b_k+1), `extra` brokers
     off the cycle, one subscriber per broker, five publishers. `react`: (broker, client,
     publisher) — that client publishes whenever it receives from that publisher. `churn`:
@@ -130,12 +130,14 @@ def exchange_run(alg: Algorithm, n: int, seed: int, *, ordering: Ordering = Orde
 
     net = Net(from_edges(edges), algorithm=alg, params=params, delay=delay, seed=seed,
               options=options, ordering=ordering, on_link=on_link, on_trace=on_trace,
-              root=cyc[0])
+              root=cyc[0], adverts=adverts)
     run = Run(net, tree, after, (), op)
     filters = ["class == 1", "price < 50", "class == 1 && price < 20", "price range [10, 30]"]
     for i, b in enumerate(nodes):
         net.subscribe(0.0, f"s{i}", b, filters[i % len(filters)])
     for p in dict.fromkeys([cyc[0], cyc[-1], cyc[k], cyc[k + 1], nodes[-1]]):
+        if adverts:
+            net.advertise(0.0, f"p-{p}", p, "class == 1")
         t = 2 * RHO + rng.uniform(0, publish_every)
         while t < until - 3.0:  # each publisher in its own rhythm, seq in time order
             net.publish(t, p, {"class": 1, "price": rng.uniform(0, 40)}, publisher=f"p-{p}")
@@ -411,3 +413,13 @@ def test_the_strawman_loses_and_duplicates_where_the_coordinated_exchange_does_n
             errors += len(net.delivery_errors(published_from=T_X - 1.0, settle=settle))
         totals[strawman] = errors
     assert totals[False] == 0 and totals[True] > 0, totals
+
+
+@pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1])
+def test_advertisements_travel_through_an_exchange(alg: Algorithm) -> None:
+    """Spec ch. 4 §3.10: advertisements are relayed, queued and withdrawn like subscriptions,
+    before them; afterwards both routing layers are those of the new tree."""
+    for n in (3, 5, 8, 11):
+        run = exchange_run(alg, n, seed=n, adverts=True, ordering=Ordering.FIFO)
+        assert any(True for b in run.net.brokers.values() for _ in b.adv_entries())
+        check_exchange(run, ordering=Ordering.FIFO)
