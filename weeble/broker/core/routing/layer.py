@@ -157,7 +157,8 @@ class Routing:
     def overrun(self) -> list[Effect]:
         effects: list[Effect] = []
         for scheme in self.schemes():
-            expired = scheme.overrun()
+            expired, caused = scheme.overrun()
+            effects.extend(caused)
             if expired:
                 kind = "expire" if scheme is self.subs else "adv_expire"
                 effects.append(Trace(kind, {"count": len(expired),
