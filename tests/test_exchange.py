@@ -34,24 +34,29 @@ T_X = 3 * RHO + 1.0  # the exchange starts when every subscription is active eve
 
 
 class Net(SimNetwork):
-    """A SimNetwork that logs client events in order, with clients that publish on receipt."""
+    """A SimNetwork with a log of client events in order, and clients that publish on receipt
+    (through the public observer hook)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.log: list[tuple[str, float, str, tuple[str, int]]] = []
         self.reactors: dict[str, tuple[str, str]] = {}  # client -> (its broker, watched pub)
-        super().__init__(*args, **kwargs)
+        self.deliver_observers.append(self._observe_delivery)
 
-    def _delivered(self, now: float, node: Any, effect: Any) -> None:
-        super()._delivered(now, node, effect)
-        n: Notification = effect.notification
-        self.log.append(("deliver", now, effect.client, (n.publisher, n.seq)))
-        react = self.reactors.get(effect.client)
+    def _observe_delivery(self, now: float, broker: str, client: str, n: Notification) -> None:
+        self.log.append(("deliver", now, client, (n.publisher, n.seq)))
+        react = self.reactors.get(client)
         if react is not None and n.publisher == react[1]:
-            self.publish(now, react[0], {"class": 1, "price": 1}, publisher=effect.client)
+            nid = self.publish(now, react[0], {"class": 1, "price": 1}, publisher=client)
+            self.log.append(("publish", now, client, (client, int(nid.split("#")[1]))))
 
-    def _publish(self, now: float, broker: str, n: Notification) -> None:
-        self.log.append(("publish", now, n.publisher, (n.publisher, n.seq)))
-        super()._publish(now, broker, n)
+    def client_log(self) -> list[tuple[str, float, str, tuple[str, int]]]:
+        """Deliveries and publications in time order (a reaction right after its trigger)."""
+        reacting = set(self.reactors)
+        pubs = [("publish", p.notification.published_at, p.notification.publisher,
+                 (p.notification.publisher, p.notification.seq))
+                for p in self.publications.values() if p.notification.publisher not in reacting]
+        return sorted(pubs + self.log, key=lambda e: e[1])  # stable: log order at equal times
 
     def start_exchange(self, t: float, op: ExchangeLink, tree: Tree, rid: str, seed: int = 0
                        ) -> tuple[str, ...]:
@@ -66,7 +71,7 @@ def ordering_violations(net: Net) -> tuple[int, int]:
     causal = Causal()
     fifo = 0
     last: dict[tuple[str, str], int] = {}
-    for kind, t, client, nid in net.log:
+    for kind, t, client, nid in net.client_log():
         if kind == "publish":
             causal.publish(client, nid)
             continue

@@ -97,6 +97,7 @@ class SimNetwork:
         self.traces: list[tuple[float, str, Trace]] = []
         self._on_trace = on_trace
         self.trace_observers: list[Any] = []  # more observers(now, node, trace), e.g. a driver
+        self.deliver_observers: list[Any] = []  # observers(now, broker, client, notification)
         self._seq: dict[str, int] = {}
         self.engine = Engine(
             dict(self.brokers), topology.links, delta_min=params.delta_min,
@@ -209,6 +210,8 @@ class SimNetwork:
         pub = self.publications.get(effect.notification.id)
         if pub is not None:  # an injected notification has no publication record
             pub.deliveries.append((now, effect.client))
+        for observer in self.deliver_observers:
+            observer(now, node.id, effect.client, effect.notification)
 
     def _traced(self, now: float, node: Node, effect: Trace) -> None:
         self.traces.append((now, node.id, effect))
