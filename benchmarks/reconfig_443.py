@@ -85,7 +85,7 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
     while not reconf.idle and net.now < end:
         net.run(net.now + 5.0)
     last = net.now + args.gap
-    net.run(last + 2.0)
+    net.run(last + args.brokers * DMAX)  # what was published before `last` has arrived
     wall = time.perf_counter() - wall
     done = [r for r in reconf.records if r.outcome == "done"]
     starts = [r.started for r in done] + [last]

@@ -34,24 +34,29 @@ T_X = 3 * RHO + 1.0  # the exchange starts when every subscription is active eve
 
 
 class Net(SimNetwork):
-    """A SimNetwork that logs client events in order, with clients that publish on receipt."""
+    """A SimNetwork with a log of client events in order, and clients that publish on receipt
+    (through the public observer hook)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.log: list[tuple[str, float, str, tuple[str, int]]] = []
         self.reactors: dict[str, tuple[str, str]] = {}  # client -> (its broker, watched pub)
-        super().__init__(*args, **kwargs)
+        self.deliver_observers.append(self._observe_delivery)
 
-    def _delivered(self, now: float, node: Any, effect: Any) -> None:
-        super()._delivered(now, node, effect)
-        n: Notification = effect.notification
-        self.log.append(("deliver", now, effect.client, (n.publisher, n.seq)))
-        react = self.reactors.get(effect.client)
+    def _observe_delivery(self, now: float, broker: str, client: str, n: Notification) -> None:
+        self.log.append(("deliver", now, client, (n.publisher, n.seq)))
+        react = self.reactors.get(client)
         if react is not None and n.publisher == react[1]:
-            self.publish(now, react[0], {"class": 1, "price": 1}, publisher=effect.client)
+            nid = self.publish(now, react[0], {"class": 1, "price": 1}, publisher=client)
+            self.log.append(("publish", now, client, (client, int(nid.split("#")[1]))))
 
-    def _publish(self, now: float, broker: str, n: Notification) -> None:
-        self.log.append(("publish", now, n.publisher, (n.publisher, n.seq)))
-        super()._publish(now, broker, n)
+    def client_log(self) -> list[tuple[str, float, str, tuple[str, int]]]:
+        """Deliveries and publications in time order (a reaction right after its trigger)."""
+        reacting = set(self.reactors)
+        pubs = [("publish", p.notification.published_at, p.notification.publisher,
+                 (p.notification.publisher, p.notification.seq))
+                for p in self.publications.values() if p.notification.publisher not in reacting]
+        return sorted(pubs + self.log, key=lambda e: e[1])  # stable: log order at equal times
 
     def start_exchange(self, t: float, op: ExchangeLink, tree: Tree, rid: str, seed: int = 0
                        ) -> tuple[str, ...]:
@@ -66,7 +71,7 @@ def ordering_violations(net: Net) -> tuple[int, int]:
     causal = Causal()
     fifo = 0
     last: dict[tuple[str, str], int] = {}
-    for kind, t, client, nid in net.log:
+    for kind, t, client, nid in net.client_log():
         if kind == "publish":
             causal.publish(client, nid)
             continue
@@ -95,7 +100,7 @@ def exchange_run(alg: Algorithm, n: int, seed: int, *, ordering: Ordering = Orde
                  delay: str = "uniform", options: Options | None = None, extra: int = 3,
                  remove_at: int | None = None, publish_every: float = 0.05,
                  until: float = T_X + 12.0, react: tuple[str, str, str] | None = None,
-                 churn: tuple[str, float, float] | None = None) -> Run:
+                 churn: tuple[str, float, float] | None = None, adverts: bool = False) -> Run:
     """One exchange: the cycle b0 … b(n−1) (add b0–b(n−1), remove b_k–b_k+1), `extra` brokers
     off the cycle, one subscriber per broker, five publishers. `react`: (broker, client,
     publisher) — that client publishes whenever it receives from that publisher. `churn`:
@@ -130,12 +135,14 @@ def exchange_run(alg: Algorithm, n: int, seed: int, *, ordering: Ordering = Orde
 
     net = Net(from_edges(edges), algorithm=alg, params=params, delay=delay, seed=seed,
               options=options, ordering=ordering, on_link=on_link, on_trace=on_trace,
-              root=cyc[0])
+              root=cyc[0], adverts=adverts)
     run = Run(net, tree, after, (), op)
     filters = ["class == 1", "price < 50", "class == 1 && price < 20", "price range [10, 30]"]
     for i, b in enumerate(nodes):
         net.subscribe(0.0, f"s{i}", b, filters[i % len(filters)])
     for p in dict.fromkeys([cyc[0], cyc[-1], cyc[k], cyc[k + 1], nodes[-1]]):
+        if adverts:
+            net.advertise(0.0, f"p-{p}", p, "class == 1")
         t = 2 * RHO + rng.uniform(0, publish_every)
         while t < until - 3.0:  # each publisher in its own rhythm, seq in time order
             net.publish(t, p, {"class": 1, "price": rng.uniform(0, 40)}, publisher=f"p-{p}")
@@ -411,3 +418,13 @@ def test_the_strawman_loses_and_duplicates_where_the_coordinated_exchange_does_n
             errors += len(net.delivery_errors(published_from=T_X - 1.0, settle=settle))
         totals[strawman] = errors
     assert totals[False] == 0 and totals[True] > 0, totals
+
+
+@pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1])
+def test_advertisements_travel_through_an_exchange(alg: Algorithm) -> None:
+    """Spec ch. 4 §3.10: advertisements are relayed, queued and withdrawn like subscriptions,
+    before them; afterwards both routing layers are those of the new tree."""
+    for n in (3, 5, 8, 11):
+        run = exchange_run(alg, n, seed=n, adverts=True, ordering=Ordering.FIFO)
+        assert any(True for b in run.net.brokers.values() for _ in b.adv_entries())
+        check_exchange(run, ordering=Ordering.FIFO)

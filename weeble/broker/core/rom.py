@@ -100,14 +100,11 @@ class Params:
             return 2 * pi + dd  # (3.10)
         if algorithm is Algorithm.FLOODING:
             return max(2 * pi, dd)  # (3.2)
-        if algorithm.merging:
-            # Not the printed (3.8)/(3.9): a bogus *constituent* entry at B lives up to 2π, and
-            # while it does B forwards (renews) a merger that includes it; the merger's upstream
-            # entries then live up to 2π after their last renewal (see core/merging.py).
-            return 4 * pi + dd
-        if algorithm is Algorithm.COVERING2:
-            return 2 * pi + rho + dd  # (3.7)
-        return 2 * pi + dd  # (3.4), (3.5), (3.6)
+        if algorithm is Algorithm.COVERING2 or algorithm is Algorithm.MERGING2:
+            return 2 * pi + rho + dd  # (3.7), (3.9)
+        # (3.4), (3.5), (3.6), (3.8). Merging meets (3.8) because a merger is dissolved (and
+        # withdrawn upstream) the moment one of its constituents expires (core/routing/merging.py).
+        return 2 * pi + dd
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

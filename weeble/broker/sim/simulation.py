@@ -131,6 +131,7 @@ class Simulation:
         self.traces: list[tuple[float, str, Trace]] = []
         self._on_trace = on_trace
         self.trace_observers: list[Any] = []  # more observers(now, node, trace), e.g. a driver
+        self.deliver_observers: list[Any] = []  # observers(now, broker, client, notification)
         self._seq: dict[str, int] = {}
         self._observe_delivery = self.observers.deliver_observer()
         self.engine = Engine(
@@ -279,6 +280,8 @@ class Simulation:
         pub = self.publications.get(effect.notification.id)
         if pub is not None:  # an injected notification has no publication record
             pub.deliveries.append((now, effect.client))
+        for observer in self.deliver_observers:
+            observer(now, node.id, effect.client, effect.notification)
 
     def _traced(self, now: float, node: Node, effect: Trace) -> None:
         if self.keep_history:

@@ -243,7 +243,7 @@ class Exchange:
 
     def _routed(self, now: float, sender: str, msg: Any, gray: bool) -> list[Effect]:
         """handleMsg: the routing layer handles it; what it sends inherits the colour."""
-        effects = self.routing.receivers[type(msg)](now, sender, msg)
+        effects = self.routing.receivers_locked[type(msg)](now, sender, msg)
         return self._colour(effects, gray, msg)
 
     # ---- A8: sendMsg ------------------------------------------------------------------------
@@ -452,7 +452,7 @@ class Exchange:
 
     def _rerouted(self, now: float, sender: str, msg: Any, gray: bool) -> list[Effect]:
         """Handle a routing update of the exchange; what it sets off stays on the cycle."""
-        return self._confine(self.routing.receivers[type(msg)](now, sender, msg), gray)
+        return self._confine(self.routing.receivers_locked[type(msg)](now, sender, msg), gray)
 
     def _confine(self, effects: list[Effect], gray: bool) -> list[Effect]:
         """Routing messages go on along my side of the cycle as Reroute, in this colour, and

@@ -98,6 +98,10 @@ class Routing:
             Unadv: self.on_unadv,
             Switch: self.on_switch,
         }
+        # The same, for a broker inside a link exchange: a new advertisement does not pull the
+        # subscriptions held for other destinations towards it at once (some of those are the
+        # old routes across r); they follow it at their next refresh instead.
+        self.receivers_locked = {**self.receivers, Adv: self.on_adv_locked}
         self.clients = {
             ClientPublish: self.on_client_publish,
             ClientSubscribe: self.on_client_subscribe,
@@ -153,7 +157,8 @@ class Routing:
     def overrun(self) -> list[Effect]:
         effects: list[Effect] = []
         for scheme in self.schemes():
-            expired = scheme.overrun()
+            expired, caused = scheme.overrun()
+            effects.extend(caused)
             if expired:
                 kind = "expire" if scheme is self.subs else "adv_expire"
                 effects.append(Trace(kind, {"count": len(expired),
@@ -218,16 +223,19 @@ class Routing:
             return [Trace("garbage", {"from": source, "why": "unsubscription not expected"})]
         return subs.unsubscribe(source, msg.sub_id, msg.filter, remote=True)
 
-    def on_adv(self, now: float, source: str, msg: Adv) -> list[Effect]:
+    def on_adv(self, now: float, source: str, msg: Adv, follow: bool = True) -> list[Effect]:
         adverts = self.adverts
         if adverts is None:
             return [Trace("garbage", {"from": source, "why": NO_ADVERTS})]
-        new = not any(e.dest == source for e in self._adv_entries(msg.adv_id))
+        new = follow and not any(e.dest == source for e in self._adv_entries(msg.adv_id))
         effects = adverts.subscribe(self._tag(msg.tag), source, msg.adv_id, msg.filter)
         if new:  # subscriptions held before this advertisement must now go its way too
             for plane in self.subs.planes:
                 effects.extend(self.subs.strategy.bootstrap(plane, source, within=msg.filter))
         return effects
+
+    def on_adv_locked(self, now: float, source: str, msg: Adv) -> list[Effect]:
+        return self.on_adv(now, source, msg, follow=False)
 
     def on_unadv(self, now: float, source: str, msg: Unadv) -> list[Effect]:
         adverts = self.adverts

@@ -63,16 +63,19 @@ class Leasing:
         withdraw(self.planes, sub_id, f, source, remote)
         return self.strategy.on_unsubscribe(self.planes, 0, source, sub_id, f, remote)
 
-    def overrun(self) -> list[Entry]:
-        """SC-2 on the table, and second chance for merger records too (spec §2.6)."""
-        table = self.planes[0].table
+    def overrun(self) -> tuple[list[Entry], list[Effect]]:
+        """SC-2 on the table, what the expiries set off (merging dissolves the mergers an
+        expired entry belonged to), then second chance for merger records (spec §2.6)."""
+        plane = self.planes[0]
+        table = plane.table
         expired = table.overrun()
+        effects = self.strategy.expired(self.planes, plane, expired) if expired else []
         mergers = table.mergers
         for mid in [mid for mid, m in mergers.items() if m.flag == 0]:
             del mergers[mid]
         for m in mergers.values():
             m.flag = 0
-        return expired
+        return expired, effects
 
     def reset(self, bit: int) -> None:
         """Only the wrapper rebuilds."""

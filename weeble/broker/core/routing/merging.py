@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from weeble.broker.core.events import Effect, Send, Trace
 from weeble.broker.core.filters import Filter, merge
@@ -170,6 +171,25 @@ class Merging(Covering):
         effects.extend(self.uncovered(plane, tag, f))  # merging is covering with mergers on top
         return effects
 
+    def expired(self, planes: Sequence[Plane], plane: Plane,
+                entries: Sequence[Any]) -> list[Effect]:
+        """A constituent expired: dissolve its mergers at once, as if it had been unsubscribed.
+
+        Otherwise the merger's upstream entries outlive it by up to 2π, and where mergers nest
+        (a broker merges a received merger again) every level adds that much: a bogus entry
+        at one broker kept a merger two hops away alive for ~6π. Dissolving sends the
+        unsubscription upstream, so the whole structure is gone within 2π + d·δmax (3.8)."""
+        effects: list[Effect] = []
+        done: set[tuple[str, Filter]] = set()
+        for e in entries:
+            if (e.dest, e.filter) in done:
+                continue
+            done.add((e.dest, e.filter))
+            for effect in self._dissolve(planes, plane, plane.tag, e.dest, e.filter):
+                if effect not in effects:
+                    effects.append(effect)
+        return effects
+
     def _dissolve(self, planes: Sequence[Plane], plane: Plane, tag: int, source: str,
                   f: Filter) -> list[Effect]:
         """Dissolve the mergers f belonged to: re-forward what remains, then withdraw them."""
@@ -188,6 +208,10 @@ class Merging(Covering):
                             effects.append(effect)
             # whatever the merger covered for other destinations was suppressed on its account
             effects.extend(e for e in self.uncovered(plane, tag, m.filter) if e not in effects)
+            if any(e.dest == source for e in table.identical(m.filter)):
+                # A constituent identical to the merger stays (and was re-forwarded): an
+                # unsubscription for this filter would make the neighbour drop it too.
+                continue
             for n in self.unsub_targets(planes, m.filter, source):
                 effects.append(Send(n, unsub(m.merger_id, m.filter, tag)))
         return effects

@@ -47,8 +47,8 @@ class Rebuild:
             seen.discard((sub_id, source))
         return self.strategy.on_unsubscribe(self.planes, self._bit(), source, sub_id, f, remote)
 
-    def overrun(self) -> list[Entry]:
-        return []  # no leases under the wrapper: the rebuild does the cleaning
+    def overrun(self) -> tuple[list[Entry], list[Effect]]:
+        return [], []  # no leases under the wrapper: the rebuild does the cleaning
 
     def reset(self, bit: int) -> None:
         """A5/A6: start rebuilding table `bit` from the initial (empty) configuration."""

@@ -15,6 +15,7 @@ advertisements over the advertisement tables: only the message classes differ.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from weeble.broker.core.events import Effect, Send
 from weeble.broker.core.filters import Filter
@@ -98,6 +99,12 @@ class Strategy:
     def withdrawn(self, planes: Sequence[Plane], plane: Plane, tag: int, source: str,
                   f: Filter) -> list[Effect]:
         """What f's departure from `plane` re-forwards (covering, merging); nothing here."""
+        return []
+
+    def expired(self, planes: Sequence[Plane], plane: Plane,
+                entries: Sequence[Any]) -> list[Effect]:
+        """What the expiry of `entries` at an overrun sets off; nothing here (leasing
+        upstream takes care of what they were forwarded for)."""
         return []
 
     def renew(self, plane: Plane) -> list[Effect]:
