@@ -32,7 +32,15 @@ from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.legitimacy import LiveSub, check
 from weeble.broker.core.legitimacy import overlay as overlay_check
 from weeble.broker.core.messages import Message, Notification
-from weeble.broker.core.rom import Algorithm, Options, Ordering, Params, Rom
+from weeble.broker.core.rom import (
+    Algorithm,
+    Colours,
+    Options,
+    Ordering,
+    OverlayKind,
+    Params,
+    Rom,
+)
 from weeble.broker.sim.engine import Engine, Node
 from weeble.model.topology import Topology
 
@@ -77,7 +85,9 @@ class SimNetwork:
         on_link: Any = None,
         adverts: bool = False,
         ordering: Ordering = Ordering.FIFO,
+        colours: Colours | None = None,
     ) -> None:
+        """`colours`: run the 3-colour scheme (thesis 4.5) with these constants."""
         self.topology = topology
         self.params = params
         self.root = root or topology.brokers[0]
@@ -86,10 +96,11 @@ class SimNetwork:
         self.brokers: dict[str, Broker] = {
             b: Broker(Rom(b, frozenset(topology.neighbors(b)), self.root, parents[b], algorithm,
                           params, hierarchical, wrapper, options or Options(), adverts=adverts,
-                          ordering=ordering))
+                          ordering=ordering, **_overlay(colours)))
             for b in topology.brokers
         }
-        self.bound = params.bound(algorithm, wrapper, adverts)
+        self.bound = (params.bound(algorithm, wrapper, adverts) if colours is None
+                      else colours.bound(params))
         self.rng = random.Random(f"{seed}:clients")
         self.subscriptions: dict[str, Subscription] = {}
         self.advertisements: dict[str, Subscription] = {}  # a publisher's (thesis §3.4.2)
@@ -312,6 +323,12 @@ class SimNetwork:
             if t >= since and trace.kind == "expire":
                 for entry in trace.fields["entries"]:
                     yield t, node, entry
+
+
+def _overlay(colours: Colours | None) -> dict[str, Any]:
+    if colours is None:
+        return {}
+    return {"overlay": OverlayKind.COLOURED, "colours": colours}
 
 
 def _live(subs: Iterable[Subscription], now: float, settle: float, linger: float) -> tuple[
