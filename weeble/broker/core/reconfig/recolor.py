@@ -201,8 +201,9 @@ class RecolorLayer:
                     self.ram.leaving = True
                 overlay.set_parent(c, p)
             elif p == me:
-                if overlay.add_child(c, b) and self.cp.flag_on_insert:
-                    self.ram.flags.add(b)  # E1
+                overlay.add_child(c, b)
+                if self.cp.flag_on_insert:  # E1, also for a child that was one already (a
+                    self.ram.flags.add(b)  # rejoin at the same parent: it missed an ACK)
             else:
                 overlay.remove_child(c, b)
 
