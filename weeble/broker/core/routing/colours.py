@@ -135,7 +135,15 @@ class ColouredRouting(Routing):
         return [SetTimer(RENEW, now + self.rom.params.rho)] if self.rom.algorithm.merging else []
 
     def on_timer(self, now: float, timer: str) -> list[Effect]:
-        return super().on_timer(now, timer) if timer == RENEW else []
+        """Merging renews its mergers every ρ like a client its subscriptions: in c_new only
+        (control messages carry the issuer's c_new; renewing an older colour's mergers would
+        send old colours that E4 then files into the receivers' fresh c_new tables)."""
+        if timer != RENEW:
+            return []
+        scheme = self.scheme
+        effects = scheme.strategy.renew(scheme.planes[self.overlay.c_new])
+        effects.append(SetTimer(RENEW, now + self.rom.params.rho))
+        return effects
 
     # ---- notifications ----------------------------------------------------------------------
 
