@@ -177,8 +177,9 @@ def test_tc25_tc27_a_change_is_written_in_one_round_and_used_after_the_next() ->
     def on_recolor(now: float, node: Any, tr: Trace) -> None:
         if tr.kind == "recolor":
             o = net.brokers[node.id].ram.overlay
-            rounds.setdefault(node.id, []).append(
-                (now, tr.fields["round"], o.trees[o.c_new].as_dict(), o.trees[o.c_cur].as_dict()))
+            rounds.setdefault(node.id, []).append((now, tr.fields["recolor_round"],
+                                                   o.trees[o.c_new].as_dict(),
+                                                   o.trees[o.c_cur].as_dict()))
 
     net.trace_observers.append(on_recolor)
     for i in range(6):
@@ -190,7 +191,7 @@ def test_tc25_tc27_a_change_is_written_in_one_round_and_used_after_the_next() ->
     net.engine.schedule(5.5, lambda now, a, b: net.engine.inject(
         now, "b0", SubmitReconfig("x", moves(tree, apply(tree, op), "b0"))))
     net.run(15.0)
-    disseminated = next(f["round"] for _, _, f in traces(net, "reconfig")
+    disseminated = next(f["recolor_round"] for _, _, f in traces(net, "reconfig")
                         if f["phase"] == "disseminated")
     k = disseminated
     for b, seen in rounds.items():
@@ -441,7 +442,7 @@ def _exchange_run(colours: Colours) -> SimNetwork:
 def test_e1_a_child_inserted_by_a_reconfiguration_must_start_flagged() -> None:
     assert traces(_exchange_run(C), "rejoin") == []
     ablation = _exchange_run(Colours(xi=XI, height=H, flag_on_insert=False))
-    assert [f["peer"] for _, n, f in traces(ablation, "child_dropped") if n == "b4"][0] == "b3"
+    assert next(f["peer"] for _, n, f in traces(ablation, "child_dropped") if n == "b4") == "b3"
     # dropped at once, and so is every join of it after: it never gets back
     assert {n for _, n, _ in traces(ablation, "rejoin")} == {"b3"}
     assert len(traces(ablation, "rejoin")) >= 2 and ablation.overlay_legitimacy() != []
@@ -550,3 +551,25 @@ def test_a_client_of_a_joining_broker_is_in_every_table_until_its_first_recolor(
     o = b.ram.overlay
     assert (o.c_old, o.c_cur, o.c_new) == (1, 2, 0) and not o.joining
     assert sorted(t for t, e in b.entries()) == [1, 2]
+
+
+def test_the_colour_records_are_in_the_trace_schema() -> None:
+    """Every record a coloured run writes (recolors, rejoins, joins, dropped children, the
+    root's reconfiguration phases, faults with their evidence) is a kind of the schema with
+    its fields, typed."""
+    from tests.test_trace import unknown_fields
+    from weeble.trace.reader import validate
+    from weeble.trace.schema import VERSION
+
+    net = _exchange_run(Colours(xi=XI, height=H, flag_on_insert=False))  # drops and rejoins
+    corrupt(net, 12.0, "b2", "colour.c_new", 1)
+    net.run(14.0)
+    records = [{"v": VERSION, "t": int(t * 1e9), "node": n, "kind": tr.kind, **tr.fields}
+               for t, n, tr in net.traces]
+    records.append({"v": VERSION, "t": 0, "node": "b1", "kind": "snapshot", "broker": "b1",
+                    "round": 0, **net.brokers["b1"].snapshot()})
+    for i, r in enumerate(records):
+        validate(r, f"record {i}")
+    assert unknown_fields(records) == set()
+    assert {r["kind"] for r in records} >= {"recolor", "rejoin", "join", "child_dropped",
+                                            "reconfig", "fault"}

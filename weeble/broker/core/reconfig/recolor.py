@@ -131,10 +131,11 @@ class RecolorLayer:
         ram.round += 1
         activating = bool(ram.carried)
         effects: list[Effect] = [SetTimer(RECOLOR, now + self.xi)]
-        effects.extend(Trace("reconfig", {"rid": rid, "phase": "activated", "round": ram.round})
+        effects.extend(Trace("reconfig", {"rid": rid, "phase": "activated",
+                                          "recolor_round": ram.round})
                        for rid in ram.carried)
         effects.extend(Trace("reconfig", {"rid": rid, "phase": "disseminated",
-                                          "round": ram.round}) for rid in rids)
+                                          "recolor_round": ram.round}) for rid in rids)
         ram.carried = rids
         message = Recolor(o.c_new, moves, rids, ram.round, activating)
         self._apply(moves)
@@ -319,7 +320,7 @@ class RecolorLayer:
 
     def _trace(self, m: Recolor, source: str) -> Trace:
         o = self.oram
-        return Trace("recolor", {"from": source, "round": m.round, "color": m.color,
+        return Trace("recolor", {"from": source, "recolor_round": m.round, "color": m.color,
                                  "c_old": o.c_old, "c_cur": o.c_cur, "c_new": o.c_new,
                                  "moves": len(m.moves)})
 
