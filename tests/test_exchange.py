@@ -41,9 +41,9 @@ class Net(SimNetwork):
         super().__init__(*args, **kwargs)
         self.log: list[tuple[str, float, str, tuple[str, int]]] = []
         self.reactors: dict[str, tuple[str, str]] = {}  # client -> (its broker, watched pub)
-        self.deliver_observers.append(self._observe_delivery)
+        self.deliver_observers.append(self._log_delivery)
 
-    def _observe_delivery(self, now: float, broker: str, client: str, n: Notification) -> None:
+    def _log_delivery(self, now: float, broker: str, client: str, n: Notification) -> None:
         self.log.append(("deliver", now, client, (n.publisher, n.seq)))
         react = self.reactors.get(client)
         if react is not None and n.publisher == react[1]:

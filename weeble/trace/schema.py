@@ -67,7 +67,8 @@ FAULT_FIELDS: Mapping[str, Type] = {
 SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
     "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J, "adverts": B,
-    "adv_tables": J, "exchange": J}
+    "adv_tables": J, "exchange": J, "overlay": S, "colours": J, "recolor": J,
+    "colour_routing": J}
 
 KIND_LIST = [
     # ---- the run ----
@@ -136,11 +137,22 @@ KIND_LIST = [
     Kind("reconfig", "a phase of reconfiguration `rid` at this broker: the coordinated link "
          "exchange (thesis 4.4.2: request, lock, locked, lock_refused, lock_released, retry, "
          "failed, refused, begin, gray, released (Qnot), end, r_removed, a_released, "
-         "unlocked, done)",
+         "unlocked, done); the 3-colour scheme at R (4.5: submitted, disseminated, activated, "
+         "refused)",
          "sim, live", {"rid": S, "phase": S},
          {"path": L, "remove": L, "why": S, "attempt": N, "at": F, "link": L, "relayed": N,
-          "count": N, "waited": F}),
+          "count": N, "waited": F, "recolor_round": N}),
     Kind("leave", "this leaf broker leaves the overlay (RemoveLeaf, thesis 4.2)", "sim, live"),
+    Kind("recolor", "3-colour scheme (thesis 4.5): this broker rotated its colours on a recolor "
+         "from `from` (`root`: R's own period); its colours after it", "sim, live",
+         {"from": S, "recolor_round": N, "color": N, "c_old": N, "c_cur": N, "c_new": N},
+         {"moves": N}),
+    Kind("rejoin", "3-colour scheme: no accepted recolor for ξ′ (`timeout`); the broker looks "
+         "for a new parent (joinTree)", "sim, live", {"timeout": F}),
+    Kind("join", "3-colour scheme: the joinTree walk ended at `parent`; the request `rid` goes "
+         "to R", "sim, live", {"parent": S, "rid": S}),
+    Kind("child_dropped", "3-colour scheme: child `peer` did not ACK the last recolor and is "
+         "no longer a child (A12)", "sim, live", {"peer": S}),
     Kind("merger_invalid", "a merger no longer matches its constituents", "sim, live", {},
          {"merger_id": S, "filter": S, "dest": S, "constituents": L, "flag": N}),
     Kind("timer", "a broker timer fired `late` seconds after it was due (timing model)",
@@ -236,6 +248,17 @@ FIELD_DOC: Mapping[str, str] = {
     "ended_by": "fault_end: the fault (heal, restart) that ended this one",
     "source": "who carried the fault out on this node (`admin`: the broker's admin API)",
     "round": "snapshot round: snapshots with the same round are one global state",
+    "recolor_round": "3-colour scheme: the number of R's recolor (R counts them; for the trace "
+                     "only)",
+    "color": "3-colour scheme: the colour a recolor carries (0, 1, 2)",
+    "c_old": "the colour of the previous tree", "c_cur": "the colour of the current tree",
+    "c_new": "the colour of the tree being prepared", "moves": "reconfiguration moves carried",
+    "timeout": "ξ′, s",
+    "overlay": "the broker's overlay layer: static or coloured",
+    "colours": "3-colour scheme: c_old, c_cur, c_new, joining, and per colour the parent and "
+               "the children",
+    "recolor": "3-colour scheme: ACK flags, R's pending requests, the join walk",
+    "colour_routing": "3-colour scheme: sizes of what routing holds back (E4, FIFO, causal)",
     "tables": "routing tables: a list (one per tag) of lists of entries "
               "{filter, dest, sub_id, flag, ...}",
     "neighbors": "the broker's neighbours", "root": "the root broker's id",

@@ -12,6 +12,11 @@ handlers; `step` dispatches by event type and, for a message from a neighbour, b
                  locked it wraps routing (A7 on the way in, A8
                  on the way out)
 
+With `Rom.overlay = coloured` (the 3-colour scheme of 4.5) the overlay layer keeps a tree per
+colour (overlay/coloured.py), routing keeps a table per colour (routing/colours.py), and the
+layer `recolor` (reconfig/recolor.py) runs the recolor protocol above them; reconfigurations go
+to the root as data (SubmitReconfig), so membership and exchange are not part of such a broker.
+
 Layers only call down (exchange → membership → routing → overlay) and never into the broker.
 Faults reach RAM through `corruption.py`, which finds a target's layer by name. No I/O, no clock
 reads, no threads: `now` comes in with each event, timers go out as SetTimer.
@@ -24,10 +29,14 @@ from typing import Any
 
 from weeble.broker.core import corruption
 from weeble.broker.core.events import (
+    AddNeighbor,
     Corrupt,
     Effect,
     Event,
+    Leave,
     Receive,
+    RemoveNeighbor,
+    SetParent,
     Start,
     StartExchange,
     TimerFired,
@@ -35,9 +44,12 @@ from weeble.broker.core.events import (
 )
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.overlay import Overlay, OverlayRam
+from weeble.broker.core.overlay.coloured import ColouredOverlay, ColouredRam
 from weeble.broker.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
 from weeble.broker.core.reconfig.membership import Membership
-from weeble.broker.core.rom import Rom
+from weeble.broker.core.reconfig.recolor import RECOLOR, RecolorLayer, RecolorRam
+from weeble.broker.core.rom import OverlayKind, Rom
+from weeble.broker.core.routing.colours import ColouredRouting, ColourRoutingRam
 from weeble.broker.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
 from weeble.broker.core.table import RoutingTable
 
@@ -49,12 +61,16 @@ class Ram:
     possible state. `tables`, `next_timer`, `rebuild_bit` and `seen` read through to the
     routing slice (the notification routing tables and the broker clock)."""
 
-    __slots__ = ("exchange", "overlay", "routing")
+    __slots__ = ("colouring", "exchange", "overlay", "recolor", "routing")
 
-    def __init__(self, overlay: OverlayRam, routing: RoutingRam, exchange: ExchangeRam) -> None:
+    def __init__(self, overlay: OverlayRam | ColouredRam, routing: RoutingRam,
+                 exchange: ExchangeRam, recolor: RecolorRam | None = None,
+                 colouring: ColourRoutingRam | None = None) -> None:
         self.overlay = overlay
         self.routing = routing
         self.exchange = exchange
+        self.recolor = recolor  # the 3-colour scheme only
+        self.colouring = colouring  # the 3-colour scheme only: what routing holds back
 
     @property
     def tables(self) -> list[RoutingTable]:
@@ -88,6 +104,9 @@ Receiver = Callable[[float, str, Any], list[Effect]]
 class Broker:
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
+        if rom.overlay is OverlayKind.COLOURED:
+            self._compose_coloured(rom)
+            return
         self.ram = Ram(
             OverlayRam(rom.neighbors, rom.parent),
             RoutingRam(2 if rom.wrapper else 1, rom.adverts),
@@ -118,6 +137,36 @@ class Broker:
             **self.membership.events,
         }
 
+    def _compose_coloured(self, rom: Rom) -> None:
+        """The 3-colour scheme: overlay (a tree per colour), routing (a table per colour),
+        recolor on top. Routing messages decide by their colour who may send them."""
+        oram = ColouredRam(rom.neighbors, rom.parent, rom.is_root)
+        self.ram = Ram(oram, RoutingRam(3, False), ExchangeRam(), RecolorRam(
+            set(oram.trees[0].children)), ColourRoutingRam())
+        self.overlay = ColouredOverlay(rom.broker_id, oram)  # type: ignore[assignment]
+        assert self.ram.colouring is not None and self.ram.recolor is not None
+        self.routing = ColouredRouting(rom, oram, self.ram.routing, self.ram.colouring)
+        self.recolor = RecolorLayer(rom, self.overlay, self.routing, self.ram.recolor)
+        self.layers = {layer.name: layer for layer in (self.overlay, self.routing, self.recolor)}
+        self._xram = self.ram.exchange  # never locked: no exchange layer here
+        self._routing = {}
+        self._coordination = {**self.routing.receivers, **self.recolor.receivers}
+        refuse = self._not_on_colours
+        self._handlers = {
+            Receive: self._on_receive,
+            TimerFired: self._on_timer,
+            Start: self._on_start,
+            Corrupt: self._on_corrupt,
+            **self.routing.clients,
+            **self.recolor.events,
+            **dict.fromkeys((StartExchange, AddNeighbor, RemoveNeighbor, Leave, SetParent),
+                            refuse),
+        }
+
+    def _not_on_colours(self, now: float, event: Any) -> list[Effect]:
+        return [Trace("garbage", {"why": f"{type(event).__name__}: the coloured overlay "
+                                          "reconfigures through the root (SubmitReconfig)"})]
+
     # ---- the one entry point ----------------------------------------------------------------
 
     def step(self, now: float, event: Event) -> list[Effect]:
@@ -143,9 +192,13 @@ class Broker:
         return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
 
     def _on_start(self, now: float, event: Start) -> list[Effect]:
+        if self.ram.recolor is not None:
+            return [*self.routing.on_start(now), *self.recolor.on_start(now)]
         return self.routing.on_start(now)
 
     def _on_timer(self, now: float, event: TimerFired) -> list[Effect]:
+        if event.timer == RECOLOR and self.ram.recolor is not None:
+            return self.recolor.on_timer(now)
         if event.timer.startswith(RETRY):
             return self.exchange.on_timer(now, event.timer)
         return self.routing.on_timer(now, event.timer)
@@ -187,7 +240,11 @@ class Broker:
         }
         out.update(self.overlay.snapshot())
         out.update(self.routing.snapshot())
-        out["exchange"] = self.exchange.snapshot()
+        if self.ram.recolor is not None:
+            out["overlay"] = self.rom.overlay.value
+            out["recolor"] = self.recolor.snapshot()
+        else:
+            out["exchange"] = self.exchange.snapshot()
         return out
 
     def pairs(self) -> set[tuple[Filter, str]]:

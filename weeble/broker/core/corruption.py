@@ -9,7 +9,12 @@ imports the broker. The fault vocabulary of spec ch. 3 §6.3 that lives in a bro
   on T^0/T^1 (`table` arg); F16 the same on the advertisement tables (adv.entry.*, adv.table.clear);
 - layer overlay: the neighbour set and the parent (overlay.*), RAM from chapter 4 on;
 - layer exchange: the lock, the cycle pointers, the colour, Bgray/Bqueue and the queues of the
-  coordinated link exchange (exchange.*).
+  coordinated link exchange (exchange.*);
+- the 3-colour scheme (thesis 4.5, spec §5.8): the colour variables and each colour's parent
+  and child pointers (colour.*, layer overlay), the ACK flags, the root's pending requests and
+  the join walk (recolor.*, layer recolor), what routing holds back (colour.queue.clear,
+  colour.holding, layer routing); the per-colour tables are the routing tables (entry.* and
+  table.clear with `table` = the colour).
 ROM is not reachable from here, by construction.
 
 Each fault answers with a `fault` trace record holding the state before and after: the evidence
@@ -25,6 +30,7 @@ from typing import Any, Protocol
 
 from weeble.broker.core.events import Corrupt, Effect, SetTimer, Trace
 from weeble.broker.core.filters import Filter, FilterSyntaxError
+from weeble.broker.core.overlay.coloured import colour
 from weeble.broker.core.routing.merging import Merger
 from weeble.broker.core.table import Entry, RoutingTable
 
@@ -46,20 +52,23 @@ View = Callable[[Any, Corrupt], Any]
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One kind of state fault: the layer whose RAM it touches, how, and what to show of it."""
+    """One kind of state fault: the layer whose RAM it touches, how, and what to show of it.
+    `kind`: the kind of layer it needs (the static or the coloured overlay), if it matters."""
 
     name: str
     layer: str
     apply: Handler
     view: View
+    kind: str | None = None
 
 
 _REGISTRY: dict[str, Target] = {}
 
 
-def register(name: str, layer: str, view: View) -> Callable[[Handler], Handler]:
+def register(name: str, layer: str, view: View,
+             kind: str | None = None) -> Callable[[Handler], Handler]:
     def add(handler: Handler) -> Handler:
-        _REGISTRY[name] = Target(name, layer, handler, view)
+        _REGISTRY[name] = Target(name, layer, handler, view, kind)
         return handler
 
     return add
@@ -74,6 +83,10 @@ def apply(broker: Broker, now: float, fault: Corrupt) -> list[Effect]:
     layer = broker.layers.get(target.layer)
     if layer is None:
         raise CorruptionError(f"{fault.target}: this broker has no layer {target.layer!r}")
+    kind = getattr(layer, "kind", "static")
+    if target.kind is not None and kind != target.kind:
+        raise CorruptionError(f"{fault.target}: this broker's {target.layer} is {kind}, "
+                              f"the target needs a {target.kind} one")
     before = target.view(layer, fault)
     effects = target.apply(layer, now, fault)
     evidence = {"field": fault.target, "layer": target.layer, "args": _jsonable(fault.args),
@@ -122,6 +135,9 @@ def _clock(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
     value = _number(fault.value, "clock")
     if not 0 <= value < pi:
         raise CorruptionError(f"clock: value must be in [0, pi={pi:g}), got {value:g}")
+    if rom.overlay.value == "coloured":
+        raise CorruptionError("clock: the coloured overlay has no leasing clock (the root's "
+                              "recolors pace the tables)")
     routing.ram.next_timer = now + (pi - value)
     timer = "switch" if rom.wrapper else "overrun"
     if rom.wrapper and not rom.is_root:
@@ -247,13 +263,13 @@ def _ids(value: object, field: str) -> list[str]:
     return list(value)
 
 
-@register("overlay.neighbors", "overlay", _view_overlay)
+@register("overlay.neighbors", "overlay", _view_overlay, "static")
 def _neighbors(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     overlay.set_neighbors(_ids(fault.value, "overlay.neighbors"))
     return []
 
 
-@register("overlay.neighbor.add", "overlay", _view_overlay)
+@register("overlay.neighbor.add", "overlay", _view_overlay, "static")
 def _neighbor_add(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     if not isinstance(fault.value, str):
         raise CorruptionError(
@@ -262,7 +278,7 @@ def _neighbor_add(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     return []
 
 
-@register("overlay.neighbor.remove", "overlay", _view_overlay)
+@register("overlay.neighbor.remove", "overlay", _view_overlay, "static")
 def _neighbor_remove(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     if fault.value not in overlay.ram.neighbors:
         raise CorruptionError(f"overlay.neighbor.remove: {fault.value!r} is not a neighbour")
@@ -272,7 +288,7 @@ def _neighbor_remove(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     return []
 
 
-@register("overlay.parent", "overlay", _view_overlay)
+@register("overlay.parent", "overlay", _view_overlay, "static")
 def _parent(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
     if fault.value is not None and not isinstance(fault.value, str):
         raise CorruptionError(f"overlay.parent: value must be a broker id or null, "
@@ -360,6 +376,187 @@ def _rid(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
     return []
 
 
+# ---- the 3-colour scheme: colours, pointers per colour, flags, requests, held messages ---------
+
+
+def _view_colours(overlay: Any, fault: Corrupt) -> Any:
+    return overlay.snapshot()["colours"]
+
+
+def _colour_arg(overlay: Any, fault: Corrupt) -> int:
+    c = colour(fault.args.get("colour"))
+    if c is None:
+        raise CorruptionError(f"{fault.target}: args.colour must be 0, 1 or 2, "
+                              f"got {fault.args.get('colour')!r}")
+    return c
+
+
+def _colour_variable(name: str) -> Handler:
+    def handler(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+        value = fault.value
+        if isinstance(value, bool) or value not in (0, 1, 2):
+            raise CorruptionError(f"colour.{name}: value must be 0, 1 or 2, got {value!r}")
+        setattr(overlay.ram, name, value)
+        return []
+
+    return handler
+
+
+for _name in ("c_old", "c_cur", "c_new"):
+    register(f"colour.{_name}", "overlay", _view_colours, "coloured")(_colour_variable(_name))
+
+
+@register("colour.parent", "overlay", _view_colours, "coloured")
+def _colour_parent(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    c = _colour_arg(overlay, fault)
+    if fault.value is not None and not isinstance(fault.value, str):
+        raise CorruptionError(f"colour.parent: value must be a broker id or null, "
+                              f"got {fault.value!r}")
+    tree = overlay.tree(c)
+    tree.parent = fault.value  # one field: a child pointer to the same broker stays
+    tree.sync()
+    return []
+
+
+@register("colour.children", "overlay", _view_colours, "coloured")
+def _colour_children(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    c = _colour_arg(overlay, fault)
+    tree = overlay.tree(c)
+    tree.children = set(_ids(fault.value, "colour.children"))
+    tree.sync()
+    return []
+
+
+@register("colour.child.add", "overlay", _view_colours, "coloured")
+def _colour_child_add(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    c = _colour_arg(overlay, fault)
+    if not isinstance(fault.value, str):
+        raise CorruptionError(f"colour.child.add: value must be a broker id, got {fault.value!r}")
+    tree = overlay.tree(c)
+    tree.children.add(fault.value)  # even the parent or the broker itself: any value
+    tree.sync()
+    return []
+
+
+@register("colour.child.remove", "overlay", _view_colours, "coloured")
+def _colour_child_remove(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    c = _colour_arg(overlay, fault)
+    if not overlay.remove_child(c, fault.value):
+        raise CorruptionError(f"colour.child.remove: {fault.value!r} is not a child in "
+                              f"colour {c}")
+    return []
+
+
+@register("colour.joining", "overlay", _view_colours, "coloured")
+def _colour_joining(overlay: Any, now: float, fault: Corrupt) -> list[Effect]:
+    overlay.ram.joining = _flag(fault.value, "colour.joining")
+    return []
+
+
+def _view_recolor(recolor: Any, fault: Corrupt) -> Any:
+    return recolor.snapshot()
+
+
+@register("recolor.flags", "recolor", _view_recolor)
+def _recolor_flags(recolor: Any, now: float, fault: Corrupt) -> list[Effect]:
+    recolor.ram.flags = set(_ids(fault.value, "recolor.flags"))
+    return []
+
+
+@register("recolor.pending.clear", "recolor", _view_recolor)
+def _recolor_pending(recolor: Any, now: float, fault: Corrupt) -> list[Effect]:
+    recolor.ram.pending.clear()
+    return []
+
+
+@register("recolor.leaving", "recolor", _view_recolor)
+def _recolor_leaving(recolor: Any, now: float, fault: Corrupt) -> list[Effect]:
+    recolor.ram.leaving = _flag(fault.value, "recolor.leaving")
+    return []
+
+
+@register("recolor.walk", "recolor", _view_recolor)
+def _recolor_walk(recolor: Any, now: float, fault: Corrupt) -> list[Effect]:
+    if fault.value is not None and not isinstance(fault.value, str):
+        raise CorruptionError(f"recolor.walk: value must be a broker id or null, "
+                              f"got {fault.value!r}")
+    recolor.ram.walk = fault.value
+    return []
+
+
+def _view_held(routing: Any, fault: Corrupt) -> Any:
+    cram = getattr(routing, "cram", None)
+    if cram is None:
+        raise CorruptionError(f"{fault.target}: this broker's routing holds nothing back "
+                              "(not on the coloured overlay)")
+    return routing.snapshot()["colour_routing"]
+
+
+@register("colour.queue.clear", "routing", _view_held)
+def _colour_queue_clear(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Lose what waits: args.queue is early (E4), held (FIFO) or pubs (CAUSAL); all without."""
+    which = fault.args.get("queue")
+    names = ("early", "held", "pubs") if which is None else (which,)
+    for name in names:
+        if name not in ("early", "held", "pubs"):
+            raise CorruptionError(f"colour.queue.clear: args.queue must be early, held or pubs, "
+                                  f"got {name!r}")
+        getattr(routing.cram, name).clear()
+    return []
+
+
+@register("colour.holding", "routing", _view_held)
+def _colour_holding(routing: Any, now: float, fault: Corrupt) -> list[Effect]:
+    routing.cram.holding = _flag(fault.value, "colour.holding")
+    return []
+
+
+COLOUR_KINDS = ("colour.c_old", "colour.c_cur", "colour.c_new", "colour.parent",
+                "colour.children", "colour.child.add", "colour.child.remove", "colour.joining",
+                "recolor.flags", "recolor.pending.clear", "recolor.leaving", "recolor.walk",
+                "colour.queue.clear", "colour.holding", "table.clear", "entry.insert")
+
+
+def random_colour_fault(broker: Any, rng: random.Random, brokers: list[str]) -> Corrupt:
+    """One random, type-correct fault on a coloured broker's overlay, recolor or routing RAM
+    (a colour's table included); `brokers` are the ids to draw pointers from."""
+    ids = [*brokers, "ghost"]
+    kind = rng.choice(COLOUR_KINDS)
+    value: Any = None
+    args: dict[str, Any] = {}
+    if kind in ("colour.c_old", "colour.c_cur", "colour.c_new"):
+        value = rng.randrange(3)
+    elif kind in ("colour.parent", "colour.children", "colour.child.add",
+                  "colour.child.remove"):
+        c = rng.randrange(3)
+        args = {"colour": c}
+        children = sorted(broker.ram.overlay.trees[c].children)
+        if kind == "colour.child.remove" and not children:
+            kind = "colour.child.add"
+        if kind == "colour.parent":
+            value = rng.choice([None, *ids])
+        elif kind == "colour.children":
+            value = rng.sample(ids, rng.randrange(min(len(ids), 4) + 1))
+        elif kind == "colour.child.add":
+            value = rng.choice(ids)
+        else:
+            value = rng.choice(children)
+    elif kind in ("colour.joining", "recolor.leaving", "colour.holding"):
+        value = rng.random() < 0.5
+    elif kind == "recolor.flags":
+        value = rng.sample(ids, rng.randrange(min(len(ids), 4) + 1))
+    elif kind == "recolor.walk":
+        value = rng.choice([None, *ids])
+    elif kind == "table.clear":
+        args = {"table": rng.randrange(3)}
+    elif kind == "entry.insert":
+        args = {"table": rng.randrange(3)}
+        value = {"sub_id": f"bogus{rng.randrange(1000)}", "filter": Filter.everything(),
+                 "dest": rng.choice([*sorted(broker.ram.overlay.trees[args["table"]].neighbors),
+                                     "ghost"]), "flag": 1}
+    return Corrupt(kind, value, args)
+
+
 def targets() -> tuple[str, ...]:
     """Every known target, in registration order (layer by layer)."""
     return tuple(_REGISTRY)
@@ -437,6 +634,8 @@ def random_fault(broker: Any, rng: random.Random, filters: list[Filter]) -> Corr
              *(f"c{rng.randrange(50)}" for _ in range(2))]
     table = rng.randrange(table_count)
     kinds = ["entry.insert", "table.clear"] if prefix else ["entry.insert", "clock", "table.clear"]
+    if broker.ram.recolor is not None:
+        kinds.remove("clock")  # the coloured overlay has no leasing clock
     if size[table]:
         kinds += ["entry.filter", "entry.sub_id", "entry.dest", "entry.flag", "entry.delete"]
     if broker.rom.wrapper and not prefix:
@@ -476,7 +675,10 @@ def random_fault(broker: Any, rng: random.Random, filters: list[Filter]) -> Corr
 
 def random_layer_fault(broker: Any, rng: random.Random, brokers: list[str]) -> Corrupt:
     """One random, type-correct fault on the overlay or exchange RAM of `broker`; `brokers`
-    are the ids to draw neighbours and pointers from (any id is type-correct)."""
+    are the ids to draw neighbours and pointers from (any id is type-correct). On the coloured
+    overlay: `random_colour_fault`."""
+    if getattr(broker.ram, "recolor", None) is not None:
+        return random_colour_fault(broker, rng, brokers)
     ids = [*brokers, "ghost"]
     kind = rng.choice(["overlay.neighbors", "overlay.neighbor.add", "overlay.neighbor.remove",
                        "overlay.parent", "exchange.locked", "exchange.pointer",

@@ -141,7 +141,17 @@ class SetParent:
     parent: str | None
 
 
-Management = StartExchange | AddNeighbor | RemoveNeighbor | Leave | SetParent
+@dataclass(slots=True)
+class SubmitReconfig:
+    """3-colour scheme (4.5.3): a reconfiguration for the root R, which carries it in its next
+    recolor. `moves` are per-broker parent pointers of the new tree (None: the broker leaves);
+    a broker other than R forwards the request to R."""
+
+    rid: str
+    moves: tuple[tuple[str, str | None], ...]
+
+
+Management = StartExchange | AddNeighbor | RemoveNeighbor | Leave | SetParent | SubmitReconfig
 
 Event = (
     Start | Receive | ClientSubscribe | ClientUnsubscribe | ClientAdvertise | ClientUnadvertise

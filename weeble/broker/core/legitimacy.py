@@ -24,6 +24,13 @@ must hold it towards D iff some advertisement on V's side (V included) overlaps 
 
 `overlay` checks the overlay layer itself: a spanning tree of symmetric links, every parent
 pointer towards the root, and no broker left inside a reconfiguration.
+
+On the coloured overlay of the 3-colour scheme (thesis 4.5) both checks look at the colours the
+root R calls c_cur and c_old (spec §5.5): `overlay` wants each colour's parent and child pointers
+mutually consistent and spanning the brokers from R, every broker's colours a consistent triple
+at most one recolor behind R's, and no broker joining; `check` wants each of the two colours'
+tables legitimate for that colour's tree (notifications travel on either while a recolor
+spreads). The c_new pointers and table are under construction and not judged.
 """
 
 from __future__ import annotations
@@ -85,6 +92,7 @@ class SnapshotView:
         self.neighbors = self.rom.neighbors  # the overlay when the snapshot was taken
         self.parent = self.rom.parent
         self.locked = bool(snapshot.get("exchange", {}).get("locked", False))
+        self.colours = snapshot.get("colours")  # the coloured overlay (thesis 4.5) only
         self._adv_tables = [
             [_SnapshotEntry(e["sub_id"], Filter.parse(e["filter"]), e["dest"], int(e["flag"]))
              for e in table]
@@ -125,6 +133,8 @@ def check(
     allowed |= required
     if not brokers:
         return []
+    if _colours(next(iter(brokers.values()))) is not None:
+        return _coloured_routing(brokers, required, allowed)
     rom0 = next(iter(brokers.values())).rom
     alg, hierarchical = rom0.algorithm, rom0.hierarchical
     # Remote entries are judged by filter (by id for simple routing): project once, per broker.
@@ -193,6 +203,8 @@ def overlay(brokers: Mapping[str, Any], root: str) -> list[str]:
     this rule (r and a are both links for a while, thesis A2.29): it becomes legitimate again
     when the exchange is over.
     """
+    if brokers and _colours(next(iter(brokers.values()))) is not None:
+        return coloured_overlay(brokers, root)
     problems: list[str] = []
     names = set(brokers)
     links: set[tuple[str, str]] = set()
@@ -223,6 +235,122 @@ def overlay(brokers: Mapping[str, Any], root: str) -> list[str]:
     for v in sorted(parent):
         if brokers[v].parent != parent[v]:
             problems.append(f"{v}: parent {brokers[v].parent}, towards the root is {parent[v]}")
+    return problems
+
+
+# ---- the coloured overlay (thesis 4.5) ------------------------------------------------------
+
+
+def _colours(broker: Any) -> dict[str, Any] | None:
+    """A broker's colour state as in its snapshot's `colours`, or None on a static overlay."""
+    state = getattr(broker, "colours", None)
+    if state is not None:
+        return state  # a SnapshotView
+    ram = getattr(getattr(broker, "ram", None), "overlay", None)
+    if ram is None or not hasattr(ram, "trees"):
+        return None
+    return {"c_old": ram.c_old, "c_cur": ram.c_cur, "c_new": ram.c_new, "joining": ram.joining,
+            "trees": [t.as_dict() for t in ram.trees]}
+
+
+def _consistent(state: Mapping[str, Any]) -> bool:
+    c_new = state["c_new"]
+    return state["c_cur"] == (c_new - 1) % 3 and state["c_old"] == (c_new - 2) % 3
+
+
+class _ColourView:
+    """One colour of a coloured broker, seen as a chapter-3 broker for `check`."""
+
+    def __init__(self, broker: Any, tree: Mapping[str, Any], c: int) -> None:
+        self.rom = broker.rom
+        self.parent = tree["parent"]
+        self.neighbors = frozenset(tree["children"]) | (
+            {self.parent} if self.parent is not None else set())
+        self._broker = broker
+        self._c = c
+
+    def entries(self) -> Iterable[tuple[int, Any]]:
+        c = self._c
+        return ((tag, e) for tag, e in self._broker.entries() if tag == c)
+
+
+def _root_colours(brokers: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    root = next(iter(brokers.values())).rom.root
+    if root not in brokers:
+        root = min(brokers)
+    state = _colours(brokers[root])
+    assert state is not None
+    return root, state
+
+
+def _coloured_routing(brokers: Mapping[str, Any], required: set[LiveSub],
+                      allowed: set[LiveSub]) -> list[str]:
+    _, r = _root_colours(brokers)
+    problems: list[str] = []
+    for name in ("c_cur", "c_old"):
+        c = r[name]
+        views = {}
+        for v, b in brokers.items():
+            state = _colours(b)
+            assert state is not None
+            views[v] = _ColourView(b, state["trees"][c], c)
+        problems += [f"colour {c} ({name}): {p}" for p in check(views, required, allowed)]
+    return problems
+
+
+def coloured_overlay(brokers: Mapping[str, Any], root: str) -> list[str]:
+    """Spec §5.5 (thesis L6315-6336); [] means legitimate (see the module doc)."""
+    if root not in brokers:
+        return [f"root {root} is no broker"]
+    states: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for v, b in sorted(brokers.items()):
+        state = _colours(b)
+        if state is None:
+            return [f"{v}: not on the coloured overlay"]
+        states[v] = state
+    r = states[root]
+    behind = (r["c_new"] - 1) % 3
+    for v, state in sorted(states.items()):
+        triple = (state["c_old"], state["c_cur"], state["c_new"])
+        if not _consistent(state):
+            problems.append(f"{v}: colours (c_old, c_cur, c_new) = {triple} do not rotate")
+        elif v != root and state["c_new"] not in (r["c_new"], behind):
+            problems.append(f"{v}: colours {triple} are not the root's or one recolor behind")
+        if state.get("joining"):
+            problems.append(f"{v}: joining the tree")
+    for name in ("c_cur", "c_old"):
+        c = r[name]
+        parent = {v: s["trees"][c]["parent"] for v, s in states.items()}
+        children = {v: set(s["trees"][c]["children"]) for v, s in states.items()}
+        where = f"colour {c} ({name})"
+        for v in sorted(states):
+            p = parent[v]
+            if v == root:
+                if p is not None:
+                    problems.append(f"{where}: the root {v} has parent {p}")
+            elif p is None:
+                problems.append(f"{where}: {v} has no parent")
+            elif p not in states:
+                problems.append(f"{where}: {v}'s parent {p} is no broker")
+            elif v not in children[p]:
+                problems.append(f"{where}: {v}'s parent {p} does not have it as a child")
+            for x in sorted(children[v]):
+                if x not in states:
+                    problems.append(f"{where}: {v}'s child {x} is no broker")
+                elif parent[x] != v:
+                    problems.append(f"{where}: {v}'s child {x} has parent {parent[x]}")
+        reached = {root}
+        todo = [root]
+        while todo:  # along consistent pointers only
+            v = todo.pop()
+            for x in sorted(children[v]):
+                if x in states and x not in reached and parent[x] == v:
+                    reached.add(x)
+                    todo.append(x)
+        unreached = sorted(set(states) - reached)
+        if unreached:
+            problems.append(f"{where}: not connected to the root {root}: {unreached}")
     return problems
 
 

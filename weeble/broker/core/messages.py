@@ -9,7 +9,9 @@ Two families, each message owned by the layer that handles it:
   may cross; it is meaningful only between brokers of one reconfiguration cycle.
 - coordination messages (layer `reconfig`): lock, begin, relayed, reroute, separator, end,
   unlock of the coordinated link exchange, each with its reconfiguration id (spec ch. 4 fix
-  D4), and bye of a leaf removal (4.2).
+  D4), and bye of a leaf removal (4.2);
+- recolor messages (layer `recolor`, the 3-colour scheme of 4.5): recolor, ack, the joinTree
+  walk (ask, place) and reconfiguration requests for the root.
 
 One link carries one FIFO stream of these messages. Link messages are plain slotted dataclasses
 for speed (see events.py); treat them as immutable: a broker forwards the object it received,
@@ -88,6 +90,9 @@ class Unadv:
 class Notify:
     notification: Notification
     gray: bool = False
+    # 3-colour scheme (4.5): the publisher broker's c_cur; every hop routes the notification
+    # with that colour's pointers and table. Unused (0) on a static overlay.
+    color: int = 0
 
 
 @dataclass(slots=True)
@@ -187,4 +192,59 @@ class Bye:
 Coordination = Lock | Begin | Relayed | Reroute | Separator | End | Unlock | Bye
 COORDINATION = (Lock, Begin, Relayed, Reroute, Separator, End, Unlock, Bye)
 
-Message = Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination
+# ---- the recolor protocol of the 3-colour scheme (thesis 4.5, seed 001; layer `recolor`) -----
+
+# A reconfiguration as the recolor messages carry it: per broker, its parent in the new tree
+# (None: it leaves). Spec ch. 4 §5.6: the request lists per-broker pointer changes, so that every
+# broker can apply the part that concerns it without knowing the tree.
+Move = tuple[str, str | None]
+
+
+@dataclass(slots=True)
+class Recolor:
+    """RECmsg (A9.7): the root's new colour and the reconfigurations of this round.
+
+    `round` and `activating` are ours: the round number is for the trace only (no decision reads
+    it); `activating` says the previous round carried reconfigurations, which become active with
+    this one (the causal extension of 4.5.4 holds publications for one period from here).
+    """
+
+    color: int
+    moves: tuple[Move, ...] = ()
+    rids: tuple[str, ...] = ()
+    round: int = 0
+    activating: bool = False
+
+
+@dataclass(slots=True)
+class RecolorAck:
+    """ACKmsg (A10.4): the child accepted the recolor (`color` for the trace only)."""
+
+    color: int = 0
+
+
+@dataclass(slots=True)
+class AskPlace:
+    """askForPlaceOrPointer() (A15) of a joining broker's walk from R down the c_new tree."""
+
+
+@dataclass(slots=True)
+class Place:
+    """The answer: `pointer` = the asked broker itself (a place) or one of its children."""
+
+    pointer: str
+
+
+@dataclass(slots=True)
+class Reconfigure:
+    """A reconfiguration request for R (4.5.3 "sent to R"): a join, or a manager's request
+    handed to a broker that is not the root."""
+
+    rid: str
+    moves: tuple[Move, ...]
+
+
+Recoloring = Recolor | RecolorAck | AskPlace | Place | Reconfigure
+RECOLORING = (Recolor, RecolorAck, AskPlace, Place, Reconfigure)
+
+Message = Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination | Recoloring

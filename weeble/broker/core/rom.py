@@ -46,6 +46,13 @@ class ConfigError(ValueError):
     """An inconsistent configuration; the message names the field and the problem."""
 
 
+class OverlayKind(StrEnum):
+    """Which overlay layer a broker runs (DESIGN.md "The core as layers")."""
+
+    STATIC = "static"  # the tree of chapter 3, changed only by managed reconfigurations (4.2, 4.4)
+    COLOURED = "coloured"  # the self-stabilizing 3-colour tree of 4.5 (seed 001)
+
+
 # Keyword-only: several fields of one type in a row, where a positional call that skips one
 # silently shifts the rest (Options(flag_rule, unsub_counts_all) once switched renew_forwarded).
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +142,68 @@ class Options:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Colours:
+    """ROM of the 3-colour scheme (thesis 4.5, seed 001; spec ch. 4 §5): constants and the
+    switches for the fixes E1-E4 and the ablations. Only read when Rom.overlay is coloured."""
+
+    xi: float = 0.0  # ξ: the root's recolor period
+    height: int = 0  # h: bound on the tree height (≤ η − 1, the thesis's bound), ≥ 1
+    degree: int = 0  # b: askForPlaceOrPointer's fan-out bound (A15); 0 = no bound
+    # ξ′ of the non-root brokers (A13): "paper" ξ + h·δmax (seed 001 L150, used by the thesis's
+    # own stabilization analysis, L6595) or "thesis" ξ + h·(δmax − δmin) (Eq. 4.1). A number
+    # overrides both (ablation: too short a timeout fires in fault-free runs).
+    timeout: str = "paper"
+    xi_prime: float | None = None
+    colour_check: bool = True  # seed 001 L137-141: also refuse a recolor whose m.c = c_new
+    flag_on_insert: bool = True  # E1: a child inserted by a reconfiguration or a join is flagged
+    prune_all: bool = True  # E2: a child that did not ACK leaves every colour's child set
+    join_pacing: bool = True  # E3: after a join request, wait until it can be active
+    early_control: bool = True  # E4: hold control messages coloured with my c_old
+    # Ablation of Fig. 4.20 (L6444-6482): "c_cur" colours client (un)subscriptions with the
+    # issuer's c_cur instead of its c_new; T^{c_new} then never fills and is current next round.
+    control_colour: str = "c_new"
+
+    def timeout_of(self, params: Params) -> float:
+        """ξ′ (A13)."""
+        if self.xi_prime is not None:
+            return self.xi_prime
+        if self.timeout == "thesis":
+            return self.xi + self.height * (params.delta_max - params.delta_min)
+        return self.xi + self.height * params.delta_max
+
+    def join_wait(self, params: Params) -> float:
+        """E3: how long a broker that asked to join waits before it gives up: R's next recolor
+        carries the join (≤ ξ), the one after activates it (ξ), and that one reaches the
+        joiner within ξ′ − ξ."""
+        return 2 * self.xi + self.timeout_of(params) if self.join_pacing else \
+            self.timeout_of(params)
+
+    def validate(self, params: Params) -> None:
+        """Reject constants for which the scheme's guarantees do not hold."""
+        if self.xi <= 0:
+            raise ConfigError(f"colours.xi: must be > 0, got {self.xi}")
+        if self.height < 1:
+            raise ConfigError(f"colours.height: the bound h on the tree height must be >= 1, "
+                              f"got {self.height}")
+        if self.degree < 0:
+            raise ConfigError(f"colours.degree: must be >= 0 (0: no bound), got {self.degree}")
+        if self.timeout not in ("paper", "thesis"):
+            raise ConfigError(f"colours.timeout: 'paper' or 'thesis', got {self.timeout!r}")
+        if self.control_colour not in ("c_new", "c_cur"):
+            raise ConfigError(f"colours.control_colour: 'c_new' or 'c_cur', "
+                              f"got {self.control_colour!r}")
+        need = params.rho + 2 * self.height * params.delta_max
+        if self.xi <= need:  # Eq. 4.2: T^{c_new} is complete everywhere before it is used
+            raise ConfigError(f"colours.xi: Eq. 4.2 needs xi > rho + 2*h*delta_max = {need:g}, "
+                              f"got {self.xi:g}")
+
+    def bound(self, params: Params) -> float:
+        """∆r = 4ξ + h(2δmax − δmin) (Eq. 4.3): the overlay is legitimate again this long after
+        a partition (detection, parent search, dissemination, activation)."""
+        return 4 * self.xi + self.height * (2 * params.delta_max - params.delta_min)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rom:
     broker_id: str
     neighbors: frozenset[str]  # the initial overlay: copied into RAM (layer `overlay`) at boot
@@ -147,6 +216,8 @@ class Rom:
     options: Options = Options()
     adverts: bool = False  # advertisements (thesis §3.4.2) route the subscriptions
     ordering: Ordering = Ordering.FIFO  # notification order kept across link exchanges
+    overlay: OverlayKind = OverlayKind.STATIC
+    colours: Colours = Colours()  # the 3-colour scheme's ROM (overlay = coloured)
 
     @property
     def is_root(self) -> bool:

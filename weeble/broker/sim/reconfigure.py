@@ -9,6 +9,11 @@ and learns from their trace records when an exchange is done:
   of a at the same instant, SetParent where the parent changes; no coordination at all.
 - AddLeaf: a new broker joins (booted with `attach` as its only neighbour and parent), and
   `attach` gets AddNeighbor. RemoveLeaf: the leaf gets Leave, its clients leave with it.
+- The 3-colour scheme (4.5, `colours=True`): every operation is a reconfiguration for the root,
+  carried in its next recolor as per-broker parent pointers (`plan.moves`); done when the root
+  says it is active (two recolors later). A whole target tree is one request (`move_to`). AddLeaf
+  boots the new broker first (it waits, joining, for the recolor that activates it); a removed
+  leaf leaves with its clients once its removal is active.
 Operations run one after the other (`run_plan`), or are started as they come (`start`), in which
 case overlapping exchanges meet the locks.
 """
@@ -27,6 +32,7 @@ from weeble.broker.core.events import (
     RemoveNeighbor,
     SetParent,
     StartExchange,
+    SubmitReconfig,
 )
 from weeble.broker.core.reconfig.plan import (
     AddLeaf,
@@ -36,6 +42,7 @@ from weeble.broker.core.reconfig.plan import (
     Tree,
     apply,
     cycle,
+    moves,
 )
 
 
@@ -56,7 +63,7 @@ class Network(Protocol):
 class Record:
     """One operation: when it was asked for, started and finished, and how it ended."""
 
-    op: Op
+    op: Op | Tree  # a Tree: move to it in one request (the 3-colour scheme only)
     rid: str
     requested: float
     started: float | None = None
@@ -64,6 +71,7 @@ class Record:
     outcome: str = "pending"  # pending, running, done, failed
     path: tuple[str, ...] = ()
     why: str = ""
+    target: Tree | None = None  # the 3-colour scheme: the tree the root was asked to move to
 
     @property
     def duration(self) -> float | None:
@@ -77,6 +85,7 @@ class Reconfigurator:
     net: Network
     tree: Tree
     strawman: bool = False
+    colours: bool = False  # the 3-colour scheme (4.5): requests for the root
     gap: float = 0.0  # between one operation's end and the next one's start (run_plan)
     seed: int = 0
     records: list[Record] = field(default_factory=list)
@@ -103,7 +112,15 @@ class Reconfigurator:
         self.net.engine.schedule(t, self._begin, record, None)
         return record
 
-    def _record(self, t: float, op: Op) -> Record:
+    def move_to(self, t: float, target: Tree) -> Record:
+        """The 3-colour scheme: one request that turns the tree into `target` at once."""
+        if not self.colours:
+            raise PlanError("move_to: only the 3-colour scheme moves to a tree in one step")
+        record = self._record(t, target)
+        self.net.engine.schedule(t, self._begin, record, None)
+        return record
+
+    def _record(self, t: float, op: Op | Tree) -> Record:
         record = Record(op, f"r{next(self._ids)}", t)
         self.records.append(record)
         return record
@@ -121,7 +138,9 @@ class Reconfigurator:
         record.outcome = "running"
         op = record.op
         try:
-            if isinstance(op, ExchangeLink):
+            if self.colours:
+                self._request(now, record)
+            elif isinstance(op, ExchangeLink):
                 self._exchange(now, record)
             elif isinstance(op, AddLeaf):
                 apply(self.tree, op)  # check it before anything happens
@@ -161,6 +180,21 @@ class Reconfigurator:
                 self._inject(now, b, SetParent(new[b]))
         self._finish(now, record, "done")
 
+    def _request(self, now: float, record: Record) -> None:
+        """4.5.3: the operation as per-broker parent pointers, for the root."""
+        op = record.op
+        after = op if isinstance(op, Tree) else apply(self.tree, op)
+        if self.net.root not in after.nodes:
+            raise PlanError(f"the root {self.net.root!r} cannot leave")
+        for new in sorted(after.nodes - self.tree.nodes):
+            parent = after.parents(self.net.root)[new]
+            assert parent is not None
+            self.net.add_broker(now, new, parent)  # boots joining, under its future parent
+        record.target = after
+        self._running[record.rid] = record
+        self._inject(now, self.net.root,
+                     SubmitReconfig(record.rid, moves(self.tree, after, self.net.root)))
+
     def _inject(self, now: float, broker: str, event: Event) -> None:
         self.net.engine.inject(now, broker, event)
 
@@ -169,7 +203,16 @@ class Reconfigurator:
         record.outcome = outcome
         record.why = why
         if outcome == "done":
-            self.tree = apply(self.tree, record.op)
+            op = record.op
+            try:
+                after = op if isinstance(op, Tree) else apply(self.tree, op)
+            except PlanError:  # requests overlapped: the root moved to what it was asked for
+                assert record.target is not None
+                after = record.target
+            if self.colours:  # the leaves that left stop with their clients now
+                for gone in sorted(self.tree.nodes - after.nodes):
+                    self.net.retire_broker(now, gone)
+            self.tree = after
 
     def _continue(self, now: float) -> None:
         self._current = None
@@ -183,6 +226,8 @@ class Reconfigurator:
         if record is None:
             return
         phase = trace.fields["phase"]
+        if phase == "activated":  # the 3-colour scheme: the root's word
+            phase = "done"
         if phase in ("done", "failed", "refused"):
             del self._running[record.rid]
             self._finish(now, record, "done" if phase == "done" else "failed",

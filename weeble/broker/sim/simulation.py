@@ -38,7 +38,15 @@ from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.legitimacy import LiveSub, check
 from weeble.broker.core.legitimacy import overlay as overlay_check
 from weeble.broker.core.messages import Message, Notification
-from weeble.broker.core.rom import Algorithm, Options, Ordering, Params, Rom
+from weeble.broker.core.rom import (
+    Algorithm,
+    Colours,
+    Options,
+    Ordering,
+    OverlayKind,
+    Params,
+    Rom,
+)
 from weeble.broker.sim.engine import Engine, Node
 from weeble.broker.sim.observe import Observers
 from weeble.check.deliveries import INF, Deliveries
@@ -95,6 +103,7 @@ class Simulation:
         adverts: bool = False,
         ordering: Ordering = Ordering.FIFO,
         roms: dict[str, Rom] | None = None,
+        colours: Colours | None = None,
     ) -> None:
         """`boot`: "staggered" gives each broker its Start at a random time in [0, π), so
         their overrun clocks are out of phase as on real machines (in-phase clocks hide lease
@@ -102,7 +111,8 @@ class Simulation:
         `keep_history`: keep every subscription, publication and delivery for `legitimacy`
         and `delivery_errors` (the checker's online counts need none of it).
         `roms`: the brokers' ROMs when a scenario gives them (`Scenario.roms()`, every knob);
-        else they are built from the arguments above."""
+        else they are built from the arguments above.
+        `colours`: run the 3-colour scheme (thesis 4.5) with these constants."""
         self.topology = topology
         self.params = params
         self.root = root or topology.brokers[0]
@@ -113,10 +123,12 @@ class Simulation:
             roms = {b: Rom(broker_id=b, neighbors=frozenset(topology.neighbors(b)),
                            root=self.root, parent=parents[b], algorithm=algorithm,
                            params=params, hierarchical=hierarchical, wrapper=wrapper,
-                           options=options, adverts=adverts, ordering=ordering)
+                           options=options, adverts=adverts, ordering=ordering,
+                           **_overlay(colours))
                     for b in topology.brokers}
         self.brokers: dict[str, Broker] = {b: Broker(rom) for b, rom in roms.items()}
-        self.bound = params.bound(algorithm, wrapper, adverts)
+        self.bound = (params.bound(algorithm, wrapper, adverts) if colours is None
+                      else colours.bound(params))
         self.header = header or RunHeader(
             scenario="simulation", algorithm=algorithm, hierarchical=hierarchical,
             wrapper=wrapper, params=params, options=options,
@@ -412,3 +424,10 @@ class _Started:
     def __init__(self, s: Subscription) -> None:
         self.client, self.sub_id, self.broker, self.filter = s.client, s.sub_id, s.broker, s.filter
         self.crashed = s.crashed
+
+
+def _overlay(colours: Colours | None) -> dict[str, Any]:
+    if colours is None:
+        return {}
+    return {"overlay": OverlayKind.COLOURED, "colours": colours}
+

@@ -256,6 +256,22 @@ def remove_inner(tree: Tree, broker: str, hub: str | None = None) -> list[Op]:
     return ops
 
 
+def moves(t1: Tree, t2: Tree, root: str) -> tuple[tuple[str, str | None], ...]:
+    """Per-broker parent pointers that turn T1 into T2 (both rooted at `root`): what a
+    reconfiguration of the 3-colour scheme carries (spec ch. 4 §5.6). A broker of T2 whose
+    parent differs (or that is new) gets its T2 parent; a broker only in T1 gets None (it
+    leaves). T2 may be any tree on any brokers with the same root: one recolor round applies all.
+    """
+    if root not in t1.nodes or root not in t2.nodes:
+        raise PlanError(f"moves: the root {root!r} must be in both trees")
+    old, new = t1.parents(root), t2.parents(root)
+    out: list[tuple[str, str | None]] = [(v, new[v]) for v in sorted(new)
+                                         if (v != root and old.get(v, root) != new[v])
+                                         or v not in old]
+    out.extend((v, None) for v in sorted(t1.nodes - t2.nodes))
+    return tuple(out)
+
+
 def random_exchange(tree: Tree, rng: random.Random, length: int | None = None) -> ExchangeLink:
     """A random valid link exchange; with `length`, one whose cycle has that many brokers."""
     nodes = sorted(tree.nodes)

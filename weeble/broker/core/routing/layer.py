@@ -110,11 +110,14 @@ class Routing:
             ClientUnadvertise: self.on_client_unadvertise,
         }
 
-    def _scheme(self, rom: Rom, sub: Any, unsub: Any, ram: ControlRam) -> Scheme:
-        strategy = STRATEGIES[rom.algorithm](
+    def _strategy(self, rom: Rom, sub: Any, unsub: Any, wrapper: bool) -> Strategy:
+        return STRATEGIES[rom.algorithm](
             broker_id=rom.broker_id, algorithm=rom.algorithm, hierarchical=rom.hierarchical,
-            options=rom.options, wrapper=rom.wrapper, sub_cls=sub, unsub_cls=unsub,
+            options=rom.options, wrapper=wrapper, sub_cls=sub, unsub_cls=unsub,
         )
+
+    def _scheme(self, rom: Rom, sub: Any, unsub: Any, ram: ControlRam) -> Scheme:
+        strategy = self._strategy(rom, sub, unsub, rom.wrapper)
         if rom.wrapper:
             return Rebuild(strategy, ram, self.topo, lambda: self.ram.rebuild_bit)
         return Leasing(strategy, ram, self.topo)
