@@ -240,7 +240,11 @@ def relays(length: int, batch: int) -> Iterator[list[str]]:
             cmd = [sys.executable, str(RELAY), "--listen", addrs[i], "--batch", str(batch)]
             if i + 1 < length:
                 cmd += ["--next", addrs[i + 1]]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            # a session of its own, as every broker process has (process.py): with the
+            # kernel's autogroup scheduling each session gets its own share of the CPUs, so
+            # relays sharing the benchmark's session would be scheduled differently
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                                    start_new_session=True)
             procs.append(proc)
             assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
         yield addrs
