@@ -172,7 +172,7 @@ async def measure(rates: list[float], seconds: float,
             pipes["broker", length] = Pipe(bed.address("b0").listen,
                                            bed.address(bed.brokers[-1]).listen)
             await pipes["broker", length].open(routed_at(bed))
-            addrs = stack.enter_context(relays(length, 1))
+            addrs = stack.enter_context(relays(length, 1)).addresses
             pipes["raw grpc", length] = Pipe(addrs[0], addrs[-1])
             await pipes["raw grpc", length].open()
         out: dict[tuple[float, str, int], list[tuple[float, float, float]]] = {}

@@ -18,7 +18,9 @@ both alike): the same dataflow and the same wire protocol in raw grpc.aio
 batching at every hop, each relay parsing what it receives and serializing what it sends,
 nothing else) -- the floor any Python gRPC broker stands on.
 Reported: notifications/s (median of --repeat rounds after one warm-up round), broker/raw,
-and for chains of 3 their ratio to one broker.
+for chains of 3 their ratio to one broker, and the CPU time the brokers (relays) used per
+notification, all processes of the chain together (Linux /proc; median over the rounds): the
+figure that does not depend on how much of the machine the chain was given.
 
 The publisher is closed-loop (at most --outstanding notifications published and not yet
 received), so no queue overflows and what is measured is sustained throughput. Both sides
@@ -36,7 +38,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -140,8 +142,11 @@ def requests(count: int, start_seq: int, batch: int) -> list[bytes]:
 class Pipe:
     """One publisher -> brokers or relays -> one sink, kept open between rounds."""
 
-    def __init__(self, pub_address: str, sink_address: str, batch: int) -> None:
+    def __init__(self, pub_address: str, sink_address: str, batch: int,
+                 pids: list[int]) -> None:
         self.pub_address, self.sink_address, self.batch = pub_address, sink_address, batch
+        self.pids = pids  # the brokers' or relays' processes, for their CPU time
+        self.cpu: list[float] = []  # µs of CPU (all of them) per notification, each round
         self.sink = Sink()
         self.seq = 1
         self._channels: list[grpc.aio.Channel] = []
@@ -159,8 +164,11 @@ class Pipe:
         assert self._stream is not None, "open() first"
         reqs = requests(count, self.seq, self.batch)
         self.seq += count
-        return await closed_loop(self._stream, reqs, self.batch, self.sink, outstanding,
+        before = sum(cpu_seconds(p) for p in self.pids)
+        rate = await closed_loop(self._stream, reqs, self.batch, self.sink, outstanding,
                                  timeout=180)
+        self.cpu.append((sum(cpu_seconds(p) for p in self.pids) - before) / count * 1e6)
+        return rate
 
     async def close(self) -> None:
         if self._stream is not None:
@@ -187,25 +195,26 @@ def routed_at(bed: Testbed, broker: str = "b0") -> Callable[[], Awaitable[None]]
 
 async def measure(length: int, batch: int, count: int, repeat: int, outstanding: int, *,
                   raw: bool = True, trace: bool = False,
-                  profile_dir: Path | None = None) -> dict[str, list[float]]:
+                  profile_dir: Path | None = None) -> dict[str, tuple[list[float], float]]:
     """Rounds through a broker chain and (with `raw`) the relay chain, alternating: both are
     up at once and take turns, so a change in the machine's load hits both alike."""
     with contextlib.ExitStack() as stack:
         bed = chain(length, link_batch=batch, trace=trace)
         stack.callback(bed.close)
         await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
-        pipes = {"broker": Pipe(bed.address("b0").listen,
-                                bed.address(bed.brokers[-1]).listen, batch)}
+        pipes = {"broker": Pipe(bed.address("b0").listen, bed.address(bed.brokers[-1]).listen,
+                                batch, [int(bed.backend.handle(b)) for b in bed.brokers])}
         await pipes["broker"].open(routed_at(bed))
         if raw:
-            addrs = stack.enter_context(relays(length, batch))
-            pipes["raw"] = Pipe(addrs[0], addrs[-1], batch)
+            relay = stack.enter_context(relays(length, batch))
+            pipes["raw"] = Pipe(relay.addresses[0], relay.addresses[-1], batch, relay.pids)
             await pipes["raw"].open()
         profile = None
         if profile_dir is not None:
             pids = {b: int(bed.backend.handle(b)) for b in bed.brokers}
             profile = Profile(pids, profile_dir / f"chain{length}-batch{batch}")
         rates: dict[str, list[float]] = {name: [] for name in pipes}
+        cpu_from = 1  # round 0 warms up
         try:
             for r in range(repeat + 1):  # round 0 warms up
                 if r == 1 and profile is not None:
@@ -223,15 +232,26 @@ async def measure(length: int, batch: int, count: int, repeat: int, outstanding:
         if profile is not None:
             print(f"\nprofile, {length} broker(s), batch {batch}:\n{profile.summary()}",
                   file=sys.stderr, flush=True)
-        return rates
+        return {name: (rates[name], median(pipes[name].cpu[cpu_from:])) for name in pipes}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class RelayChain(NamedTuple):
+    addresses: list[str]
+    pids: list[int]
 
 
 # ---- the raw grpc.aio baseline ----------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def relays(length: int, batch: int) -> Iterator[list[str]]:
-    """Start a chain of `length` raw relay processes; yields their addresses (first first)."""
+def relays(length: int, batch: int) -> Iterator[RelayChain]:
+    """Start a chain of `length` raw relay processes (first first)."""
     host = next_base_host()
     addrs = [f"{host}:{free_port(host)}" for _ in range(length)]
     procs = []
@@ -247,7 +267,7 @@ def relays(length: int, batch: int) -> Iterator[list[str]]:
                                     start_new_session=True)
             procs.append(proc)
             assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
-        yield addrs
+        yield RelayChain(addrs, [proc.pid for proc in reversed(procs)])
     finally:
         for proc in procs:
             proc.terminate()
@@ -282,11 +302,13 @@ def main() -> None:
             rates = asyncio.run(measure(length, batch, count, args.repeat, args.outstanding,
                                         raw=not args.skip_raw, trace=args.trace,
                                         profile_dir=args.profile))
-            broker = median(rates["broker"])
-            raw = median(rates["raw"]) if "raw" in rates else float("nan")
+            broker = median(rates["broker"][0])
+            raw = median(rates["raw"][0]) if "raw" in rates else float("nan")
             row: dict[str, Any] = {"brokers": length, "batch": batch, "broker n/s": broker,
                                    "raw grpc n/s": raw, "broker/raw": broker / raw,
-                                   "/ one broker": None}
+                                   "/ one broker": None,
+                                   "broker cpu µs/n": rates["broker"][1],
+                                   "raw cpu µs/n": rates["raw"][1] if "raw" in rates else None}
             one = [r for r in rows if r["brokers"] == 1 and r["batch"] == batch]
             if length > 1 and one:
                 row["/ one broker"] = broker / one[0]["broker n/s"]
