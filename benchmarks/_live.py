@@ -10,6 +10,7 @@ runs during a measurement.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import ipaddress
 import itertools
 import os
@@ -64,7 +65,10 @@ def testbed(topology: dict[str, Any], *, name: str, link_batch: int = 1,
                  "metrics_port": 9100 if metrics else None, "drain": 0.2,
                  "startup_timeout": startup_timeout},
     }, source="<benchmark>")
-    runs = runs_dir or Path(tempfile.mkdtemp(prefix="weeble-bench-"))
+    if runs_dir is None:
+        runs_dir = Path(tempfile.mkdtemp(prefix="weeble-bench-"))
+        atexit.register(shutil.rmtree, runs_dir, ignore_errors=True)
+    runs = runs_dir
     bed = Testbed.plan(s, runs_dir=runs, any_ports=True, log_level="WARNING")
     try:
         bed.up()

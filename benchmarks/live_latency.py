@@ -15,7 +15,9 @@ through 3 brokers - through 1) / 2, for p50 and (as an estimate) for p99. Every 
 brokers' links and streams run with zero linger (the default), so a gRPC message carries
 more than one notification only when several are already waiting when the link or stream can
 write. Baseline, in the same run: the raw grpc.aio relays of live_throughput.py (same
-protocol; each notification its own message on every hop) measured the same way.
+protocol; each notification its own message on every hop) measured the same way. The four
+chains (1 and 3 brokers, 1 and 3 relays) are up at once and take turns round by round, so a
+change in the machine's load hits them alike.
 
 Reported: medians over --repeat rounds of each round's p50 and p99, in milliseconds, and the
 share delivered within 5 s after the last publish (below 100%: saturated). Targets at
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -38,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _live import chain, channel, fill_tables, median, percentile, table
-from live_throughput import PUBLISH_STREAM, SUBSCRIBE, TABLE_SIZE, relays
+from live_throughput import PUBLISH_STREAM, SUBSCRIBE, TABLE_SIZE, relays, routed_at
 
 from weeble.broker.runtime.wire import publish_request
 from weeble.proto.v1 import client_pb2
@@ -119,53 +122,73 @@ async def one_round(watch: Stopwatch, pub: Publisher, rate: float, count: int,
     return percentile(ms, 50), percentile(ms, 99), len(ms) / count
 
 
-async def rounds(pub_address: str, sink_address: str, rate: float, count: int, repeat: int,
-                 routed: Any = None) -> list[tuple[float, float, float]]:
-    async with channel(sink_address) as sink_ch, channel(pub_address) as pub_ch:
-        watch = Stopwatch()
-        await watch.start(sink_ch)
+class Pipe:
+    """One publisher -> brokers or relays -> one stopwatch, kept open between rounds."""
+
+    def __init__(self, pub_address: str, sink_address: str) -> None:
+        self.pub_address, self.sink_address = pub_address, sink_address
+        self.watch = Stopwatch()
+        self.seq = 1
+        self._channels: list[grpc.aio.Channel] = []
+        self._pub: Publisher | None = None
+
+    async def open(self, routed: Any = None) -> None:
+        sink_ch, pub_ch = channel(self.sink_address), channel(self.pub_address)
+        self._channels = [sink_ch, pub_ch]
+        await self.watch.start(sink_ch)
         if routed is not None:
             await routed()
-        pub = Publisher(pub_ch)
-        out = []
+        self._pub = Publisher(pub_ch)
+
+    async def round(self, rate: float, count: int) -> tuple[float, float, float]:
+        assert self._pub is not None, "open() first"
+        result = await one_round(self.watch, self._pub, rate, count, self.seq)
+        self.seq += count
+        if result[2] < 1:
+            print(f"  saturated: {1 - result[2]:.1%} of {count} not delivered within 5 s",
+                  file=sys.stderr, flush=True)
+            await asyncio.sleep(5)  # let the backlog drain before the next round
+        return result
+
+    async def close(self) -> None:
+        if self._pub is not None:
+            self._pub.close()
+        if self.watch.task is not None:
+            self.watch.task.cancel()
+        for ch in self._channels:
+            await ch.close()
+
+
+async def measure(rates: list[float], seconds: float,
+                  repeat: int) -> dict[tuple[float, str, int], list[tuple[float, float, float]]]:
+    """Chains of 1 and 3 brokers and of 1 and 3 relays, all up at once; every round runs
+    each of them in turn (in a rotating order), so the machine's load hits all alike."""
+    with contextlib.ExitStack() as stack:
+        pipes: dict[tuple[str, int], Pipe] = {}
+        for length in (1, 3):
+            bed = chain(length, link_batch=STREAM_BATCH)  # the brokers' default: no linger
+            stack.callback(bed.close)
+            await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
+            pipes["broker", length] = Pipe(bed.address("b0").listen,
+                                           bed.address(bed.brokers[-1]).listen)
+            await pipes["broker", length].open(routed_at(bed))
+            addrs = stack.enter_context(relays(length, 1)).addresses
+            pipes["raw grpc", length] = Pipe(addrs[0], addrs[-1])
+            await pipes["raw grpc", length].open()
+        out: dict[tuple[float, str, int], list[tuple[float, float, float]]] = {}
         try:
-            for r in range(repeat + 1):  # round 0 warms up
-                result = await one_round(watch, pub, rate, count, 1 + r * count)
-                if result[2] < 1:
-                    print(f"  saturated: {1 - result[2]:.1%} of {count} not delivered within"
-                          " 5 s", file=sys.stderr, flush=True)
-                    await asyncio.sleep(5)  # let the backlog drain before the next round
-                if r:
-                    out.append(result)
+            for rate in rates:
+                count = int(rate * seconds)
+                for r in range(repeat + 1):  # round 0 warms up
+                    keys = list(pipes)
+                    for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+                        result = await pipes[key].round(rate, count)
+                        if r:
+                            out.setdefault((rate, *key), []).append(result)
         finally:
-            pub.close()
+            for pipe in pipes.values():
+                await pipe.close()
         return out
-
-
-async def broker_chain(length: int, rate: float, count: int,
-                       repeat: int) -> list[tuple[float, float, float]]:
-    bed = chain(length, link_batch=STREAM_BATCH)  # the brokers' default: no linger
-    try:
-        await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
-
-        async def routed() -> None:
-            for _ in range(200):
-                snap = await bed.snapshot("b0")
-                if any(e["filter"] == "class == 0" for t in snap["core"]["tables"] for e in t):
-                    return
-                await asyncio.sleep(0.05)
-            raise RuntimeError("the sink's subscription did not reach b0")
-
-        return await rounds(bed.address("b0").listen, bed.address(bed.brokers[-1]).listen,
-                            rate, count, repeat, routed)
-    finally:
-        bed.close()
-
-
-async def raw_chain(length: int, rate: float, count: int,
-                    repeat: int) -> list[tuple[float, float, float]]:
-    with relays(length, 1) as addrs:
-        return await rounds(addrs[0], addrs[-1], rate, count, repeat)
 
 
 def main() -> None:
@@ -175,19 +198,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="measured rounds (median)")
     args = parser.parse_args()
     load0 = os.getloadavg()[0]
+    rates = [float(x) for x in args.rates.split(",")]
+    measured = asyncio.run(measure(rates, args.seconds, args.repeat))
     rows = []
-    for rate in (float(x) for x in args.rates.split(",")):
-        count = int(rate * args.seconds)
-        for system, run in (("broker", broker_chain), ("raw grpc", raw_chain)):
+    for rate in rates:
+        for system in ("broker", "raw grpc"):
             result = {}
             for length in (1, 3):
-                measured = asyncio.run(run(length, rate, count, args.repeat))
-                result[length] = (median([m[0] for m in measured]),
-                                  median([m[1] for m in measured]),
-                                  min(m[2] for m in measured))
-                print(f"{system} x{length} at {rate:,.0f}/s: p50 {result[length][0]:.3f} ms,"
-                      f" p99 {result[length][1]:.3f} ms, delivered {result[length][2]:.1%}",
-                      file=sys.stderr, flush=True)
+                m = measured[rate, system, length]
+                result[length] = (median([x[0] for x in m]), median([x[1] for x in m]),
+                                  min(x[2] for x in m))
             (p50_1, p99_1, ok1), (p50_3, p99_3, ok3) = result[1], result[3]
             rows.append({"rate/s": rate, "system": system, "e2e p50 x1": p50_1,
                          "e2e p99 x1": p99_1, "e2e p50 x3": p50_3, "e2e p99 x3": p99_3,

@@ -11,12 +11,16 @@ the subscriber at the last broker reads a Subscribe stream. "Batched" (--batch B
 requests of B notifications, link batches and subscribe-stream batches of up to B;
 "unbatched": one notification per publish request, per link message and per stream message.
 
-The baseline, measured in the same run on the same machine: the same dataflow and the same
-wire protocol in raw grpc.aio (benchmarks/_relay.py: publish stream -> relay process(es) ->
-subscribe stream, with the same batching at every hop, each relay parsing what it receives
-and serializing what it sends, nothing else) -- the floor any Python gRPC broker stands on.
+The baseline, measured in the same run on the same machine (the broker chain and the relay
+chain are up at once and take turns round by round, so a change in the machine's load hits
+both alike): the same dataflow and the same wire protocol in raw grpc.aio
+(benchmarks/_relay.py: publish stream -> relay process(es) -> subscribe stream, with the same
+batching at every hop, each relay parsing what it receives and serializing what it sends,
+nothing else) -- the floor any Python gRPC broker stands on.
 Reported: notifications/s (median of --repeat rounds after one warm-up round), broker/raw,
-and for chains of 3 their ratio to one broker.
+for chains of 3 their ratio to one broker, and the CPU time the brokers (relays) used per
+notification, all processes of the chain together (Linux /proc; median over the rounds): the
+figure that does not depend on how much of the machine the chain was given.
 
 The publisher is closed-loop (at most --outstanding notifications published and not yet
 received), so no queue overflows and what is measured is sustained throughput. Both sides
@@ -34,7 +38,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -45,6 +49,7 @@ from _live import Profile, chain, channel, fill_tables, median, next_base_host, 
 
 from weeble.broker.runtime.wire import publish_request
 from weeble.orchestrator.local import free_port
+from weeble.orchestrator.testbed import Testbed
 from weeble.proto.v1 import client_pb2
 
 PUBLISH_STREAM = "/weeble.v1.Client/PublishStream"
@@ -134,69 +139,119 @@ def requests(count: int, start_seq: int, batch: int) -> list[bytes]:
     return [publish_request("src", encoded[i:i + batch]) for i in range(0, count, batch)]
 
 
-async def rounds(pub_address: str, sink_address: str, batch: int, count: int, repeat: int,
-                 outstanding: int, *, routed: Callable[[], Awaitable[None]] | None = None,
-                 profile: Profile | None = None) -> list[float]:
-    async with channel(sink_address) as sink_ch, channel(pub_address) as pub_ch:
-        sink = Sink()
-        await sink.start(sink_ch, batch)
+class Pipe:
+    """One publisher -> brokers or relays -> one sink, kept open between rounds."""
+
+    def __init__(self, pub_address: str, sink_address: str, batch: int,
+                 pids: list[int]) -> None:
+        self.pub_address, self.sink_address, self.batch = pub_address, sink_address, batch
+        self.pids = pids  # the brokers' or relays' processes, for their CPU time
+        self.cpu: list[float] = []  # µs of CPU (all of them) per notification, each round
+        self.sink = Sink()
+        self.seq = 1
+        self._channels: list[grpc.aio.Channel] = []
+        self._stream: PublishStream | None = None
+
+    async def open(self, routed: Callable[[], Awaitable[None]] | None = None) -> None:
+        sink_ch, pub_ch = channel(self.sink_address), channel(self.pub_address)
+        self._channels = [sink_ch, pub_ch]
+        await self.sink.start(sink_ch, self.batch)
         if routed is not None:  # the sink's subscription has reached the publisher's broker
             await routed()
-        stream = PublishStream(pub_ch)
-        rates = []
-        try:
-            for r in range(repeat + 1):  # round 0 warms up
-                if r == 1 and profile is not None:
-                    profile.__enter__()
-                reqs = requests(count, 1 + r * count, batch)
-                rate = await closed_loop(stream, reqs, batch, sink, outstanding, timeout=180)
-                if r:
-                    rates.append(rate)
-        finally:
-            if profile is not None and repeat:
-                profile.__exit__(None, None, None)
-            await stream.close()
-        return rates
+        self._stream = PublishStream(pub_ch)
+
+    async def round(self, count: int, outstanding: int) -> float:
+        assert self._stream is not None, "open() first"
+        reqs = requests(count, self.seq, self.batch)
+        self.seq += count
+        before = sum(cpu_seconds(p) for p in self.pids)
+        rate = await closed_loop(self._stream, reqs, self.batch, self.sink, outstanding,
+                                 timeout=180)
+        self.cpu.append((sum(cpu_seconds(p) for p in self.pids) - before) / count * 1e6)
+        return rate
+
+    async def close(self) -> None:
+        if self._stream is not None:
+            await self._stream.close()
+        if self.sink.task is not None:
+            self.sink.task.cancel()
+        for ch in self._channels:
+            await ch.close()
 
 
-# ---- the broker chain -------------------------------------------------------------------------
+def routed_at(bed: Testbed, broker: str = "b0") -> Callable[[], Awaitable[None]]:
+    """Waits until the sink's subscription (class == 0) is in `broker`'s table."""
+
+    async def routed() -> None:
+        for _ in range(200):
+            snap = await bed.snapshot(broker)
+            if any(e["filter"] == "class == 0" for t in snap["core"]["tables"] for e in t):
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"the sink's subscription did not reach {broker}")
+
+    return routed
 
 
-async def broker_rounds(length: int, batch: int, count: int, repeat: int, outstanding: int,
-                        profile_dir: Path | None = None, trace: bool = False) -> list[float]:
-    bed = chain(length, link_batch=batch, trace=trace)
-    try:
+async def measure(length: int, batch: int, count: int, repeat: int, outstanding: int, *,
+                  raw: bool = True, trace: bool = False,
+                  profile_dir: Path | None = None) -> dict[str, tuple[list[float], float]]:
+    """Rounds through a broker chain and (with `raw`) the relay chain, alternating: both are
+    up at once and take turns, so a change in the machine's load hits both alike."""
+    with contextlib.ExitStack() as stack:
+        bed = chain(length, link_batch=batch, trace=trace)
+        stack.callback(bed.close)
         await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
-        first, last = bed.address("b0").listen, bed.address(bed.brokers[-1]).listen
-
-        async def routed() -> None:
-            for _ in range(200):
-                snap = await bed.snapshot("b0")
-                if any(e["filter"] == "class == 0" for t in snap["core"]["tables"] for e in t):
-                    return
-                await asyncio.sleep(0.05)
-            raise RuntimeError("the sink's subscription did not reach b0")
-
+        pipes = {"broker": Pipe(bed.address("b0").listen, bed.address(bed.brokers[-1]).listen,
+                                batch, [int(bed.backend.handle(b)) for b in bed.brokers])}
+        await pipes["broker"].open(routed_at(bed))
+        if raw:
+            relay = stack.enter_context(relays(length, batch))
+            pipes["raw"] = Pipe(relay.addresses[0], relay.addresses[-1], batch, relay.pids)
+            await pipes["raw"].open()
         profile = None
         if profile_dir is not None:
             pids = {b: int(bed.backend.handle(b)) for b in bed.brokers}
             profile = Profile(pids, profile_dir / f"chain{length}-batch{batch}")
-        rates = await rounds(first, last, batch, count, repeat, outstanding, routed=routed,
-                             profile=profile)
+        rates: dict[str, list[float]] = {name: [] for name in pipes}
+        cpu_from = 1  # round 0 warms up
+        try:
+            for r in range(repeat + 1):  # round 0 warms up
+                if r == 1 and profile is not None:
+                    profile.__enter__()
+                order = list(pipes) if r % 2 else list(reversed(pipes))
+                for name in order:
+                    rate = await pipes[name].round(count, outstanding)
+                    if r:
+                        rates[name].append(rate)
+        finally:
+            if profile is not None and repeat:
+                profile.__exit__(None, None, None)
+            for pipe in pipes.values():
+                await pipe.close()
         if profile is not None:
             print(f"\nprofile, {length} broker(s), batch {batch}:\n{profile.summary()}",
                   file=sys.stderr, flush=True)
-        return rates
-    finally:
-        bed.close()
+        return {name: (rates[name], median(pipes[name].cpu[cpu_from:])) for name in pipes}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class RelayChain(NamedTuple):
+    addresses: list[str]
+    pids: list[int]
 
 
 # ---- the raw grpc.aio baseline ----------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def relays(length: int, batch: int) -> Iterator[list[str]]:
-    """Start a chain of `length` raw relay processes; yields their addresses (first first)."""
+def relays(length: int, batch: int) -> Iterator[RelayChain]:
+    """Start a chain of `length` raw relay processes (first first)."""
     host = next_base_host()
     addrs = [f"{host}:{free_port(host)}" for _ in range(length)]
     procs = []
@@ -205,22 +260,20 @@ def relays(length: int, batch: int) -> Iterator[list[str]]:
             cmd = [sys.executable, str(RELAY), "--listen", addrs[i], "--batch", str(batch)]
             if i + 1 < length:
                 cmd += ["--next", addrs[i + 1]]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            # a session of its own, as every broker process has (process.py): with the
+            # kernel's autogroup scheduling each session gets its own share of the CPUs, so
+            # relays sharing the benchmark's session would be scheduled differently
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                                    start_new_session=True)
             procs.append(proc)
             assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
-        yield addrs
+        yield RelayChain(addrs, [proc.pid for proc in reversed(procs)])
     finally:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
-
-
-async def raw_rounds(length: int, batch: int, count: int, repeat: int,
-                     outstanding: int) -> list[float]:
-    with relays(length, batch) as addrs:
-        return await rounds(addrs[0], addrs[-1], batch, count, repeat, outstanding)
 
 
 # ---- main -------------------------------------------------------------------------------------
@@ -246,14 +299,16 @@ def main() -> None:
     for length in (int(x) for x in args.chains.split(",")):
         for batch in (1, args.batch):
             count = args.count if batch > 1 else args.unbatched_count
-            broker = median(asyncio.run(broker_rounds(length, batch, count, args.repeat,
-                                                      args.outstanding, args.profile,
-                                                      args.trace)))
-            raw = float("nan") if args.skip_raw else median(asyncio.run(raw_rounds(
-                length, batch, count, args.repeat, args.outstanding)))
+            rates = asyncio.run(measure(length, batch, count, args.repeat, args.outstanding,
+                                        raw=not args.skip_raw, trace=args.trace,
+                                        profile_dir=args.profile))
+            broker = median(rates["broker"][0])
+            raw = median(rates["raw"][0]) if "raw" in rates else float("nan")
             row: dict[str, Any] = {"brokers": length, "batch": batch, "broker n/s": broker,
                                    "raw grpc n/s": raw, "broker/raw": broker / raw,
-                                   "/ one broker": None}
+                                   "/ one broker": None,
+                                   "broker cpu µs/n": rates["broker"][1],
+                                   "raw cpu µs/n": rates["raw"][1] if "raw" in rates else None}
             one = [r for r in rows if r["brokers"] == 1 and r["batch"] == batch]
             if length > 1 and one:
                 row["/ one broker"] = broker / one[0]["broker n/s"]
