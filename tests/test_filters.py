@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weeble.broker.core.filters import (
-    FilterLimitError,
     Filter,
+    FilterLimitError,
     FilterSyntaxError,
     Value,
     index_value,

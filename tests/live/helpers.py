@@ -9,7 +9,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.links import CONNECT_METHOD
+from weeble.broker.runtime.wire import hello
 
 # Each test session draws its loopback addresses from 127.0.0.10 upwards, so brokers of one test
 # get distinct addresses (as on the local backend) without colliding with 127.0.0.1 services.
@@ -75,3 +79,20 @@ def run(coro: Any, timeout: float = 60) -> Any:
             return await coro
 
     return asyncio.run(bounded())
+
+
+async def wait_until(predicate: Any, timeout: float = 5.0) -> None:
+    """Poll `predicate()` until it is true, within `timeout` seconds."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+async def dial_as(cfg: BrokerConfig, me: str, token: str = LINK_TOKEN
+                  ) -> tuple[grpc.aio.Channel, grpc.aio.StreamStreamCall]:
+    """Open a link stream to `cfg`'s broker and say hello as broker `me` (a test playing a
+    neighbour, or an impostor)."""
+    channel = grpc.aio.insecure_channel(cfg.listen_address)
+    call = channel.stream_stream(CONNECT_METHOD)()
+    await call.write(hello(me, token).SerializeToString())
+    return channel, call

@@ -11,7 +11,15 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.live.helpers import ADMIN_TOKEN, LINK_TOKEN, address, next_host, run
+from tests.live.helpers import (
+    ADMIN_TOKEN,
+    LINK_TOKEN,
+    address,
+    dial_as,
+    next_host,
+    run,
+    wait_until,
+)
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.core.broker import Broker
 from weeble.broker.core.events import ClientPublish, Effect, Event
@@ -30,12 +38,6 @@ Configs = Callable[..., BrokerConfig]
 def kinds(path: Path | None) -> list[str]:
     assert path is not None
     return [r["kind"] for r in read_trace(path)]
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 # ---- clients --------------------------------------------------------------------------------
@@ -121,24 +123,16 @@ def test_oversized_publish_is_refused_clearly(configs: Configs) -> None:
 # ---- links ----------------------------------------------------------------------------------
 
 
-async def _dial_as(cfg: BrokerConfig, me: str, token: str = LINK_TOKEN
-                   ) -> tuple[grpc.aio.Channel, grpc.aio.StreamStreamCall]:
-    channel = grpc.aio.insecure_channel(cfg.listen_address)
-    call = channel.stream_stream(CONNECT_METHOD)()
-    await call.write(hello(me, token).SerializeToString())
-    return channel, call
-
-
 def test_garbage_on_a_link_leaves_the_broker_routing(configs: Configs) -> None:
     # b0 < b1, so b1 accepts the link from b0: the test plays b0.
     cfg = configs("b1", neighbors={"b0": address(next_host())})
 
     async def scenario() -> None:
         async with BrokerServer(cfg) as server:
-            channel, call = await _dial_as(cfg, "b0")
+            channel, call = await dial_as(cfg, "b0")
             reply = link_pb2.Envelope.FromString(await call.read())
             assert reply.hello.broker_id == "b1"
-            await wait_for(lambda: server.links["b0"].connected)
+            await wait_until(lambda: server.links["b0"].connected)
             async with Subscriber(cfg.listen_address, "alice", rho=1) as sub:
                 await sub.subscribe("x > 0")
                 garbage = [
@@ -186,7 +180,7 @@ def test_link_refuses_strangers(configs: Configs) -> None:
                      ("zz", LINK_TOKEN, grpc.StatusCode.NOT_FOUND, "'zz'"),
                      ("b2", LINK_TOKEN, grpc.StatusCode.NOT_FOUND, "'b2'")]
             for me, token, code, text in cases:
-                channel, call = await _dial_as(cfg, me, token)
+                channel, call = await dial_as(cfg, me, token)
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await call.read()
                 assert err.value.code() == code and text in (err.value.details() or "")
@@ -214,7 +208,7 @@ def test_two_brokers_link_cut_heal_shape_and_reconnect(configs: Configs) -> None
             b = BrokerServer(cfg_b)
             await b.start()
             try:
-                await wait_for(lambda: a.links["b"].connected and b.links["a"].connected)
+                await wait_until(lambda: a.links["b"].connected and b.links["a"].connected)
                 assert a.links["b"].dialer and not b.links["a"].dialer
                 async with Subscriber(b_addr, "alice", rho=0.5) as sub, \
                         Publisher(a_addr, "pub") as pub, \
@@ -240,10 +234,10 @@ def test_two_brokers_link_cut_heal_shape_and_reconnect(configs: Configs) -> None
 
                     # restart the accepting broker: the dialer reconnects by itself
                     await b.stop(drain_s=0)
-                    await wait_for(lambda: not a.links["b"].connected)
+                    await wait_until(lambda: not a.links["b"].connected)
                     b = BrokerServer(cfg_b)
                     await b.start()
-                    await wait_for(lambda: a.links["b"].connected, timeout=10)
+                    await wait_until(lambda: a.links["b"].connected, timeout=10)
                     snap = await admin.snapshot()
                     link = snap["links"][0]
                     assert link["state"] == "up" and int(link["counters"]["sessions"]) == 2
@@ -433,7 +427,7 @@ def test_batched_link_preserves_order(configs: Configs) -> None:
 
     async def scenario() -> None:
         async with BrokerServer(cfg_a) as a, BrokerServer(cfg_b) as b:
-            await wait_for(lambda: a.links["b"].connected and b.links["a"].connected)
+            await wait_until(lambda: a.links["b"].connected and b.links["a"].connected)
             async with Subscriber(b_addr, "alice", rho=1) as sub, \
                     Publisher(a_addr, "pub") as pub:
                 await sub.subscribe("n >= 0")
@@ -461,7 +455,7 @@ def test_unsubscribe_stops_delivery(configs: Configs) -> None:
             await pub.publish({"x": 1, "y": 1})
             assert (await sub.get(timeout=5)).notification.seq == 1  # once per client
             await sub.unsubscribe(drop)
-            await wait_for(lambda: server.client_streams() == [f"alice/{keep}"])
+            await wait_until(lambda: server.client_streams() == [f"alice/{keep}"])
             await pub.publish({"y": 2})
             await pub.publish({"x": 3})
             assert (await sub.get(timeout=5)).notification.seq == 3
@@ -484,7 +478,7 @@ def test_subscriber_resubscribes_after_broker_restart(configs: Configs) -> None:
             # the broker is gone (its state with it); a new one starts on the same address
             async with BrokerServer(cfg) as server, \
                     Publisher(cfg.listen_address, "pub", start_seq=2) as pub:
-                await wait_for(lambda: server.client_streams() == [f"alice/{sub_id}"], 10)
+                await wait_until(lambda: server.client_streams() == [f"alice/{sub_id}"], 10)
                 await pub.publish({"x": 2})
                 assert (await sub.get(timeout=5)).notification.seq == 2
 
@@ -503,7 +497,7 @@ def test_crashed_subscriber_lease_expires(configs: Configs) -> None:
             await sub.close()  # a crash: no unsubscribe, no more refreshes
             loop = asyncio.get_running_loop()
             start = loop.time()
-            await wait_for(lambda: not server.core_snapshot()["tables"][0], timeout=5)
+            await wait_until(lambda: not server.core_snapshot()["tables"][0], timeout=5)
             return loop.time() - start
 
     gone_after = run(scenario())

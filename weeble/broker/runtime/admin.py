@@ -215,7 +215,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             error = f"envelope: must hold one message (sub, unsub, notify, switch), got {kind}"
         else:
             try:
-                message = envelope_to_message(request.envelope)
+                message = envelope_to_message(request.envelope, t.config.limits())
             except WireError as e:
                 error = f"envelope: {e}"
         if message is None:

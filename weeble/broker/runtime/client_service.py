@@ -38,7 +38,10 @@ from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.messages import Notification
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.wire import (
+    DEFAULT_LIMITS,
+    Limits,
     WireError,
+    check_notification_size,
     decode_publication,
     encode_notification,
     parse_filter,
@@ -129,6 +132,7 @@ class ClientService:
         queue_limit: int,
         queue_bytes: int,
         max_message_bytes: int,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.broker_id = broker_id
         self._reserved = reserved_ids | {broker_id}  # client ids share the core's namespace
@@ -138,6 +142,7 @@ class ClientService:
         self._queue_limit = queue_limit
         self._queue_bytes = queue_bytes
         self._max_message = max_message_bytes
+        self._limits = limits
         self.streams: dict[str, dict[str, SubStream]] = {}
         self._filters: dict[tuple[str, str], Filter] = {}  # last filter seen per subscription
         self.closing = False
@@ -267,6 +272,7 @@ class ClientService:
         accepted: list[tuple[Notification, bytes]] = []
         for i, raw in enumerate(raws):
             try:
+                check_notification_size(raw, f"notifications[{i}]", self._limits)
                 accepted.append(decode_publication(raw, f"notifications[{i}]", client, now))
             except WireError as e:
                 await self._abort(context, state, grpc.StatusCode.INVALID_ARGUMENT, str(e))
@@ -416,7 +422,7 @@ class ClientService:
 
     async def _filter(self, text: str, context: grpc.aio.ServicerContext) -> Filter:
         try:
-            return parse_filter(text, "filter")
+            return parse_filter(text, "filter", self._limits)
         except WireError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             raise AssertionError("unreachable") from None

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from weeble.broker.core.rom import Algorithm, ConfigError, Options, Ordering, Params, Rom
 from weeble.broker.runtime.linkshaper import LinkShape
+from weeble.broker.runtime.wire import Limits
 
 _ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
 
@@ -98,6 +99,13 @@ class Tuning(_Strict):
     client_queue_limit: int = Field(default=10_000, ge=1)  # per subscribe stream
     client_queue_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)  # per subscribe stream
     max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # gRPC send/receive limit
+    # What one filter or notification may be, from a client or a neighbour: larger ones are
+    # refused (INVALID_ARGUMENT naming the limit; on a link, dropped and counted as malformed).
+    # With these defaults the largest filter parses in well under 10 ms.
+    max_filter_bytes: int = Field(default=16 * 1024, ge=64)
+    max_filter_terms: int = Field(default=1024, ge=1)
+    max_filter_attributes: int = Field(default=128, ge=1)
+    max_notification_bytes: int = Field(default=1024 * 1024, ge=64)
     reconnect_min_s: float = Field(default=0.05, gt=0)
     reconnect_max_s: float = Field(default=2.0, gt=0)
     hello_timeout_s: float = Field(default=5.0, gt=0)
@@ -195,6 +203,12 @@ class BrokerConfig(_Strict):
                 "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
                 "options": asdict(rom.options), "adverts": rom.adverts,
                 "ordering": rom.ordering}
+
+    def limits(self) -> Limits:
+        t = self.tuning
+        return Limits(filter_bytes=t.max_filter_bytes, filter_terms=t.max_filter_terms,
+                      filter_attributes=t.max_filter_attributes,
+                      notification_bytes=t.max_notification_bytes)
 
     def dials(self, neighbor: str) -> bool:
         """The broker with the lexicographically smaller id dials; the other accepts."""

@@ -40,6 +40,7 @@ from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.wire import (
     WireError,
     batch_bytes,
+    check_notification_size,
     decode_notification,
     envelope_to_message,
     hello,
@@ -133,6 +134,7 @@ class Link:
         self._limit = config.tuning.max_message_bytes - _ENVELOPE_SLACK
         # batches: the tuning's bound, never above what this side or the peer may send/accept
         self._batch_bytes = min(config.tuning.link_batch_bytes, self._limit)
+        self._limits = config.limits()
         self._peer_max = GRPC_DEFAULT_MAX
         metrics.link_state(neighbor, LinkState.DOWN)
 
@@ -296,6 +298,8 @@ class Link:
                 continue
             wire = e.notify.notification
             try:
+                if len(wire) > self._limits.notification_bytes:
+                    check_notification_size(wire, "notify.notification", self._limits)
                 n = decode_notification(wire, "notify.notification")
             except WireError as err:
                 self._malformed("notify", err)
@@ -316,6 +320,7 @@ class Link:
         try:
             if kind == "notify":
                 wire = env.notify.notification
+                check_notification_size(wire, "notify.notification", self._limits)
                 message: Message = Notify(decode_notification(wire, "notify.notification"))
             elif kind is None or kind == "hello" or kind == "batch":
                 # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
@@ -325,7 +330,7 @@ class Link:
                             reason)
                 return
             else:
-                message = envelope_to_message(env)  # type: ignore[arg-type]
+                message = envelope_to_message(env, self._limits)  # type: ignore[arg-type]
         except WireError as e:
             self._malformed(kind, e)
             return

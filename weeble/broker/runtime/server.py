@@ -89,7 +89,7 @@ class BrokerServer:
         self.clients = ClientService(
             config.broker_id, frozenset(config.neighbors), self.step, self.trace, self.metrics,
             queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
-            max_message_bytes=t.max_message_bytes,
+            max_message_bytes=t.max_message_bytes, limits=config.limits(),
         )
         self.health = health_aio.HealthServicer()
         self.admin_health = health_aio.HealthServicer()

@@ -1,9 +1,9 @@
 """Conversions between the core's values/messages and the weeble.v1 protobuf types.
 
 Filters travel as their canonical text and are parsed again on arrival (once per distinct
-text: a refresh of a known filter is a lookup); attribute values as a oneof of
-string/int/double/bool. Anything a peer may send that the core cannot represent raises
-WireError naming the field, so the link layer can count and drop it.
+text: a refresh of a known filter is a lookup), within the size limits of `Limits`; attribute
+values as a oneof of string/int/double/bool. Anything a peer may send that the core cannot
+represent raises WireError naming the field, so the link layer can count and drop it.
 
 Notifications are decoded once per broker and forwarded as the bytes they arrived in: the
 receive paths parse the *View messages of the .proto files (wire-identical, notifications left
@@ -13,13 +13,14 @@ by concatenating protobuf records (tag, length, bytes), never re-encoding the no
 
 from __future__ import annotations
 
-import functools
 import struct
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from weeble.broker.core.filters import Filter, FilterSyntaxError, Value
+from weeble.broker.core.filters import Filter, FilterLimitError, FilterSyntaxError, Value
 from weeble.broker.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
 from weeble.proto.v1 import client_pb2, link_pb2
 
@@ -127,14 +128,90 @@ def with_defaults(data: bytes, publisher: str | None, published_at: float | None
     return data
 
 
-def parse_filter(text: str, field: str) -> Filter:
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request or envelope may cost a broker (Tuning.max_filter_bytes and friends).
+
+    Checked here, at the runtime boundary, before the core sees anything: a filter's text is
+    measured before it is parsed and its terms are counted while it is parsed, so the largest
+    filter a peer can send costs a bounded, small amount of the event loop."""
+
+    filter_bytes: int = 16 * 1024
+    filter_terms: int = 1024
+    filter_attributes: int = 128
+    notification_bytes: int = 1024 * 1024
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def parse_filter(text: str, field: str, limits: Limits = DEFAULT_LIMITS) -> Filter:
+    """The filter of `text`, parsed at most once per distinct text (see FilterCache); WireError
+    naming `field` and, for a filter over a limit, the limit's Tuning name and value."""
+    size = len(text)
+    if size > limits.filter_bytes or (size * 4 > limits.filter_bytes
+                                      and len(text.encode()) > limits.filter_bytes):
+        raise WireError(f"{field}: {len(text.encode())} bytes, over the limit "
+                        f"max_filter_bytes={limits.filter_bytes}")
     try:
-        return _parse_filter(text) if len(text) <= _CACHED_FILTER_CHARS else Filter.parse(text)
+        f = FILTERS.get(text, limits.filter_terms)
+    except FilterLimitError as e:
+        raise WireError(f"{field}: {e} (limit max_filter_terms={e.limit})") from None
     except FilterSyntaxError as e:
         text = str(e)
         if "position" not in text:  # the position is what a user needs to find the mistake
             text += f" (at position {e.position})"
         raise WireError(f"{field}: {text}") from None
+    if len(f.attributes) > limits.filter_attributes:
+        raise WireError(f"{field}: {len(f.attributes)} attributes, over the limit "
+                        f"max_filter_attributes={limits.filter_attributes}")
+    return f
+
+
+def check_notification_size(data: bytes, field: str, limits: Limits) -> None:
+    if len(data) > limits.notification_bytes:
+        raise WireError(f"{field}: {len(data)} bytes, over the limit "
+                        f"max_notification_bytes={limits.notification_bytes}")
+
+
+class FilterCache:
+    """Parsed filters by text: a refresh or a Sub of a known filter costs a lookup.
+
+    Refreshes repeat the same filter texts every rho on every hop, and a Filter is immutable, so
+    one parse per distinct text serves them all (failures are not cached: they raise). Bounded
+    by entries and by the characters of the texts it keeps (least recently used go first).
+    Shared by the brokers of one process, so each distinct text is parsed at most once per
+    broker."""
+
+    def __init__(self, max_entries: int = 8192, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._filters: OrderedDict[tuple[str, int], Filter] = OrderedDict()
+        self._chars = 0
+        self.parses = 0  # texts actually parsed (misses), for tests and metrics
+        self.hits = 0
+
+    def get(self, text: str, max_terms: int) -> Filter:
+        key = (text, max_terms)
+        f = self._filters.get(key)
+        if f is not None:
+            self._filters.move_to_end(key)
+            self.hits += 1
+            return f
+        self.parses += 1
+        f = Filter.parse(text, max_terms=max_terms)
+        self._filters[key] = f
+        self._chars += len(text)
+        while len(self._filters) > self.max_entries or self._chars > self.max_chars:
+            (old, _), _ = self._filters.popitem(last=False)
+            self._chars -= len(old)
+        return f
+
+    def __len__(self) -> int:
+        return len(self._filters)
+
+
+FILTERS = FilterCache()
 
 
 # ---- link messages --------------------------------------------------------------------------
@@ -157,29 +234,20 @@ def message_to_envelope(message: Message, seq: int) -> link_pb2.Envelope:
     return env
 
 
-def envelope_to_message(env: link_pb2.Envelope) -> Message:
+def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS) -> Message:
     """Decode one non-hello, non-batch envelope; WireError on an unknown kind or bad field."""
     kind = env.WhichOneof("kind")
     if kind == "notify":
         return Notify(notification_from_pb(env.notify.notification))
     if kind == "sub":
-        return Sub(env.sub.sub_id, parse_filter(env.sub.filter, "sub.filter"), env.sub.tag)
+        return Sub(env.sub.sub_id, parse_filter(env.sub.filter, "sub.filter", limits),
+                   env.sub.tag)
     if kind == "unsub":
-        return Unsub(env.unsub.sub_id, parse_filter(env.unsub.filter, "unsub.filter"),
+        return Unsub(env.unsub.sub_id, parse_filter(env.unsub.filter, "unsub.filter", limits),
                      env.unsub.tag)
     if kind == "switch":
         return Switch(env.switch.tag)
     raise WireError(f"envelope: unexpected kind {kind!r}")
-
-
-_CACHED_FILTER_CHARS = 4096  # bounds the cache's memory: at most 8192 texts this long
-
-
-@functools.lru_cache(maxsize=8192)
-def _parse_filter(text: str) -> Filter:
-    # Refreshes repeat the same filter texts every ρ on every hop; a Filter is immutable, so
-    # one parse per distinct text serves them all (failures are not cached: they raise).
-    return Filter.parse(text)
 
 
 def _tag(tag: int) -> int:
