@@ -109,6 +109,10 @@ def test_kill_restart_cut_heal_shape(chain: Testbed) -> None:
     assert set(codes.values()) == {0}, codes
     starts = [r for r in read_trace(bed.run_dir / "trace" / "b1.jsonl") if r["kind"] == "start"]
     assert len(starts) == 2  # the restarted process continued b1's trace file
+    # issue 12, finding 4: tokens are in the 0600 config files only, never in logs or traces
+    tokens = [bed.access.token.encode(), bed.link_token.encode()]
+    outputs = [*bed.run_dir.rglob("*.log"), *bed.run_dir.rglob("*.jsonl")]
+    assert outputs and not [p for p in outputs if any(t in p.read_bytes() for t in tokens)]
 
 
 async def _links_not_up(bed: Testbed, broker: str, neighbor: str) -> bool:

@@ -33,6 +33,7 @@ from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.config import BrokerConfig, TlsConfig, split_address
 from weeble.broker.runtime.linkshaper import LinkShape
+from weeble.broker.runtime.private import private_dir, write_private
 from weeble.model.scenario import Scenario
 from weeble.orchestrator.backend import (
     AdminAccess,
@@ -147,8 +148,10 @@ class Testbed:
         brokers = list(topology.brokers)
         edges = [(a, b) for a, b in topology.links]
 
+        # the run directory holds tokens (testbed.json, brokers/*.json) and keys (tls/)
+        private_dir(run_dir)
         for sub in ("brokers", TRACE_DIR):
-            (run_dir / sub).mkdir(parents=True, exist_ok=True)
+            private_dir(run_dir / sub)
         admin_token = secrets.token_urlsafe(32)
         link_token = secrets.token_urlsafe(24)
         access = AdminAccess(admin_token)
@@ -327,12 +330,8 @@ class Testbed:
                 for b, c in self.configs.items()
             },
         }
-        tmp = self.state_path.with_suffix(".tmp")
         # it holds the admin token: readable by the owner only, and never half-written
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, self.state_path)
+        write_private(self.state_path, json.dumps(data, indent=2) + "\n")
 
     @classmethod
     def attach(cls, run: str | Path | None = None, *, runs_dir: Path | str = "runs",

@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from weeble.broker.runtime.private import private_dir, write_private
+
 
 @dataclass(frozen=True)
 class RunCerts:
@@ -30,8 +32,7 @@ class RunCerts:
 def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7,
                        run_id: str = "weeble") -> RunCerts:
     """Write ca.crt, server.crt/key and client.crt/key (PEM) into `directory`."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    d = private_dir(directory)
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{run_id} run CA")])
@@ -79,10 +80,9 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
     out.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     out.client_cert.write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
     for path, key in ((out.server_key, server_key), (out.client_key, client_key)):
-        path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-        path.chmod(0o600)
+        write_private(path, key.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
     return out
 
 

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from weeble.broker.core.rom import Algorithm, ConfigError, Options, Ordering, Params, Rom
 from weeble.broker.runtime.linkshaper import LinkShape
+from weeble.broker.runtime.private import write_private
 from weeble.broker.runtime.wire import Limits
 
 _ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
@@ -220,9 +221,8 @@ class BrokerConfig(_Strict):
         return self.model_dump_json(indent=2)
 
     def dump(self, path: Path | str) -> Path:
-        path = Path(path)
-        path.write_text(self.to_json() + "\n")
-        return path
+        """Write the config (it holds the admin and link tokens: 0600, see private.py)."""
+        return write_private(path, self.to_json() + "\n")
 
     @classmethod
     def load(cls, path: Path | str) -> BrokerConfig:

@@ -448,7 +448,9 @@ class Link:
                 raise LinkError("stream closed before the hello reply")
             env = link_pb2.Envelope.FromString(reply)
             if env.WhichOneof("kind") != "hello" or env.hello.broker_id != self.neighbor:
-                raise LinkError(f"expected a hello from {self.neighbor!r}, got {env!r:.200}")
+                # never the envelope itself: a hello carries the link token, and this is logged
+                got = env.hello.broker_id if env.HasField("hello") else env.WhichOneof("kind")
+                raise LinkError(f"expected a hello from {self.neighbor!r}, got {got!r}")
             if not hmac.compare_digest(env.hello.link_token, self.config.link_token):
                 raise LinkError(f"{self.neighbor!r} answered with a different link token")
         except BaseException:

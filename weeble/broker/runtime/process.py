@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.links import LINK_SERVICE
+from weeble.broker.runtime.private import private_dir
 
 
 class BrokerStartError(RuntimeError):
@@ -72,7 +73,7 @@ class BrokerProcess:
     def start(self) -> None:
         if self.alive:
             raise RuntimeError(f"broker {self.broker_id} is already running (pid {self.pid})")
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.workdir)  # the config holds tokens
         self.config.dump(self.config_path)
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
