@@ -129,3 +129,46 @@ def test_a_filter_attack_loses_no_notification(configs: Configs) -> None:
             assert server.metrics.counters.get("undeliverable", 0) == 0
 
     run(scenario())
+
+
+# ---- finding 5: a link peer can take over a live neighbour session ---------------------------
+
+
+def test_a_second_session_for_a_live_neighbour_is_refused(configs: Configs) -> None:
+    # b0 < b1, so b1 accepts b0's link: the test plays b0, then an impostor with the token.
+    cfg = configs("b1", neighbors={"b0": address(next_host())})
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server:
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await wait_until(lambda: server.links["b0"].connected)
+            for _ in range(3):
+                thief_channel, thief = await dial_as(cfg, "b0")
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    while True:  # the broker's hello comes first, then the refusal
+                        await thief.read()
+                assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+                await thief_channel.close()
+            link = server.links["b0"]
+            assert link.connected and link.counters["sessions"] == 1
+            assert server.metrics.counters["dropped_session_refused"] == 3
+            # the real b0's session still carries messages both ways
+            async with Subscriber(cfg.listen_address, "alice", rho=1) as sub:
+                await sub.subscribe("x > 0")
+                await call.write(link_pb2.Envelope(seq=1, notify=link_pb2.NotifyMsg(
+                    notification=client_pb2.Notification(
+                        publisher="remote", seq=1, attributes={"x": client_pb2.Value(i=5)}))
+                ).SerializeToString())
+                assert (await sub.get(timeout=5)).notification.id == "remote#1"
+            # once it ends, the neighbour gets in again (a restarted broker redials)
+            call.cancel()
+            await channel.close()
+            await wait_until(lambda: not server.links["b0"].connected)
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await wait_until(lambda: server.links["b0"].connected)
+            call.cancel()
+            await channel.close()
+
+    run(scenario())

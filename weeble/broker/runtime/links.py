@@ -3,8 +3,10 @@
 The broker with the lexicographically smaller id dials (`Link.dial_forever`), the other accepts
 (`LinkService`); the dialer's first envelope is a Hello carrying its id and the per-run link
 token, which the acceptor checks and answers with its own Hello. Each direction of the stream
-is one FIFO channel. A broken stream is redialled with exponential backoff (tenacity); a newer
-stream from the same neighbour replaces an older one.
+is one FIFO channel. A broken stream is redialled with exponential backoff (tenacity); a stream
+for a neighbour that still has a live session is refused (ALREADY_EXISTS), so that nobody with
+the link token can take over a live neighbour's session; the neighbour redials until its old
+session has ended.
 
 Outgoing messages pass the link shaper (delay, jitter, loss, duplication, rate) into a bounded
 queue that also holds them while the link is down; a message that finds the queue full is
@@ -511,6 +513,17 @@ class LinkService:
         link = self.links[greeting.broker_id]
         await context.write(hello(self.config.broker_id, self.config.link_token,
                                   self.config.tuning.max_message_bytes).SerializeToString())
+        if link.connected:
+            # Anyone with the link token could otherwise take a live neighbour's place (and
+            # every takeover cost the real one its session and messages). A restarted
+            # neighbour gets in once its old session has ended: a dead process's stream breaks
+            # at once, a silent one within the keepalive (server_options), and it redials.
+            # No await between this check and run_session taking the link: no race.
+            self.metrics.dropped(greeting.broker_id, "session_refused")
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                f"{self.config.broker_id}: {greeting.broker_id!r} already has a "
+                                "live link session; a second one is refused")
+            return
         await link.run_session(Session(read=context.read, write=context.write, close=_noop),
                                greeting.max_message_bytes)
 

@@ -67,6 +67,10 @@ def server_options(config: BrokerConfig) -> list[tuple[str, Any]]:
         # An address in use must fail loudly, not be silently shared with another broker.
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_permit_without_calls", 1),
+        # Ping idle peers too: a link session whose dialer died silently must end (a session
+        # for a neighbour that has one is refused, so the restarted dialer waits for this).
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_ping_strikes", 0),
     ]
