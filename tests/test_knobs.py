@@ -10,10 +10,26 @@ from typing import Any
 
 import pytest
 
-from weeble.broker.core.rom import Algorithm, Options, Ordering, Params, Rom
+from weeble.broker.core.rom import (
+    Algorithm,
+    Colours,
+    Options,
+    Ordering,
+    OverlayKind,
+    Params,
+    Rom,
+)
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.sim.run import simulate
-from weeble.model.scenario import Routing, Scenario, Timing, parse_scenario
+from weeble.model.scenario import (
+    Overlay,
+    Reconfigurations,
+    Routing,
+    Scenario,
+    ScenarioError,
+    Timing,
+    parse_scenario,
+)
 from weeble.orchestrator.testbed import Testbed
 
 BASE: dict[str, Any] = {
@@ -40,20 +56,30 @@ KNOBS: list[tuple[str, Any, set[str]]] = [
     ("timing.delta_max", 0.2, {"params.delta_max"}),
     ("timing.d", 5, {"params.d"}),
     ("root", "b1", {"root", "parent"}),
+    ("routing.adverts", True, {"adverts"}),
+    ("reconfigurations.ordering", "causal", {"ordering"}),
+    ("reconfigurations.qsub", False, {"options.qsub"}),
+    ("reconfigurations.qnot", False, {"options.qnot"}),
+    ("reconfigurations.hold_relays", False, {"options.hold_relays"}),
+    ("reconfigurations.backoff", 0.5, {"options.backoff"}),
 ]
-# Not ROM: the simulator's delay model (live links have real delays, shaped by `live.links`).
-NOT_ROM = {"timing.delay"}
-# ROM fields no scenario sets yet: they belong to advertisements and link exchanges, which the
-# scenario gains with its reconfiguration section (the workload does not advertise yet). Their
-# defaults reach every broker; the live configuration carries them (test below).
-NOT_YET_KNOBS = {"adverts", "ordering", "options.qsub", "options.qnot", "options.backoff",
-                 "options.hold_relays"}
+# Not ROM: the simulator's delay model (live links have real delays, shaped by `live.links`),
+# and what the manager does (the operations, when, and the strawman's way of doing them).
+NOT_ROM = {"timing.delay", "reconfigurations.operations", "reconfigurations.start",
+           "reconfigurations.gap", "reconfigurations.strawman"}
+# The coloured overlay's knobs (overlay.kind and the Colours constants): tested on a coloured
+# base, in the simulator (live brokers do not run the 3-colour scheme yet: planning refuses).
+COLOURED: dict[str, Any] = {"kind": "coloured", "xi": 5.0, "height": 2}
+OVERLAY_KNOBS: list[tuple[str, Any]] = [
+    ("xi", 6.0), ("height", 3), ("degree", 2), ("timeout", "thesis"), ("xi_prime", 5.5),
+    ("colour_check", False), ("flag_on_insert", False), ("prune_all", False),
+    ("join_pacing", False), ("early_control", False), ("control_colour", "c_cur")]
 
 
 def with_knob(knob: str, value: Any) -> Scenario:
     data = {k: dict(v) if isinstance(v, dict) else v for k, v in BASE.items()}
     section, _, name = knob.rpartition(".")
-    (data[section] if section else data)[name] = value
+    (data.setdefault(section, {}) if section else data)[name] = value
     return parse_scenario(data)
 
 
@@ -93,12 +119,18 @@ def live_roms(scenario: Scenario, runs: Path) -> dict[str, Rom]:
 def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
     knobs = {k for k, _, _ in KNOBS}
     assert knobs | NOT_ROM == ({f"routing.{f}" for f in Routing.model_fields}
-                               | {f"timing.{f}" for f in Timing.model_fields} | {"root"})
+                               | {f"timing.{f}" for f in Timing.model_fields}
+                               | {f"reconfigurations.{f}" for f in Reconfigurations.model_fields}
+                               | {"root"})
     reached = set().union(*(fields for _, _, fields in KNOBS))
-    assert {f"options.{f.name}" for f in dataclasses.fields(Options)} <= reached | NOT_YET_KNOBS
+    assert {f"options.{f.name}" for f in dataclasses.fields(Options)} <= reached
     assert {f"params.{f.name}" for f in dataclasses.fields(Params)} <= reached
+    assert {k for k, _ in OVERLAY_KNOBS} | {"kind"} == set(Overlay.model_fields)
+    assert {k for k, _ in OVERLAY_KNOBS} == {f.name for f in dataclasses.fields(Colours)}
     rom_fields = set(flat(parse_scenario(BASE).roms()["b0"]))
-    assert rom_fields - reached - NOT_YET_KNOBS == {"broker_id", "neighbors"}  # the tree's
+    # the tree's, and the overlay's (test below)
+    assert rom_fields - reached == {"broker_id", "neighbors", "overlay", *(
+        f"colours.{k}" for k, _ in OVERLAY_KNOBS)}
 
 
 def test_a_live_configuration_carries_every_rom_field(tmp_path: Path) -> None:
@@ -130,3 +162,26 @@ def test_a_knob_reaches_the_core_in_the_simulator_and_live(
     field = sorted(fields - {"parent"})[0]
     assert flat(expected["b2"])[field] == (Algorithm(value) if knob == "routing.algorithm"
                                            else value)
+
+
+@pytest.mark.parametrize(("knob", "value"), OVERLAY_KNOBS, ids=[k for k, _ in OVERLAY_KNOBS])
+def test_an_overlay_knob_reaches_the_colours_of_every_simulated_broker(
+        knob: str, value: Any, tmp_path: Path) -> None:
+    coloured = parse_scenario({**BASE, "overlay": COLOURED})
+    scenario = parse_scenario({**BASE, "overlay": {**COLOURED, knob: value}})
+    roms = sim_roms(scenario, tmp_path)
+    assert roms == scenario.roms()
+    for b, rom in roms.items():
+        assert rom.overlay is OverlayKind.COLOURED
+        before, after = flat(coloured.roms()[b]), flat(rom)
+        assert {k for k in after if after[k] != before[k]} == {f"colours.{knob}"}
+        assert after[f"colours.{knob}"] == value
+    static = parse_scenario(BASE).roms()["b1"]
+    assert static.overlay is OverlayKind.STATIC and static.colours == Colours()
+
+
+def test_live_planning_refuses_what_live_brokers_cannot_run_yet(tmp_path: Path) -> None:
+    for extra in ({"overlay": COLOURED},
+                  {"reconfigurations": {"operations": [{"op": "remove_leaf", "leaf": "b2"}]}}):
+        with pytest.raises(ScenarioError, match="simulator only"):
+            live_roms(parse_scenario({**BASE, **extra}), tmp_path / "runs")

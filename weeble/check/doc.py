@@ -6,7 +6,7 @@
 The document is everything a checker of weeble runs needs: it is generated from
 `weeble.trace.schema` (kinds, fields, types), `weeble.trace.header` (the header and the
 windows), the filter semantics of `weeble.broker.core.filters`, the legitimacy rule of
-`weeble.broker.core.legitimacy` and the rules R1-R14 of `weeble.check.rules`.
+`weeble.broker.core.legitimacy` and the rules R1-R15 of `weeble.check.rules`.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from weeble.check.episodes import (
     service_stabilization,
     state_stabilization,
 )
+from weeble.check.reconfig import Reconfigurations
 from weeble.check.state import Check, Interval, snapshot_checks
 from weeble.check.timing import Timing, Violation, aggregate, outside_faults, summarize
 from weeble.check.verdict import SERVICE_FROM, STATE_FROM, judge
@@ -35,11 +36,12 @@ def deliveries_for(header: RunHeader, retention: float = float("inf")) -> Delive
 
 
 def check_run(run_dir: Path | str) -> dict[str, Any]:
-    """Judge a run from its trace directory alone (rules R1-R14)."""
+    """Judge a run from its trace directory alone (rules R1-R15)."""
     run = read_run(run_dir)
     h = run.header
     d = deliveries_for(h)
     timing = Timing(h)
+    reconfigurations = Reconfigurations(h)
     intervals: list[Interval] = []
     live: dict[tuple[str, str], Interval] = {}
     fault_records: list[tuple[float, dict[str, Any]]] = []
@@ -51,8 +53,10 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
         timing.feed(t, r)
         if kind == "deliver":
             d.deliver(t, r["client"], r["publisher"], r["seq"])
+            reconfigurations.deliver(t, r["client"], r["publisher"], r["seq"])
         elif kind == "publish":
             d.publish(t, r["client"], r["publisher"], r["seq"], r["attributes"], r["broker"])
+            reconfigurations.publish(r["client"], r["publisher"], r["seq"])
         elif kind == "subscribe":
             key = (r["client"], r["sub_id"])
             if key not in live:
@@ -75,12 +79,16 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
                                 tuple(r.get("sample") or ())))
         elif kind == "snapshot":
             snapshots.append((t, r))
+        elif kind == "reconfiguration":
+            reconfigurations.record(t, r)
+        elif kind == "overlay_legitimacy":
+            reconfigurations.overlay_check(t, r)
     d.finish(run.end)
     checks += snapshot_checks(snapshots, h.topology.brokers, intervals, settle=h.settle,
                               linger=h.linger)
     checks.sort(key=lambda c: c.t)
     report = assess(h, run.end, d, checks, faults_of(fault_records), timing.violations,
-                    timing.summarize())
+                    timing.summarize(), reconfigurations)
     report["run"]["dir"] = str(run.dir)
     report["run"]["torn_files"] = run.torn
     return report
@@ -88,7 +96,8 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
 
 def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check],
            faults: list[Fault], violations: Sequence[Violation],
-           timing: dict[str, Any]) -> dict[str, Any]:
+           timing: dict[str, Any],
+           reconfigurations: Reconfigurations | None = None) -> dict[str, Any]:
     """Episodes, stabilization, the verdict and the report, from the measurements."""
     bound = header.bound
     episodes = episodes_of(faults, bound, end)
@@ -99,7 +108,12 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
     first = episodes[0].begin if episodes else float("inf")
     prefix = d.between(float("-inf"), first - header.deactivation)
     losses = {e.index: d.between(e.begin, e.observed_until) for e in episodes}
-    kept = outside_faults(violations, [(f.begin, f.end) for f in faults], end)
+    # A timing violation inside a fault, or inside a reconfiguration's window (an exchange
+    # holds notifications in Qnot by design, thesis 4.4.2), is that one's doing (R13, R15).
+    spans = [(f.begin, f.end) for f in faults]
+    if reconfigurations is not None:
+        spans += reconfigurations.windows(end)
+    kept = outside_faults(violations, spans, end)
     groups = aggregate(kept, bound / 10)
     timing = summarize(kept, timing["measured"], timing["worst"], timing["tolerance"])
     verdict = judge(bound=bound, deactivation=header.deactivation, run_end=end, faults=faults,
@@ -126,6 +140,8 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
         "stabilization": _stabilization(episodes),
         "timing": {**timing, "groups": [asdict(g) for g in groups]},
         "verdict": verdict,
+        **(reconfigurations.report(d, end, faults) if reconfigurations is not None
+           else {"operations": [], "overlay": None}),
     }
 
 

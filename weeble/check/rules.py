@@ -1,4 +1,4 @@
-"""The definition of correctness over a trace, in words: the rules R1-R14.
+"""The definition of correctness over a trace, in words: the rules R1-R15.
 
 This text is part of docs/trace-schema.md; `weeble.check` implements it (deliveries.py: R1-R7,
 state.py: R8-R9, episodes.py: R10-R12, timing.py: R13, verdict.py: R14) and the PySpark jobs of
@@ -118,4 +118,22 @@ stabilized (R11, and R12 where it has checks) within Δ. A part (the fault-free 
 episode from its begin to its observed-until time) that fails while a group of timing
 violations (R13) overlaps it is reported "assumptions violated" with the violations' figures
 rather than as a failure of the algorithm; the run then does not pass either.
+
+**R15 Reconfigurations** (chapter 4). A reconfiguration is the `reconfiguration` records with
+the same `rid`: it starts at its `started` record and ends at its `finished` one (none: pending
+at the run's end, which then ends it). Its *window* holds the publications with
+start − D ≤ t_p < end + D (those in flight when it started, and those that may still take its
+old paths). Per reconfiguration: *lost* is the sum of R5's missing deliveries over the judged
+publications of its window, *duplicated* their duplicate deliveries, *reordered* the FIFO
+violations (R7) with delivery time in [start − D, end + 2D), plus, when the header's
+`ordering` is `causal`, the causal violations in that span (a delivery of a notification that
+causally precedes one the client already received; n1 → n2 when one client published n1
+before n2, or received n1 before publishing n2). Its coordination messages are the
+`finished` record's `coordination`. A timing violation (R13) inside the span
+[start − D, end + 2D] of a reconfiguration is that reconfiguration's doing (an exchange holds
+notifications back by design) and is not counted. When the header says `reconfigured`, the
+path rule R13(d) takes h = d for every pair of brokers. The `overlay_legitimacy` records are
+the overlay's own checks (not R8's): after the last fault ends, the overlay has stabilized at
+the first ok check after the last failing one, to be compared with the header's
+`overlay_bound` ∆r.
 """

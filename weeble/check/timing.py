@@ -61,7 +61,7 @@ class Timing:
     def __init__(self, header: RunHeader, tolerance: float = TIMING_TOLERANCE) -> None:
         p = header.params
         self.dmin, self.dmax, self.rho, self.tau = p.delta_min, p.delta_max, p.rho, tolerance
-        self.hops = header.topology.hops()
+        self.hops = header.path_hops()
         self.sends: dict[tuple[str, str, int], float] = {}
         self.last_refresh: dict[tuple[str, str], float] = {}  # running subscriptions
         self.published: dict[tuple[str, int], tuple[float, str]] = {}  # -> (t_p, broker)

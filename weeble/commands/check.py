@@ -1,6 +1,6 @@
 """`weeble check RUN_DIR`: the reference checker (weeble.check, pure Python) over a run's trace.
 
-It applies the rules R1-R14 of docs/trace-schema.md to RUN_DIR/trace/ and prints the verdict
+It applies the rules R1-R15 of docs/trace-schema.md to RUN_DIR/trace/ and prints the verdict
 per fault episode; `weeble analyze` computes the same with PySpark at any scale. Exit status:
 0 when the verdict passes, 1 when it does not, 2 for bad input.
 """
@@ -69,6 +69,22 @@ def print_report(report: dict[str, Any]) -> None:
         f" deliveries expected {d['expected']:,}, missing {d['missing']:,}, in a window "
         f"{d['window']:,}, spurious {d['spurious']:,}, duplicate {d['duplicate']:,}, phantom "
         f"{d['phantom']:,}; FIFO violations {d['fifo']:,}")
+    operations = report.get("operations") or []
+    if operations:
+        ops = Table(title="reconfigurations (R15: lost, duplicated, reordered in each window)")
+        for column in ("rid", "operation", "outcome", "start", "duration", "coordination",
+                       "publications", "lost", "duplicated", "reordered"):
+            ops.add_column(column)
+        for r in operations:
+            ops.add_row(r["rid"], r["op"], r["outcome"], f"{r['start']:.3f}",
+                        "-" if r["duration"] is None else f"{r['duration']:.3f} s",
+                        str(r["coordination"]["total"]), str(r["publications"]),
+                        str(r["lost"]), str(r["duplicated"]), str(r["reordered"]))
+        console.print(ops)
+    overlay = report.get("overlay")
+    if overlay:
+        console.print(f"overlay: {overlay['checks']} checks, {overlay['illegitimate']} "
+                      f"illegitimate (last at {overlay['last_illegitimate']})")
     timing = report["timing"]
     if timing["violations"]:
         console.print(f"timing model: {timing['violations']:,} violations")

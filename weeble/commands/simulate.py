@@ -52,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
             "verdict": summary.verdict["status"],
             "events_per_wall_second": round(summary.performance["events_per_wall_second"]),
         }
+        if summary.reconfigurations:  # R15, one line each
+            digest["reconfigurations"] = [
+                {k: r[k] for k in ("rid", "op", "outcome", "duration", "lost", "duplicated",
+                                   "reordered")} | {"coordination": r["coordination"]["total"]}
+                for r in summary.reconfigurations]
         print(json.dumps(digest), file=sys.stdout)
         for reason in summary.verdict["reasons"]:
             print(f"  - {reason}", file=sys.stderr)

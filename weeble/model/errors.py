@@ -49,11 +49,13 @@ def describe(err: Any, root: type[BaseModel]) -> tuple[str, str]:
             hints.append(f"valid fields: {', '.join(valid)}")
         return where, f"unknown field {name!r}" + (f" ({'; '.join(hints)})" if hints else "")
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = [t for t in (_tag(m) for m in _members_at(loc, root)) if t is not None]
+        members = _members_at(loc, root)
+        tags = [t for t in (_tag(m) for m in members) if t is not None]
+        name = next((d for d in map(_discriminator, members) if d is not None), "kind")
         given = err.get("ctx", {}).get("tag")
-        what = f"unknown kind {given!r}" if kind == "union_tag_invalid" else (
-            "required field missing")
-        return f"{path}.kind", f"{what} (kinds: {', '.join(tags)})" if tags else what
+        what = f"unknown {name if name != 'op' else 'operation'} {given!r}" \
+            if kind == "union_tag_invalid" else "required field missing"
+        return f"{path}.{name}", f"{what} ({name}s: {', '.join(tags)})" if tags else what
     if kind == "missing":
         return path, "required field missing"
     m = _FIELD_FIRST.match(msg)
@@ -132,9 +134,21 @@ def _union_members(tp: Any) -> tuple[Any, ...] | None:
     return None
 
 
+# The discriminator fields of the model's unions: `kind` (topologies, faults), `op`
+# (a scenario's reconfiguration operations).
+_DISCRIMINATORS = ("kind", "op")
+
+
+def _discriminator(model: Any) -> str | None:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return next((d for d in _DISCRIMINATORS if d in model.model_fields), None)
+    return None
+
+
 def _tag(model: Any) -> str | None:
-    if isinstance(model, type) and issubclass(model, BaseModel) and "kind" in model.model_fields:
-        field = model.model_fields["kind"]
+    name = _discriminator(model)
+    if name is not None:
+        field = model.model_fields[name]
         args = typing.get_args(field.annotation)
         if args:
             return str(args[0])

@@ -30,6 +30,16 @@ Example (every field that has a default may be left out):
         - {kind: drop, link: [b0, b1], probability: 0.5, at: 120, duration: 10}
         - {kind: client_crash, clients: {random: 2}, at: 150}
         - {kind: cut, link: [b0, b1], at: 160, duration: 5}
+    overlay: {kind: static}  # or {kind: coloured, xi: 1.0, height: 4}: the 3-colour scheme (4.5)
+    reconfigurations:        # managed reconfigurations (thesis ch. 4), simulator only for now
+      ordering: fifo         # none | fifo | causal, kept across link exchanges (4.3.3)
+      start: 60              # the operations without `at` run one after the other from here
+      gap: 2                 # s between one operation's end and the next one's start
+      operations:
+        - {op: exchange, remove: [b1, b4], add: [b4, b2]}
+        - {op: add_leaf, new: b13, attach: b5}
+        - {op: remove_leaf, leaf: b13}
+        - {op: exchange, remove: [b0, b3], add: [b3, b1], at: 200}   # at a given time
 """
 
 from __future__ import annotations
@@ -43,7 +53,26 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params, Rom
+from weeble.broker.core.reconfig.plan import (
+    AddLeaf,
+    ExchangeLink,
+    Op,
+    PlanError,
+    RemoveLeaf,
+    Tree,
+    apply,
+    edge,
+)
+from weeble.broker.core.rom import (
+    Algorithm,
+    Colours,
+    ConfigError,
+    Options,
+    Ordering,
+    OverlayKind,
+    Params,
+    Rom,
+)
 from weeble.model import topology as topo
 from weeble.model.errors import problems
 from weeble.model.experiment import Experiment, ExperimentError, tree_of_scenario
@@ -113,6 +142,7 @@ class Routing(_Model):
     flag_rule: bool = True  # False reproduces the non-self-stabilizing original (claim 4)
     renew_forwarded: bool = True  # False: the thesis as printed (valid entries can expire)
     unsub_counts_all: bool = True
+    adverts: bool = False  # advertisements (thesis §3.4.2) route the subscriptions
 
 
 class Timing(_Model):
@@ -155,6 +185,99 @@ class Publication(_Model):
     broker: str
     attributes: dict[str, int | float | str | bool]
     client: str | None = None  # default: p<broker>, the workload's publisher at that broker
+
+
+# ---- the overlay and its reconfigurations (thesis ch. 4) ------------------------------------
+
+
+class Overlay(_Model):
+    """Which overlay the brokers run: the static tree of chapter 3 (changed only by managed
+    reconfigurations, 4.2 and 4.4) or the self-stabilizing 3-colour tree of 4.5 (seed 001),
+    whose constants are the core's `Colours` (broker/core/rom.py says what each does)."""
+
+    kind: OverlayKind = OverlayKind.STATIC
+    xi: float | None = Field(default=None, gt=0)  # ξ, the root's recolor period; coloured only
+    height: int | None = Field(default=None, ge=1)  # h ≥ the tree height; default: brokers − 1
+    degree: int = Field(default=0, ge=0)
+    timeout: Literal["paper", "thesis"] = "paper"  # which ξ′ (A13)
+    xi_prime: float | None = Field(default=None, gt=0)
+    colour_check: bool = True
+    flag_on_insert: bool = True  # E1
+    prune_all: bool = True  # E2
+    join_pacing: bool = True  # E3
+    early_control: bool = True  # E4
+    control_colour: Literal["c_new", "c_cur"] = "c_new"
+
+
+class ExchangeOp(_Model):
+    """Link exchange r → a (4.4): remove the tree link `remove`, add `add`."""
+
+    op: Literal["exchange"]
+    remove: tuple[str, str]
+    add: tuple[str, str]
+    at: float | None = Field(default=None, ge=0)
+
+    def plan(self) -> Op:
+        return ExchangeLink(remove=edge(*self.remove), add=edge(*self.add))
+
+
+class AddLeafOp(_Model):
+    """A new broker `new` joins as a leaf of `attach` (4.2)."""
+
+    op: Literal["add_leaf"]
+    new: str
+    attach: str
+    at: float | None = Field(default=None, ge=0)
+
+    def plan(self) -> Op:
+        return AddLeaf(self.new, self.attach)
+
+
+class RemoveLeafOp(_Model):
+    """Leaf broker `leaf` leaves, its clients with it (4.2)."""
+
+    op: Literal["remove_leaf"]
+    leaf: str
+    at: float | None = Field(default=None, ge=0)
+
+    def plan(self) -> Op:
+        return RemoveLeaf(self.leaf)
+
+
+class MoveToOp(_Model):
+    """The 3-colour scheme only: one request that turns the tree into `edges` at once (4.5.3)."""
+
+    op: Literal["move_to"]
+    edges: list[tuple[str, str]] = Field(min_length=1)
+    at: float | None = Field(default=None, ge=0)
+
+    def plan(self) -> Tree:
+        return Tree.of(self.edges)
+
+
+Operation = Annotated[ExchangeOp | AddLeafOp | RemoveLeafOp | MoveToOp,
+                      Field(discriminator="op")]
+
+
+class Reconfigurations(_Model):
+    """Managed reconfigurations (thesis ch. 4) and the knobs of the coordinated link exchange.
+
+    Operations without `at` run one after the other from `start` (each begins `gap` s after the
+    previous one ended); an operation with `at` starts then, whatever else runs (overlapping
+    exchanges meet each other's locks). The simulator carries them out (`weeble simulate`)."""
+
+    operations: list[Operation] = []
+    start: float = Field(default=0.0, ge=0)
+    gap: float = Field(default=0.0, ge=0)
+    # The strawman of 4.4.1 (unsubscribe at r, resubscribe at a, no coordination): a baseline.
+    strawman: bool = False
+    ordering: Ordering = Ordering.FIFO  # kept across link exchanges (4.3.3, 4.4.2, 4.5.4)
+    # The coordinated link exchange's Options (broker/core/rom.py): switching off a queue or
+    # the relay hold is an ablation; backoff bounds the random wait before a lock retry (D10).
+    qsub: bool = True
+    qnot: bool = True
+    hold_relays: bool = True
+    backoff: float | None = Field(default=None, gt=0)
 
 
 # ---- the scenario ---------------------------------------------------------------------------
@@ -217,6 +340,8 @@ class Scenario(_Model):
     # The faults: a chaos experiment run alongside the workload (t = 0 at the workload's
     # start), applied by `weeble run` live and by `weeble simulate` in virtual time.
     chaos: Experiment | None = None
+    overlay: Overlay = Overlay()
+    reconfigurations: Reconfigurations = Reconfigurations()
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
 
@@ -241,9 +366,25 @@ class Scenario(_Model):
 
     @property
     def options(self) -> Options:
-        r = self.routing
+        r, x = self.routing, self.reconfigurations
         return Options(flag_rule=r.flag_rule, renew_forwarded=r.renew_forwarded,
-                       unsub_counts_all=r.unsub_counts_all)
+                       unsub_counts_all=r.unsub_counts_all, qsub=x.qsub, qnot=x.qnot,
+                       hold_relays=x.hold_relays, backoff=x.backoff)
+
+    @property
+    def colours(self) -> Colours | None:
+        """The 3-colour scheme's constants; None for the static overlay."""
+        o = self.overlay
+        if o.kind is OverlayKind.STATIC:
+            return None
+        assert o.xi is not None  # checked by _check
+        height = o.height if o.height is not None else max(1, len(self.build_topology().brokers)
+                                                            - 1)
+        return Colours(xi=o.xi, height=height, degree=o.degree, timeout=o.timeout,
+                       xi_prime=o.xi_prime, colour_check=o.colour_check,
+                       flag_on_insert=o.flag_on_insert, prune_all=o.prune_all,
+                       join_pacing=o.join_pacing, early_control=o.early_control,
+                       control_colour=o.control_colour)
 
     def roms(self) -> dict[str, Rom]:
         """The ROM of every broker, in topology order: what the simulator's brokers get and
@@ -251,15 +392,28 @@ class Scenario(_Model):
         topology = self.build_topology()
         root, r, params, options = self.root_broker, self.routing, self.params, self.options
         parents = topology.parent_map(root)
+        colours = self.colours
+        overlay = {} if colours is None else {"overlay": OverlayKind.COLOURED,
+                                              "colours": colours}
         return {b: Rom(broker_id=b, neighbors=frozenset(topology.neighbors(b)), root=root,
                        parent=parents[b], algorithm=r.algorithm, params=params,
-                       hierarchical=r.hierarchical, wrapper=r.wrapper, options=options)
+                       hierarchical=r.hierarchical, wrapper=r.wrapper, options=options,
+                       adverts=r.adverts, ordering=self.reconfigurations.ordering, **overlay)
                 for b in topology.brokers}
 
     @property
     def bound(self) -> float:
-        """Δ, the worst-case stabilization time of the configured algorithm."""
-        return self.params.bound(self.routing.algorithm, self.routing.wrapper)
+        """Δ, the worst-case stabilization time of the configured algorithm (the coloured
+        overlay: ∆r of Eq. 4.3, the overlay's own bound, when it is the longer one)."""
+        routing = self.params.bound(self.routing.algorithm, self.routing.wrapper,
+                                    self.routing.adverts)
+        colours = self.colours
+        return routing if colours is None else max(routing, colours.bound(self.params))
+
+    def reconfiguration_plan(self) -> list[tuple[float | None, Op | Tree]]:
+        """The operations as the simulator's Reconfigurator takes them: (at, op), at None for
+        the ones that run one after the other from `reconfigurations.start`."""
+        return [(o.at, o.plan()) for o in self.reconfigurations.operations]
 
     @property
     def last_fault_end(self) -> float:
@@ -385,6 +539,8 @@ def _check(s: Scenario) -> None:
         if pub.client in brokers:
             raise _Invalid(f"publications[{i}].client", f"{pub.client!r} is a broker id")
 
+    _check_reconfigurations(s)
+
     if s.chaos is not None:
         try:
             s.chaos.check(tree_of_scenario(s), s.params, until=s.duration)
@@ -398,6 +554,76 @@ def _check(s: Scenario) -> None:
                 raise _Invalid(f"chaos.faults[{i}].clients",
                                f"unknown client {client!r}: name a client of `subscriptions`,"
                                " a workload client c<n>, or use {random: k}")
+
+
+def _check_reconfigurations(s: Scenario) -> None:
+    """The overlay's constants, and every operation valid on the tree it will meet (the
+    sequential ones in order; one with `at` on the tree the previous ones leave)."""
+    o, x = s.overlay, s.reconfigurations
+    coloured = o.kind is OverlayKind.COLOURED
+    if coloured:
+        if o.xi is None:
+            raise _Invalid("overlay.xi", "the coloured overlay needs its recolor period ξ")
+        colours = s.colours
+        assert colours is not None
+        try:
+            colours.validate(s.params)
+        except ConfigError as exc:
+            field, _, problem = str(exc).partition(": ")
+            raise _Invalid(f"overlay.{field.removeprefix('colours.')}", problem) from None
+        if x.strawman:
+            raise _Invalid("reconfigurations.strawman",
+                           "the strawman is a link exchange of the static overlay (4.4.1)")
+    else:
+        for name in ("xi", "height", "xi_prime"):
+            if getattr(o, name) is not None:
+                raise _Invalid(f"overlay.{name}", "only the coloured overlay has it"
+                               " (overlay.kind: coloured)")
+    topology = s.build_topology()
+    tree = Tree.of(topology.links, topology.brokers)
+    for i, op in enumerate(x.operations):
+        where = f"reconfigurations.operations[{i}]"
+        if op.at is not None and op.at >= s.duration:
+            raise _Invalid(f"{where}.at", f"{op.at:g} is not before the end of the run"
+                           f" ({s.duration:g} s)")
+        if isinstance(op, MoveToOp):
+            if not coloured:
+                raise _Invalid(f"{where}.op", "move_to: only the 3-colour scheme moves to a"
+                               " tree in one step (overlay.kind: coloured)")
+            try:
+                after = op.plan()
+            except PlanError as exc:
+                raise _Invalid(f"{where}.edges", str(exc)) from None
+        else:
+            try:
+                after = apply(tree, op.plan())
+            except PlanError as exc:
+                raise _Invalid(where, str(exc)) from None
+        if isinstance(op, RemoveLeafOp) and op.leaf == s.root_broker:
+            raise _Invalid(f"{where}.leaf", f"{op.leaf!r} is the root")
+        if s.root_broker not in after.nodes:
+            raise _Invalid(where, f"the root {s.root_broker!r} cannot leave")
+        # The bounds (and the checker's windows) assume d and h hold for every tree of the run.
+        diameter = topo.from_edges(sorted(after.edges)).diameter() if after.edges else 0
+        if diameter > s.params.d:
+            raise _Invalid(where, f"leaves a tree of diameter {diameter} > timing.d ="
+                           f" {s.params.d}: set timing.d to the largest diameter of the run")
+        colours = s.colours
+        if colours is not None:
+            parents = after.parents(s.root_broker)
+            height = max(_depth(parents, b) for b in after.nodes)
+            if height > colours.height:
+                raise _Invalid(where, f"leaves a tree of height {height} > overlay.height ="
+                               f" {colours.height}")
+        tree = after
+
+
+def _depth(parents: dict[str, str | None], b: str) -> int:
+    depth = 0
+    while parents[b] is not None:
+        b = parents[b]  # type: ignore[assignment]
+        depth += 1
+    return depth
 
 
 def _check_live(live: Live, brokers: int) -> None:

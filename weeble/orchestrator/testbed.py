@@ -34,7 +34,7 @@ from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.config import BrokerConfig, TlsConfig, split_address
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.private import private_dir, write_private
-from weeble.model.scenario import Scenario
+from weeble.model.scenario import Scenario, ScenarioError
 from weeble.orchestrator.backend import (
     AdminAccess,
     Backend,
@@ -70,6 +70,11 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
+    if scenario.colours is not None or scenario.reconfigurations.operations:
+        # Live reconfiguration is a later issue: a live broker would silently run the static
+        # tree of chapter 3 instead, so say so rather than run the wrong experiment.
+        raise ScenarioError(f"{scenario.name}: overlay.kind coloured and reconfigurations"
+                            ".operations are simulator only for now (`weeble simulate`)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())

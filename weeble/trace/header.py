@@ -19,7 +19,8 @@ from weeble.trace.schema import VERSION
 # The run-level fields of the header, in the order they are written.
 RUN_FIELDS = ("scenario", "algorithm", "hierarchical", "wrapper", "options", "pi", "rho",
               "delta_min", "delta_max", "d", "bound", "topology", "seed", "backend", "clock",
-              "versions", "duration", "snapshot_period", "check_period", "run_id")
+              "versions", "duration", "snapshot_period", "check_period", "run_id", "adverts",
+              "ordering", "overlay", "overlay_bound", "reconfigured")
 
 
 class HeaderError(ValueError):
@@ -95,18 +96,35 @@ class RunHeader:
     check_period: float | None = None  # s between the simulator's legitimacy checks
     run_id: str | None = None
     versions: dict[str, str] = field(default_factory=versions)
+    # Chapter 4: advertisements double Δ; `ordering` is the order reconfigurations keep
+    # (R15 counts causal violations under "causal"); a coloured overlay has its own bound ∆r.
+    adverts: bool = False
+    ordering: str = "fifo"
+    overlay: str = "static"
+    overlay_bound: float | None = None
+    reconfigured: bool = False  # the tree changes during the run: `topology` is the first one
 
     # ---- the constants of the correctness rules (weeble.check.rules explains each) ----
 
     @property
     def bound(self) -> float:
-        """Δ: the algorithm's worst-case stabilization time (core Params.bound)."""
-        return self.params.bound(self.algorithm, self.wrapper)
+        """Δ: the algorithm's worst-case stabilization time (core Params.bound); with a
+        coloured overlay, ∆r (Eq. 4.3) when it is longer."""
+        routing = self.params.bound(self.algorithm, self.wrapper, self.adverts)
+        return routing if self.overlay_bound is None else max(routing, self.overlay_bound)
 
     @property
     def path(self) -> float:
         """d·δmax: the longest a legal message journey through the tree takes."""
         return self.params.d * self.params.delta_max
+
+    def path_hops(self) -> dict[str, dict[str, int]]:
+        """The hops of the path rule R13(d) between brokers: in the tree of `topology`, or d
+        (which bounds every tree's diameter) when reconfigurations change the tree."""
+        hops = self.topology.hops()
+        if self.reconfigured:
+            return {a: dict.fromkeys(others, self.params.d) for a, others in hops.items()}
+        return hops
 
     @property
     def activation(self) -> float:
@@ -143,6 +161,7 @@ class RunHeader:
         options, seed, build_topology(), root_broker, duration, check_every)."""
         topology = scenario.build_topology()
         r = scenario.routing
+        colours = scenario.colours
         return cls(
             scenario=scenario.name, algorithm=r.algorithm, hierarchical=r.hierarchical,
             wrapper=r.wrapper, params=scenario.params, options=scenario.options,
@@ -151,7 +170,11 @@ class RunHeader:
             seed=scenario.seed, backend=backend, clock=clock,
             duration=scenario.duration if duration is None else duration,
             snapshot_period=snapshot_period,
-            check_period=scenario.check_every if backend == "sim" else None, run_id=run_id)
+            check_period=scenario.check_every if backend == "sim" else None, run_id=run_id,
+            adverts=r.adverts, ordering=str(scenario.reconfigurations.ordering),
+            overlay=str(scenario.overlay.kind),
+            overlay_bound=None if colours is None else colours.bound(scenario.params),
+            reconfigured=bool(scenario.reconfigurations.operations) or colours is not None)
 
     # ---- record <-> header ----
 
@@ -167,10 +190,18 @@ class RunHeader:
             "seed": self.seed, "backend": self.backend, "clock": self.clock,
             "versions": dict(self.versions),
         }
-        for name in ("duration", "snapshot_period", "check_period", "run_id"):
+        for name in ("duration", "snapshot_period", "check_period", "run_id", "overlay_bound"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
+        if self.adverts:
+            out["adverts"] = True
+        if self.reconfigured:
+            out["reconfigured"] = True
+        if self.ordering != "fifo":
+            out["ordering"] = self.ordering
+        if self.overlay != "static":
+            out["overlay"] = self.overlay
         return out
 
     @classmethod
@@ -195,7 +226,12 @@ class RunHeader:
                 options=options, duration=_opt_float(rec.get("duration")),
                 snapshot_period=_opt_float(rec.get("snapshot_period")),
                 check_period=_opt_float(rec.get("check_period")),
-                run_id=rec.get("run_id"), versions=dict(rec.get("versions") or {}))
+                run_id=rec.get("run_id"), versions=dict(rec.get("versions") or {}),
+                adverts=bool(rec.get("adverts", False)),
+                ordering=str(rec.get("ordering", "fifo")),
+                overlay=str(rec.get("overlay", "static")),
+                overlay_bound=_opt_float(rec.get("overlay_bound")),
+                reconfigured=bool(rec.get("reconfigured", False)))
         except KeyError as exc:
             raise HeaderError(f"run record lacks field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:

@@ -77,7 +77,8 @@ KIND_LIST = [
          {"scenario": S, "algorithm": S, "hierarchical": B, "wrapper": B, "options": J,
           "pi": F, "rho": F, "delta_min": F, "delta_max": F, "d": N, "bound": F,
           "topology": J, "seed": N, "backend": S, "clock": S, "versions": J},
-         {"duration": F, "snapshot_period": F, "check_period": F, "run_id": S}),
+         {"duration": F, "snapshot_period": F, "check_period": F, "run_id": S, "adverts": B,
+          "ordering": S, "overlay": S, "overlay_bound": F, "reconfigured": B}),
     Kind("run_end", "the run's observation ended here (the brokers stop or the simulation "
          "ends): its time is the run's end (R2 judges publications by it)", "sim, orchestrator",
          {}, {"reason": S}),
@@ -142,6 +143,14 @@ KIND_LIST = [
          "sim, live", {"rid": S, "phase": S},
          {"path": L, "remove": L, "why": S, "attempt": N, "at": F, "link": L, "relayed": N,
           "count": N, "waited": F, "recolor_round": N}),
+    Kind("reconfiguration", "the manager (the simulator's Reconfigurator) started or finished "
+         "reconfiguration `rid`, operation `op`; the `finished` record says how it ended and "
+         "how many coordination messages of each kind carried its rid (R15)", "sim",
+         {"rid": S, "op": S, "phase": S},
+         {"outcome": S, "why": S, "path": L, "coordination": J}),
+    Kind("overlay_legitimacy", "the simulator's check of the overlay layer (a spanning tree, "
+         "parents towards the root, no broker locked; the coloured overlay: spec ch. 4 §5.5)",
+         "sim", {"ok": B, "problems": N}, {"sample": J}),
     Kind("leave", "this leaf broker leaves the overlay (RemoveLeaf, thesis 4.2)", "sim, live"),
     Kind("recolor", "3-colour scheme (thesis 4.5): this broker rotated its colours on a recolor "
          "from `from` (`root`: R's own period); its colours after it", "sim, live",
@@ -254,6 +263,14 @@ FIELD_DOC: Mapping[str, str] = {
     "c_old": "the colour of the previous tree", "c_cur": "the colour of the current tree",
     "c_new": "the colour of the tree being prepared", "moves": "reconfiguration moves carried",
     "timeout": "ξ′, s",
+    "outcome": "how a reconfiguration ended: done, failed (see `why`) or pending at the end",
+    "coordination": "coordination messages sent for a reconfiguration, by message kind (lock, "
+                    "begin, separator, end, unlock, relayed, reroute, bye; the 3-colour "
+                    "scheme: the recolors and requests that carried it)",
+    "reconfigured": "the tree changes during the run (reconfigurations, the 3-colour scheme): "
+                    "`topology` is the first tree, and the path rule R13(d) takes d hops",
+    "ordering": "the notification order reconfigurations keep: none, fifo or causal",
+    "overlay_bound": "∆r = 4ξ + h(2δmax − δmin) of the coloured overlay (Eq. 4.3), s",
     "overlay": "the broker's overlay layer: static or coloured",
     "colours": "3-colour scheme: c_old, c_cur, c_new, joining, and per colour the parent and "
                "the children",

@@ -255,6 +255,21 @@ class Engine:
         link = node.links[to] = Link(node.id, dst)
         return link
 
+    def observe_sends(self, observer: LinkObserver) -> None:
+        """Also tell `observer` of every send and link-fault loss from now on (receives too if
+        the engine was built with `on_link`): a driver that counts messages, such as the
+        reconfiguration manager counting coordination messages by reconfiguration id."""
+        previous = self._on_link
+        if previous is None:
+            self._on_link = observer
+            return
+
+        def both(now: float, kind: str, src: str, dst: str, msg: Message) -> None:
+            previous(now, kind, src, dst, msg)
+            observer(now, kind, src, dst, msg)
+
+        self._on_link = both
+
     def _traced_arrival(self, now: float, node: Node, event: Receive) -> None:
         self._on_link(now, "receive", event.neighbor, node.id, event.message)  # type: ignore[misc]
         self._step(now, node, event)

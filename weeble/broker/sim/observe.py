@@ -26,6 +26,7 @@ from weeble.broker.sim.engine import Engine, Node
 from weeble.check.deliveries import INF
 from weeble.check.episodes import faults_of
 from weeble.check.history import assess, deliveries_for
+from weeble.check.reconfig import Reconfigurations
 from weeble.check.rules import TIMING_TOLERANCE
 from weeble.check.state import Interval, Legitimacy
 from weeble.check.timing import KINDS, Violation, summarize
@@ -43,7 +44,8 @@ class Observers:
         self._ended: deque[Interval] = deque()  # ended ones, for the legitimacy monitor
         self.fault_records: list[tuple[float, dict[str, Any]]] = []
         self.monitor: Legitimacy | None = None
-        self.deliveries.timed(header.topology.hops(), header.params.delta_max,
+        self.reconfigurations = Reconfigurations(header)  # R15
+        self.deliveries.timed(header.path_hops(), header.params.delta_max,
                               TIMING_TOLERANCE)
         if sink is not None:
             sink.header(0.0, SIM, header.fields())
@@ -55,6 +57,10 @@ class Observers:
             self.sink.write(file, t, node, kind, fields)
         if kind == "fault_begin" or kind == "fault_end":
             self.fault_records.append((t, {"kind": kind, "node": node, **fields}))
+        elif kind == "reconfiguration":
+            self.reconfigurations.record(t, fields)
+        elif kind == "overlay_legitimacy":
+            self.reconfigurations.overlay_check(t, fields)
 
     # ---- clients (the workload's Listener) ----
 
@@ -77,10 +83,24 @@ class Observers:
         # The publishing client is the publisher (the simulator's clients publish under their
         # own name), as in the `publish` record.
         self.deliveries.publish(t, n.publisher, n.publisher, n.seq, n.attributes, broker)
+        self.reconfigurations.publish(n.publisher, n.publisher, n.seq)
 
     # ---- deliveries (engine observer, hot) ----
 
     def deliver_observer(self) -> Any:
+        judge = self._deliver_observer()
+        causal = self.reconfigurations.causal
+        if causal is None:
+            return judge
+
+        def judge_causal(now: float, node: Node, effect: Deliver) -> None:
+            judge(now, node, effect)
+            n = effect.notification
+            causal.deliver(now, effect.client, (n.publisher, n.seq))
+
+        return judge_causal
+
+    def _deliver_observer(self) -> Any:
         deliver = self.deliveries.deliver
         sink = self.sink
         if sink is None:
@@ -150,4 +170,4 @@ class Observers:
         if self.sink is not None:
             self.sink.end(end, SIM, "the simulation reached its duration")
         return assess(self.header, end, d, checks, faults_of(self.fault_records), violations,
-                      timing)
+                      timing, self.reconfigurations)

@@ -16,12 +16,16 @@ and learns from their trace records when an exchange is done:
   leaf leaves with its clients once its removal is active.
 Operations run one after the other (`run_plan`), or are started as they come (`start`), in which
 case overlapping exchanges meet the locks.
+
+As the manager it writes a `reconfiguration` record when it starts an operation and when it
+learns how it ended (with the coordination messages that carried its rid, counted on the
+engine's sends): the records rule R15 of the checker judges each reconfiguration by.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,11 +38,13 @@ from weeble.broker.core.events import (
     StartExchange,
     SubmitReconfig,
 )
+from weeble.broker.core.messages import COORDINATION, Bye, Recolor, Reconfigure
 from weeble.broker.core.reconfig.plan import (
     AddLeaf,
     ExchangeLink,
     Op,
     PlanError,
+    RemoveLeaf,
     Tree,
     apply,
     cycle,
@@ -53,6 +59,7 @@ class Network(Protocol):
     brokers: dict[str, Any]
     root: str
     trace_observers: list[Any]
+    observers: Any  # the trace sink and the checker: `write(file, t, node, kind, fields)`
 
     def add_broker(self, t: float, broker: str, attach: str) -> Any: ...
 
@@ -72,6 +79,7 @@ class Record:
     path: tuple[str, ...] = ()
     why: str = ""
     target: Tree | None = None  # the 3-colour scheme: the tree the root was asked to move to
+    coordination: Counter[str] = field(default_factory=Counter)  # messages carrying rid, by kind
 
     @property
     def duration(self) -> float | None:
@@ -93,9 +101,12 @@ class Reconfigurator:
     _running: dict[str, Record] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _current: Record | None = None  # the plan's operation under way
+    _rids: dict[str, Record] = field(default_factory=dict)
+    _leaving: dict[str, Record] = field(default_factory=dict)  # leaf -> its RemoveLeaf
 
     def __post_init__(self) -> None:
         self.net.trace_observers.append(self._observe)
+        self.net.engine.observe_sends(self._sent)
 
     # ---- what a scenario asks for -----------------------------------------------------------
 
@@ -123,6 +134,7 @@ class Reconfigurator:
     def _record(self, t: float, op: Op | Tree) -> Record:
         record = Record(op, f"r{next(self._ids)}", t)
         self.records.append(record)
+        self._rids[record.rid] = record
         return record
 
     # ---- carrying operations out ------------------------------------------------------------
@@ -137,6 +149,7 @@ class Reconfigurator:
         record.started = now
         record.outcome = "running"
         op = record.op
+        self._write(now, record, "started")
         try:
             if self.colours:
                 self._request(now, record)
@@ -151,6 +164,7 @@ class Reconfigurator:
                 if op.leaf == self.net.root:
                     raise PlanError(f"remove leaf: {op.leaf!r} is the root")
                 apply(self.tree, op)
+                self._leaving[op.leaf] = record
                 self._inject(now, op.leaf, Leave())
                 self.net.retire_broker(now, op.leaf)
                 self._finish(now, record, "done")
@@ -202,6 +216,7 @@ class Reconfigurator:
         record.finished = now
         record.outcome = outcome
         record.why = why
+        self._write(now, record, "finished")
         if outcome == "done":
             op = record.op
             try:
@@ -235,6 +250,51 @@ class Reconfigurator:
             if record is self._current:
                 self._continue(now)
 
+    def _sent(self, now: float, kind: str, src: str, dst: str, msg: Any) -> None:
+        """Count the coordination messages of each reconfiguration (by the rid they carry; a
+        leaving leaf's Bye, which has none, by the leaf)."""
+        if kind != "send":
+            return
+        t = type(msg)
+        if t in COORDINATION:
+            record = (self._leaving.get(src) if t is Bye
+                      else self._rids.get(getattr(msg, "rid", "")))
+            if record is not None:
+                record.coordination[t.__name__.lower()] += 1
+        elif t is Recolor:
+            for rid in msg.rids:
+                record = self._rids.get(rid)
+                if record is not None:
+                    record.coordination["recolor"] += 1
+        elif t is Reconfigure:
+            record = self._rids.get(msg.rid)
+            if record is not None:
+                record.coordination["reconfigure"] += 1
+
+    def _write(self, now: float, record: Record, phase: str) -> None:
+        observers = getattr(self.net, "observers", None)
+        if observers is None:
+            return
+        fields: dict[str, Any] = {"rid": record.rid, "op": describe(record.op), "phase": phase}
+        if phase == "finished":
+            fields.update(outcome=record.outcome, coordination=dict(record.coordination))
+            if record.why:
+                fields["why"] = record.why
+            if record.path:
+                fields["path"] = list(record.path)
+        observers.write("sim", now, "sim", "reconfiguration", fields)
+
     @property
     def idle(self) -> bool:
         return not self._queue and not self._running and self._current is None
+
+
+def describe(op: Op | Tree) -> str:
+    """An operation in words (the `op` of a reconfiguration record)."""
+    if isinstance(op, ExchangeLink):
+        return f"exchange {'-'.join(op.remove)} for {'-'.join(op.add)}"
+    if isinstance(op, AddLeaf):
+        return f"add_leaf {op.new} at {op.attach}"
+    if isinstance(op, RemoveLeaf):
+        return f"remove_leaf {op.leaf}"
+    return f"move_to a tree of {len(op.nodes)} brokers"

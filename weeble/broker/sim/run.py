@@ -5,6 +5,12 @@ scenario, and the observers (observe.py): the trace sink and the reference check
 `weeble.check`, fed online — the service level (every publication and delivery judged by the
 rules R1-R7 of docs/trace-schema.md), the state level (every `check_every` s a legitimacy check
 of the brokers' tables), the episodes of faults and their stabilization times, the verdict.
+
+A scenario's `reconfigurations:` are carried out by the one reconfiguration driver
+(`reconfigure.Reconfigurator`: the coordinated link exchange, or the 3-colour scheme when
+`overlay.kind` is coloured); the summary reports each by rule R15 (its duration, coordination
+messages, and the lost, duplicated and reordered notifications of its window), and the
+overlay's own legitimacy, checked every `check_every` s.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from typing import Any, Protocol
 from weeble.broker.core.broker import Broker
 from weeble.broker.core.events import Trace
 from weeble.broker.core.messages import Message
+from weeble.broker.core.reconfig.plan import Tree
 from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
+from weeble.broker.sim.reconfigure import Reconfigurator
 from weeble.broker.sim.simulation import Simulation
 from weeble.broker.sim.target import SimTarget
 from weeble.broker.sim.workload import Clients
@@ -40,7 +48,7 @@ class Summary:
     part: everything else is a function of the scenario).
 
     `deliveries`, `legitimacy`, `episodes`, `stabilization`, `timing` and `verdict` are the
-    reference checker's (weeble.check, rules R1-R14 of docs/trace-schema.md), fed online; the
+    reference checker's (weeble.check, rules R1-R15 of docs/trace-schema.md), fed online; the
     same checker over the run's trace (`weeble check RUN`) finds the same."""
 
     v: int
@@ -62,6 +70,8 @@ class Summary:
     timing: dict[str, Any]  # R13
     verdict: dict[str, Any]  # R14
     performance: dict[str, float]
+    reconfigurations: list[dict[str, Any]]  # R15, one per operation, in start order
+    overlay: dict[str, Any] | None  # the overlay's legitimacy checks (with reconfigurations)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +107,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
     sim = Simulation(
         topology, algorithm=r.algorithm, params=params, hierarchical=r.hierarchical,
         wrapper=r.wrapper, options=scenario.options, root=root, delay=scenario.timing.delay,
-        roms=scenario.roms(),
+        roms=scenario.roms(), colours=scenario.colours,
         seed=scenario.seed, boot="together", header=run_header(scenario), sink=sink,
         retention=_retention(scenario), keep_history=False,
         on_trace=_broker_tracer(sink) if sink is not None else None,
@@ -112,6 +122,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
                                      trace=trace))
     if scenario.check_every is not None:
         observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)
+    _reconfigure(scenario, sim, clients)
     if sink is not None and scenario.trace.snapshots_every:
         _schedule_snapshots(engine, brokers, sink, scenario.trace.snapshots_every,
                             scenario.duration)
@@ -159,9 +170,46 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
             "sim_seconds_per_wall_second": scenario.duration / wall if wall > 0 else 0.0,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         },
+        reconfigurations=report["operations"],
+        overlay=report["overlay"],
     )
     (out / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary
+
+
+def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> None:
+    """Hand the scenario's reconfigurations to the Reconfigurator, and check the overlay layer
+    every `check_every` s while they may change it."""
+    x = scenario.reconfigurations
+    coloured = scenario.colours is not None
+    if not x.operations and not coloured:
+        return
+    topology = scenario.build_topology()
+    driver = Reconfigurator(sim, Tree.of(topology.links, topology.brokers), strawman=x.strawman,
+                            colours=coloured, gap=x.gap, seed=scenario.seed)
+    sim.retire_observers.append(clients.leave)
+    plan = scenario.reconfiguration_plan()
+    sequential = [op for at, op in plan if at is None]
+    if sequential:
+        driver.run_plan(x.start, sequential)  # type: ignore[arg-type]
+    for at, op in plan:
+        if at is not None:
+            if isinstance(op, Tree):
+                driver.move_to(at, op)
+            else:
+                driver.start(at, op)
+    if scenario.check_every is None:
+        return
+    period, until = scenario.check_every, scenario.duration
+
+    def check(t: float, _a: object, _b: object) -> None:
+        problems = sim.overlay_legitimacy()
+        sim.observers.write("sim", t, "sim", "overlay_legitimacy", {
+            "ok": not problems, "problems": len(problems), "sample": problems[:3]})
+        if t + period <= until:
+            sim.engine.schedule(t + period, check)
+
+    sim.engine.schedule(period, check)
 
 
 def _retention(scenario: Scenario) -> float:

@@ -144,6 +144,7 @@ class Simulation:
         self._on_trace = on_trace
         self.trace_observers: list[Any] = []  # more observers(now, node, trace), e.g. a driver
         self.deliver_observers: list[Any] = []  # observers(now, broker, client, notification)
+        self.retire_observers: list[Any] = []  # observers(now, broker) of a broker that left
         self._seq: dict[str, int] = {}
         self._observe_delivery = self.observers.deliver_observer()
         self.engine = Engine(
@@ -323,6 +324,8 @@ class Simulation:
                 if s.sub_id in self.subscriptions:
                     self.engine.schedule(t, self._left, s, None)
         self.brokers.pop(broker, None)
+        for observer in self.retire_observers:
+            observer(t, broker)
 
     def _left(self, now: float, sub: Subscription, _: Any) -> None:
         self.observers.ended(now, _Started(sub))

@@ -78,6 +78,7 @@ class Clients:
         self.rho = scenario.timing.rho
         self._plan: Iterator[Action] = workload_plan(scenario)
         self.live: dict[str, ClientSub] = {}  # sub_id -> live subscription, in start order
+        self.gone: set[str] = set()  # brokers that left (RemoveLeaf): their clients left too
         # Ended subscriptions in end order, for the legitimacy monitor (which prunes them).
         self.ended: deque[ClientSub] | None = deque() if keep_ended else None
         # counters
@@ -98,7 +99,9 @@ class Clients:
         (one pending heap item for the whole plan)."""
         action = first if first is not None else next(self._plan, None)
         while action is not None and action.t <= t:
-            if type(action) is Publish:
+            if action.broker in self.gone:
+                pass  # its broker left the overlay, and its clients with it
+            elif type(action) is Publish:
                 self._emit(t, action)
             else:
                 self._begin(t, _client_sub(action))  # type: ignore[arg-type]
@@ -153,7 +156,15 @@ class Clients:
             sub.end = t
             self._finish(t, sub, crash=True)
 
-    def _finish(self, t: float, sub: ClientSub, crash: bool) -> None:
+    def leave(self, t: float, broker: str) -> None:
+        """`broker` left the overlay (RemoveLeaf): its subscribers end with it (the broker
+        withdraws what they contributed as it leaves) and nothing more is planned there."""
+        self.gone.add(broker)
+        for sub in [s for s in self.live.values() if s.broker == broker]:
+            sub.end = t
+            self._finish(t, sub, crash=False, tell_broker=False)
+
+    def _finish(self, t: float, sub: ClientSub, crash: bool, tell_broker: bool = True) -> None:
         sub.live = False
         sub.crashed = crash
         sub.ended_at = t
@@ -171,7 +182,9 @@ class Clients:
             self.crashes += 1
         else:
             self.unsubscriptions += 1
-            self.engine.inject(t, sub.broker, ClientUnsubscribe(sub.client, sub.sub_id, sub.filter))
+            if tell_broker:
+                self.engine.inject(t, sub.broker,
+                                   ClientUnsubscribe(sub.client, sub.sub_id, sub.filter))
 
     # ---- publications -----------------------------------------------------------------------
 

@@ -1,0 +1,122 @@
+"""Reconfigurations in scenarios (issues 8 and 9, "done when"): `weeble simulate` runs a
+scenario's reconfigurations through the one driver (sim/reconfigure.py) and its summary reports,
+per reconfiguration (rule R15), the duration, the coordination messages and the notifications
+lost, duplicated and reordered in its window — the same figures `weeble check RUN` finds in the
+trace. The ablation (the strawman of 4.4.1, on the same scenario) makes the same report show
+losses. The scenario section is validated with errors that name the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from weeble.broker.sim.run import simulate
+from weeble.check.history import check_run
+from weeble.cli import main
+from weeble.model.scenario import ScenarioError, parse_scenario
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+EXCHANGE = SCENARIOS / "reconfig-exchange.yaml"
+
+
+def _simulate(path: Path, out: Path) -> dict[str, Any]:
+    """`weeble simulate SCENARIO --out DIR`, in process; the summary it wrote."""
+    assert main(["simulate", str(path), "--out", str(out), "--quiet"]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def _rounded(x: Any) -> Any:
+    """Times to the µs: the trace stores integer nanoseconds."""
+    if isinstance(x, float):
+        return round(x, 6)
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def _data(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def test_the_exchange_scenario_reports_each_reconfiguration_with_no_loss(
+        tmp_path: Path) -> None:
+    summary = _simulate(EXCHANGE, tmp_path / "run")
+    ops = summary["reconfigurations"]
+    planned = _data(EXCHANGE)["reconfigurations"]["operations"]
+    assert [r["op"].split()[0] for r in ops] == [o["op"] for o in planned]
+    for r in ops:
+        assert r["outcome"] == "done", r
+        assert r["publications"] > 0, r  # under traffic
+        assert (r["lost"], r["duplicated"], r["reordered"], r["spurious"]) == (0, 0, 0, 0), r
+        c = r["coordination"]
+        if r["op"].startswith("exchange"):
+            # lock, begin, separator, end and unlock went round the cycle (TC-18's kinds)
+            assert min(c.get(k, 0) for k in ("lock", "begin", "separator", "end",
+                                             "unlock")) >= 1, r
+            assert 0 < r["duration"] < 2, r
+        else:
+            assert r["duration"] == 0 and c["total"] <= 1, r  # a leaf's Bye at most
+    # the two exchanges started together (`at`) overlap: one waits for the other's locks
+    late = ops[-2:]
+    assert late[0]["start"] < late[1]["end"] and late[1]["start"] < late[0]["end"]
+    assert summary["verdict"]["status"] == "pass"
+    assert summary["overlay"]["last_illegitimate"] <= max(r["end"] for r in ops)
+    # one definition: the checker over the trace finds the same figures
+    report = check_run(tmp_path / "run")
+    assert _rounded(report["operations"]) == _rounded(ops)
+    assert _rounded(report["overlay"]) == _rounded(summary["overlay"])
+    assert main(["check", str(tmp_path / "run")]) == 0
+
+
+def test_the_strawman_on_the_same_scenario_loses_notifications(tmp_path: Path) -> None:
+    data = _data(EXCHANGE)
+    data["reconfigurations"]["strawman"] = True
+    summary = simulate(parse_scenario(data), tmp_path, progress=False).as_dict()
+    exchanges = [r for r in summary["reconfigurations"] if r["op"].startswith("exchange")]
+    assert all(r["coordination"]["total"] == 0 for r in exchanges)  # no coordination at all
+    assert sum(r["lost"] + r["duplicated"] for r in exchanges) >= 5
+    assert summary["verdict"]["status"] == "fail"
+    assert _rounded(check_run(tmp_path)["operations"]) == _rounded(summary["reconfigurations"])
+
+
+def _problem(data: dict[str, Any]) -> str:
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data)
+    return str(e.value)
+
+
+def test_reconfiguration_mistakes_are_named() -> None:
+    data = _data(EXCHANGE)
+    ops = data["reconfigurations"]["operations"]
+
+    ops[0] = {"op": "exchange", "remvoe": ["b1", "b5"], "add": ["b5", "b7"]}
+    assert "reconfigurations.operations[0]: unknown field 'remvoe' (did you mean 'remove'?" \
+        in _problem(data)
+    ops[0] = {"op": "swap", "remove": ["b1", "b5"], "add": ["b5", "b7"]}
+    assert "operations[0].op: unknown operation 'swap' (ops: exchange, add_leaf" in _problem(data)
+    ops[0] = {"op": "exchange", "remove": ["b1", "b2"], "add": ["b5", "b7"]}
+    assert "reconfigurations.operations[0]: exchange" in _problem(data)
+    ops[0] = {"op": "remove_leaf", "leaf": "b1"}  # an inner broker
+    assert "reconfigurations.operations[0]" in _problem(data)
+    ops[0] = {"op": "move_to", "edges": [["b0", "b1"]]}
+    assert "only the 3-colour scheme" in _problem(data)
+    data = _data(EXCHANGE)
+    data["timing"]["d"] = 4
+    assert "diameter" in _problem(data) and "timing.d" in _problem(data)
+    data = _data(EXCHANGE)
+    data["reconfigurations"]["qnto"] = False
+    assert "unknown field 'qnto' (did you mean 'qnot'?" in _problem(data)
+    data["reconfigurations"] = {"ordering": "total"}
+    assert "reconfigurations.ordering" in _problem(data)
+    data["reconfigurations"] = {}
+    data["overlay"] = {"kind": "coloured"}
+    assert "overlay.xi" in _problem(data)
+    data["overlay"] = {"kind": "coloured", "xi": 1.0, "height": 4}  # ρ = 10 > ξ: Eq. 4.2
+    assert "overlay.xi: Eq. 4.2" in _problem(data)

@@ -1,0 +1,140 @@
+"""R15: what each reconfiguration did to the service, and the overlay's legitimacy (thesis ch. 4).
+
+`Reconfigurations` is fed the `reconfiguration` records of the manager (started, finished), the
+`overlay_legitimacy` checks, and, when the run keeps causal order, every publication and
+delivery (vector clocks, `causal.py`). Its `report` judges each reconfiguration by the same
+`Deliveries` that judges the whole run (R5, R7): the lost (missing), duplicated and reordered
+notifications of its window. The simulator feeds it online, `weeble check RUN` from the trace:
+one definition, the same figures.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any
+
+from weeble.check.causal import Causal
+from weeble.check.deliveries import EPS, Deliveries
+from weeble.check.episodes import Fault
+from weeble.check.state import Check
+from weeble.trace.header import RunHeader
+
+
+@dataclass(slots=True)
+class Reconfiguration:
+    rid: str
+    op: str
+    start: float
+    end: float | None = None
+    outcome: str = "pending"
+    why: str = ""
+    coordination: dict[str, int] = field(default_factory=dict)
+
+
+class Reconfigurations:
+    def __init__(self, header: RunHeader) -> None:
+        self.D = header.deactivation
+        self.bound = header.overlay_bound
+        self.causal = Causal() if header.ordering == "causal" else None
+        self.items: dict[str, Reconfiguration] = {}
+        self.overlay: list[Check] = []
+
+    # ---- the history ----
+
+    def record(self, t: float, fields: dict[str, Any]) -> None:
+        """A `reconfiguration` record."""
+        rid = str(fields["rid"])
+        item = self.items.get(rid)
+        if item is None:
+            item = self.items[rid] = Reconfiguration(rid, str(fields["op"]), t)
+        if fields["phase"] == "finished":
+            item.end = t
+            item.outcome = str(fields.get("outcome") or "done")
+            item.why = str(fields.get("why") or "")
+            item.coordination = {str(k): int(v) for k, v in
+                                 (fields.get("coordination") or {}).items()}
+
+    def overlay_check(self, t: float, fields: dict[str, Any]) -> None:
+        """An `overlay_legitimacy` record."""
+        self.overlay.append(Check(t, bool(fields["ok"]), int(fields.get("problems") or 0),
+                                  "overlay", tuple(fields.get("sample") or ())))
+
+    def publish(self, client: str, publisher: str, seq: int) -> None:
+        if self.causal is not None:
+            self.causal.publish(client, (publisher, seq))
+
+    def deliver(self, t: float, client: str, publisher: str, seq: int) -> None:
+        if self.causal is not None:
+            self.causal.deliver(t, client, (publisher, seq))
+
+    # ---- the report ----
+
+    def windows(self, end: float) -> list[tuple[float, float]]:
+        """Each reconfiguration's window as (begin, end): its publications and deliveries."""
+        return [(r.start - self.D, (r.end if r.end is not None else end) + 2 * self.D)
+                for r in self.items.values()]
+
+    def report(self, d: Deliveries, end: float, faults: list[Fault]) -> dict[str, Any]:
+        """Per reconfiguration, in start order (R15), and the overlay's checks."""
+        faulty = [(f.begin, f.end if f.end is not None else end) for f in faults]
+        ops = [self._judge(r, d, end, faulty)
+               for r in sorted(self.items.values(), key=lambda r: (r.start, r.rid))]
+        return {"operations": ops, "overlay": self._overlay(end, faulty)}
+
+    def _judge(self, r: Reconfiguration, d: Deliveries, end: float,
+               faulty: list[tuple[float, float]]) -> dict[str, Any]:
+        D = self.D
+        finish = r.end if r.end is not None else end
+        lo, hi = r.start - D, finish + D  # publications in flight at the start, and after
+        window = d.between(lo, hi)
+        fifo = d.between(lo, hi + D)["fifo"]  # what was published by hi is delivered by hi + D
+        causal = _count(self.causal.times, lo, hi + D) if self.causal is not None else 0
+        published = _count(d.pub_times, lo, hi)
+        return {
+            "rid": r.rid, "op": r.op, "outcome": r.outcome, "why": r.why,
+            "start": r.start, "end": r.end,
+            "duration": None if r.end is None else r.end - r.start,
+            "coordination": {**r.coordination, "total": sum(r.coordination.values())},
+            "window": [lo, hi], "publications": published,
+            "lost": window["missing"], "duplicated": window["duplicate"],
+            "spurious": window["spurious"], "reordered": fifo + causal,
+            "fifo": fifo, "causal": causal if self.causal is not None else None,
+            "during_faults": any(b < hi + D and e > lo for b, e in faulty),
+        }
+
+    def _overlay(self, end: float, faulty: list[tuple[float, float]]) -> dict[str, Any] | None:
+        """The overlay's checks; after the last fault, when it was legitimate for good."""
+        checks = self.overlay
+        if not checks:
+            return None
+        failed = [c for c in checks if not c.ok]
+        out: dict[str, Any] = {
+            "checks": len(checks), "illegitimate": len(failed),
+            "last_illegitimate": failed[-1].t if failed else None,
+            "sample_problems": list(failed[-1].sample) if failed else [],
+            "bound": self.bound}
+        if faulty:
+            last = max(e for _, e in faulty)
+            after = [c for c in checks if c.t >= last - EPS]
+            bad = [c for c in after if not c.ok]
+            if not after:
+                status, time = "no checks observed", None
+            elif not bad:
+                status, time = "stable", 0.0
+            elif bad[-1] is after[-1]:
+                status, time = "not stabilized", None
+            else:
+                first_ok = next(c for c in after if c.t > bad[-1].t)
+                status, time = "stabilized", first_ok.t - last
+            out["after_faults"] = {"from": last, "status": status, "time": time,
+                                   "within_bound": time is not None and (
+                                       self.bound is None or time <= self.bound)}
+        return out
+
+
+def _count(times: array, lo: float, hi: float) -> int:
+    """How many of the times fall in [lo, hi): both arrays it is given grow in time order
+    (publications are closed in publication order, violations recorded as they happen)."""
+    return bisect_left(times, hi - EPS) - bisect_left(times, lo - EPS)
