@@ -120,3 +120,48 @@ def test_reconfiguration_mistakes_are_named() -> None:
     assert "overlay.xi" in _problem(data)
     data["overlay"] = {"kind": "coloured", "xi": 1.0, "height": 4}  # ρ = 10 > ξ: Eq. 4.2
     assert "overlay.xi: Eq. 4.2" in _problem(data)
+
+
+# ---- the 3-colour scheme (issue 9) ------------------------------------------------------------
+
+COLOURS = SCENARIOS / "reconfig-colours.yaml"
+
+
+def test_colour_reconfigurations_under_traffic_and_faults_lose_nothing_outside_the_faults(
+        tmp_path: Path) -> None:
+    summary = _simulate(COLOURS, tmp_path / "run")
+    ops = summary["reconfigurations"]
+    assert len(ops) == len(_data(COLOURS)["reconfigurations"]["operations"])
+    for r in ops:
+        assert r["outcome"] == "done" and not r["during_faults"], r
+        assert (r["lost"], r["duplicated"], r["reordered"], r["spurious"]) == (0, 0, 0, 0), r
+        assert r["publications"] > 0, r
+        # carried by the root's recolors (4.5.3), active two rounds after the request
+        assert r["coordination"]["recolor"] >= 1, r
+        assert 0 < r["duration"] <= 2 * 1.0 + 1e-6, r  # ξ = 1
+    assert all(f["took_effect"] for f in summary["faults"]), summary["faults"]
+    # outside the fault windows, nothing lost or duplicated; every episode stabilized within ∆r
+    assert summary["verdict"]["status"] == "pass", summary["verdict"]["reasons"]
+    prefix = summary["verdict"]["before_first_fault"]
+    assert (prefix["missing"], prefix["duplicate"]) == (0, 0)
+    overlay = summary["overlay"]
+    assert overlay["illegitimate"] > 0  # the faults broke the overlay (the partition, at least)
+    assert len(overlay["after_faults"]) == len(summary["faults"])
+    for after in overlay["after_faults"]:
+        assert after["within_bound"], after  # legitimate again within ∆r = 4ξ + h(2δmax − δmin)
+    assert overlay["bound"] == pytest.approx(4 * 1.0 + 4 * (2 * 0.02 - 0.005))
+    report = check_run(tmp_path / "run")
+    assert _rounded(report["operations"]) == _rounded(ops)
+    assert _rounded(report["overlay"]) == _rounded(overlay)
+
+
+def test_control_messages_coloured_with_c_cur_lose_notifications_at_every_switch(
+        tmp_path: Path) -> None:
+    """The ablation of Fig. 4.20: (un)subscriptions coloured with the issuer's c_cur never fill
+    T^{c_new}, which becomes current at the next recolor: the same summary reports losses."""
+    data = _data(COLOURS)
+    del data["chaos"]
+    data["overlay"]["control_colour"] = "c_cur"
+    summary = simulate(parse_scenario(data), tmp_path, progress=False).as_dict()
+    assert all(r["lost"] > 10 for r in summary["reconfigurations"]), summary["reconfigurations"]
+    assert summary["verdict"]["status"] == "fail"

@@ -105,33 +105,34 @@ class Reconfigurations:
         }
 
     def _overlay(self, end: float, faulty: list[tuple[float, float]]) -> dict[str, Any] | None:
-        """The overlay's checks; after the last fault, when it was legitimate for good."""
+        """The overlay's checks; after each fault, when it was legitimate again (as R12, from
+        the fault's end to the next fault's begin), against ∆r."""
         checks = self.overlay
         if not checks:
             return None
         failed = [c for c in checks if not c.ok]
-        out: dict[str, Any] = {
-            "checks": len(checks), "illegitimate": len(failed),
-            "last_illegitimate": failed[-1].t if failed else None,
-            "sample_problems": list(failed[-1].sample) if failed else [],
-            "bound": self.bound}
-        if faulty:
-            last = max(e for _, e in faulty)
-            after = [c for c in checks if c.t >= last - EPS]
-            bad = [c for c in after if not c.ok]
-            if not after:
+        after = []
+        spans = sorted(faulty)
+        for i, (_, e) in enumerate(spans):
+            until = spans[i + 1][0] if i + 1 < len(spans) else end
+            seen = [c for c in checks if e - EPS <= c.t < until]
+            bad = [c for c in seen if not c.ok]
+            if not seen:
                 status, time = "no checks observed", None
             elif not bad:
                 status, time = "stable", 0.0
-            elif bad[-1] is after[-1]:
+            elif bad[-1] is seen[-1]:
                 status, time = "not stabilized", None
             else:
-                first_ok = next(c for c in after if c.t > bad[-1].t)
-                status, time = "stabilized", first_ok.t - last
-            out["after_faults"] = {"from": last, "status": status, "time": time,
-                                   "within_bound": time is not None and (
-                                       self.bound is None or time <= self.bound)}
-        return out
+                status = "stabilized"
+                time = next(c for c in seen if c.t > bad[-1].t).t - e
+            after.append({"from": e, "until": until, "status": status, "time": time,
+                          "within_bound": time is not None and (
+                              self.bound is None or time <= self.bound + EPS)})
+        return {"checks": len(checks), "illegitimate": len(failed),
+                "last_illegitimate": failed[-1].t if failed else None,
+                "sample_problems": list(failed[-1].sample) if failed else [],
+                "bound": self.bound, "after_faults": after}
 
 
 def _count(times: array, lo: float, hi: float) -> int:

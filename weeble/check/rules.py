@@ -135,5 +135,7 @@ notifications back by design) and is not counted. When the header says `reconfig
 path rule R13(d) takes h = d for every pair of brokers. The `overlay_legitimacy` records are
 the overlay's own checks (not R8's): after the last fault ends, the overlay has stabilized at
 the first ok check after the last failing one, to be compared with the header's
-`overlay_bound` ∆r.
+`overlay_bound` ∆r. With a coloured overlay (the header's `recolor_period` ξ), A, D, L and the
+legitimacy windows of R9 each grow by 2ξ: a (un)subscription goes into the tables of the colour
+being prepared, which notifications use only from the recolor after next.
 """

@@ -501,7 +501,9 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """What changed in a broker's RAM between two core snapshots ({} = nothing)."""
     diff: dict[str, Any] = {}
     # the values of the routing layer, and of the overlay and exchange layers (their RAM)
-    for key in ("next_timer", "rebuild_bit", "neighbors", "parent", "exchange"):
+    # (and of the 3-colour scheme: the colours and pointers, the recolor flags and requests)
+    for key in ("next_timer", "rebuild_bit", "neighbors", "parent", "exchange", "colours",
+                "recolor"):
         if before.get(key) != after.get(key):
             diff[key] = {"before": before.get(key), "after": after.get(key)}
     for key in ("tables", "mergers", "adv_tables"):

@@ -20,7 +20,7 @@ from weeble.trace.schema import VERSION
 RUN_FIELDS = ("scenario", "algorithm", "hierarchical", "wrapper", "options", "pi", "rho",
               "delta_min", "delta_max", "d", "bound", "topology", "seed", "backend", "clock",
               "versions", "duration", "snapshot_period", "check_period", "run_id", "adverts",
-              "ordering", "overlay", "overlay_bound", "reconfigured")
+              "ordering", "overlay", "overlay_bound", "reconfigured", "recolor_period")
 
 
 class HeaderError(ValueError):
@@ -103,6 +103,7 @@ class RunHeader:
     overlay: str = "static"
     overlay_bound: float | None = None
     reconfigured: bool = False  # the tree changes during the run: `topology` is the first one
+    recolor_period: float | None = None  # ξ of the coloured overlay
 
     # ---- the constants of the correctness rules (weeble.check.rules explains each) ----
 
@@ -127,31 +128,37 @@ class RunHeader:
         return hops
 
     @property
+    def switch(self) -> float:
+        """2ξ with the coloured overlay (else 0): a (un)subscription goes into the tables of
+        the colour being prepared, which notifications use from the recolor after next."""
+        return 0.0 if self.recolor_period is None else 2 * self.recolor_period
+
+    @property
     def activation(self) -> float:
-        """A = d·δmax + ρ: a subscription must be served once it is this old."""
-        return self.path + self.params.rho
+        """A = d·δmax + ρ (+ 2ξ): a subscription must be served once it is this old."""
+        return self.path + self.params.rho + self.switch
 
     @property
     def deactivation(self) -> float:
-        """D = d·δmax: a subscription must get a publication if it lives this long after it,
-        and may get deliveries up to this long after it ended."""
-        return self.path
+        """D = d·δmax (+ 2ξ): a subscription must get a publication if it lives this long after
+        it, and may get deliveries up to this long after it ended."""
+        return self.path + self.switch
 
     @property
     def crash_linger(self) -> float:
-        """L = 2π + d·δmax: deliveries to a crashed client are allowed this long after its
-        crash (its lease lingers, fault F12)."""
-        return 2 * self.params.pi + self.path
+        """L = 2π + d·δmax (+ 2ξ): deliveries to a crashed client are allowed this long after
+        its crash (its lease lingers, fault F12)."""
+        return 2 * self.params.pi + self.path + self.switch
 
     @property
     def settle(self) -> float:
-        """A subscription is required in the routing tables once it is d·δmax old."""
-        return self.path
+        """A subscription is required in the routing tables once it is d·δmax (+ 2ξ) old."""
+        return self.path + self.switch
 
     @property
     def linger(self) -> float:
-        """An ended subscription may stay in the tables up to 2π + d·δmax."""
-        return 2 * self.params.pi + self.path
+        """An ended subscription may stay in the tables up to 2π + d·δmax (+ 2ξ)."""
+        return 2 * self.params.pi + self.path + self.switch
 
     @classmethod
     def of_scenario(cls, scenario: Any, *, backend: str, clock: str,
@@ -174,7 +181,8 @@ class RunHeader:
             adverts=r.adverts, ordering=str(scenario.reconfigurations.ordering),
             overlay=str(scenario.overlay.kind),
             overlay_bound=None if colours is None else colours.bound(scenario.params),
-            reconfigured=bool(scenario.reconfigurations.operations) or colours is not None)
+            reconfigured=bool(scenario.reconfigurations.operations) or colours is not None,
+            recolor_period=None if colours is None else colours.xi)
 
     # ---- record <-> header ----
 
@@ -190,7 +198,8 @@ class RunHeader:
             "seed": self.seed, "backend": self.backend, "clock": self.clock,
             "versions": dict(self.versions),
         }
-        for name in ("duration", "snapshot_period", "check_period", "run_id", "overlay_bound"):
+        for name in ("duration", "snapshot_period", "check_period", "run_id", "overlay_bound",
+                     "recolor_period"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -231,7 +240,8 @@ class RunHeader:
                 ordering=str(rec.get("ordering", "fifo")),
                 overlay=str(rec.get("overlay", "static")),
                 overlay_bound=_opt_float(rec.get("overlay_bound")),
-                reconfigured=bool(rec.get("reconfigured", False)))
+                reconfigured=bool(rec.get("reconfigured", False)),
+                recolor_period=_opt_float(rec.get("recolor_period")))
         except KeyError as exc:
             raise HeaderError(f"run record lacks field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:

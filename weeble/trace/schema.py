@@ -78,7 +78,8 @@ KIND_LIST = [
           "pi": F, "rho": F, "delta_min": F, "delta_max": F, "d": N, "bound": F,
           "topology": J, "seed": N, "backend": S, "clock": S, "versions": J},
          {"duration": F, "snapshot_period": F, "check_period": F, "run_id": S, "adverts": B,
-          "ordering": S, "overlay": S, "overlay_bound": F, "reconfigured": B}),
+          "ordering": S, "overlay": S, "overlay_bound": F, "reconfigured": B,
+          "recolor_period": F}),
     Kind("run_end", "the run's observation ended here (the brokers stop or the simulation "
          "ends): its time is the run's end (R2 judges publications by it)", "sim, orchestrator",
          {}, {"reason": S}),
@@ -269,6 +270,8 @@ FIELD_DOC: Mapping[str, str] = {
                     "scheme: the recolors and requests that carried it)",
     "reconfigured": "the tree changes during the run (reconfigurations, the 3-colour scheme): "
                     "`topology` is the first tree, and the path rule R13(d) takes d hops",
+    "recolor_period": "ξ, the root's recolor period of the coloured overlay, s: A, D, L and the "
+                      "legitimacy windows each grow by 2ξ (R15)",
     "ordering": "the notification order reconfigurations keep: none, fifo or causal",
     "overlay_bound": "∆r = 4ξ + h(2δmax − δmin) of the coloured overlay (Eq. 4.3), s",
     "overlay": "the broker's overlay layer: static or coloured",
