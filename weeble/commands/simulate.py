@@ -54,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
         }
         if summary.reconfigurations:  # R15, one line each
             digest["reconfigurations"] = [
-                {k: r[k] for k in ("rid", "op", "outcome", "duration", "lost", "duplicated",
-                                   "reordered")} | {"coordination": r["coordination"]["total"]}
+                {k: r[k] for k in ("rid", "op", "outcome", "lost", "duplicated", "reordered")}
+                | {"duration": None if r["duration"] is None else round(r["duration"], 4),
+                   "coordination": r["coordination"]["total"]}
                 for r in summary.reconfigurations]
         print(json.dumps(digest), file=sys.stdout)
         for reason in summary.verdict["reasons"]:
