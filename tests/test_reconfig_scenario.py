@@ -105,8 +105,12 @@ def test_reconfiguration_mistakes_are_named() -> None:
     assert "reconfigurations.operations[0]: exchange" in _problem(data)
     ops[0] = {"op": "remove_leaf", "leaf": "b1"}  # an inner broker
     assert "reconfigurations.operations[0]" in _problem(data)
-    ops[0] = {"op": "move_to", "edges": [["b0", "b1"]]}
-    assert "only the 3-colour scheme" in _problem(data)
+    ops[0] = {"op": "move_to", "edges": [["b0", "b1"]], "at": 5}
+    assert "operations[0].at: a move of the static overlay is a sequence" in _problem(data)
+    ops[0] = {"op": "random", "count": 2, "every": 5}
+    assert "operations[0].every: give `at` and `every` together" in _problem(data)
+    ops[0] = {"op": "insert_inner", "new": "b20", "between": ["b1", "b2"]}
+    assert "operations[0]: insert: b1–b2 is not a link" in _problem(data)
     data = _data(EXCHANGE)
     data["timing"]["d"] = 4
     assert "diameter" in _problem(data) and "timing.d" in _problem(data)
@@ -165,3 +169,39 @@ def test_control_messages_coloured_with_c_cur_lose_notifications_at_every_switch
     summary = simulate(parse_scenario(data), tmp_path, progress=False).as_dict()
     assert all(r["lost"] > 10 for r in summary["reconfigurations"]), summary["reconfigurations"]
     assert summary["verdict"]["status"] == "fail"
+
+
+def test_composite_operations_expand_into_elementary_ones_that_lose_nothing(
+        tmp_path: Path) -> None:
+    """insert_inner, remove_inner, move_to (D(T1, T2) exchanges) and random exchanges, in the
+    sequence and at a rate: each elementary operation is reported on its own."""
+    data = {
+        "name": "composite", "seed": 2, "duration": 70,
+        "topology": {"kind": "kary", "m": 2, "levels": 3},  # b0; b1 b2; b3..b6
+        "routing": {"algorithm": "covering1"},
+        "timing": {"pi": 5.3, "rho": 5, "delta_min": 0.005, "delta_max": 0.025,
+                   "delay": "uniform", "d": 8},
+        "workload": {"filter_classes": 5, "subscriptions": 20, "mean_lifetime": 40,
+                     "publish_rate": 30},
+        "reconfigurations": {"start": 10, "gap": 1, "operations": [
+            {"op": "insert_inner", "new": "b7", "between": ["b1", "b3"]},
+            {"op": "remove_inner", "broker": "b2"},
+            {"op": "move_to", "edges": [["b0", "b1"], ["b1", "b7"], ["b7", "b3"], ["b3", "b4"],
+                                        ["b0", "b5"], ["b5", "b6"]]},
+            {"op": "random", "count": 2},
+            {"op": "random", "count": 3, "at": 45, "every": 5, "length": 4}]},
+        "check_every": 1.0, "trace": {"enabled": False},
+    }
+    scenario = parse_scenario(data)
+    plan = scenario.reconfiguration_plan()
+    kinds = [type(op).__name__ for _, op in plan]
+    # insert b7 on b1–b3: a leaf, then an exchange; remove b2: b5 and b6 move to b0, b2 leaves
+    assert kinds[:5] == ["AddLeaf", "ExchangeLink", "ExchangeLink", "ExchangeLink", "RemoveLeaf"]
+    assert [at for at, _ in plan[-3:]] == [45, 50, 55]
+    summary = simulate(scenario, tmp_path, progress=False).as_dict()
+    ops = summary["reconfigurations"]
+    assert len(ops) == len(plan)
+    for r in ops:
+        assert r["outcome"] == "done", r
+        assert (r["lost"], r["duplicated"], r["reordered"]) == (0, 0, 0), r
+    assert summary["verdict"]["status"] == "pass", summary["verdict"]["reasons"]

@@ -40,11 +40,16 @@ Example (every field that has a default may be left out):
         - {op: add_leaf, new: b13, attach: b5}
         - {op: remove_leaf, leaf: b13}
         - {op: exchange, remove: [b0, b3], add: [b3, b1], at: 200}   # at a given time
+        - {op: insert_inner, new: b14, between: [b2, b7]}    # composites: in the sequence
+        - {op: remove_inner, broker: b3, hub: b0}
+        - {op: move_to, edges: [[b0, b1], ...]}    # static: D(T1, T2) exchanges; coloured: one
+        - {op: random, count: 5, at: 250, every: 5, length: 4}   # random exchanges at a rate
 """
 
 from __future__ import annotations
 
 import ipaddress
+import random
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -62,7 +67,11 @@ from weeble.broker.core.reconfig.plan import (
     Tree,
     apply,
     edge,
+    insert_inner,
+    random_exchange,
+    remove_inner,
 )
+from weeble.broker.core.reconfig.plan import plan as plan_move
 from weeble.broker.core.rom import (
     Algorithm,
     Colours,
@@ -209,6 +218,11 @@ class Overlay(_Model):
     control_colour: Literal["c_new", "c_cur"] = "c_new"
 
 
+# Each operation expands, on the tree it meets, into the elementary operations the simulator's
+# Reconfigurator carries out, as (at, op): at None for the ones that run in the sequence.
+Step = tuple[float | None, Op | Tree]
+
+
 class ExchangeOp(_Model):
     """Link exchange r → a (4.4): remove the tree link `remove`, add `add`."""
 
@@ -217,8 +231,8 @@ class ExchangeOp(_Model):
     add: tuple[str, str]
     at: float | None = Field(default=None, ge=0)
 
-    def plan(self) -> Op:
-        return ExchangeLink(remove=edge(*self.remove), add=edge(*self.add))
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        return [(self.at, ExchangeLink(remove=edge(*self.remove), add=edge(*self.add)))]
 
 
 class AddLeafOp(_Model):
@@ -229,8 +243,8 @@ class AddLeafOp(_Model):
     attach: str
     at: float | None = Field(default=None, ge=0)
 
-    def plan(self) -> Op:
-        return AddLeaf(self.new, self.attach)
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        return [(self.at, AddLeaf(self.new, self.attach))]
 
 
 class RemoveLeafOp(_Model):
@@ -240,23 +254,78 @@ class RemoveLeafOp(_Model):
     leaf: str
     at: float | None = Field(default=None, ge=0)
 
-    def plan(self) -> Op:
-        return RemoveLeaf(self.leaf)
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        return [(self.at, RemoveLeaf(self.leaf))]
+
+
+class InsertInnerOp(_Model):
+    """Insert a new broker on the link `between` = [u, v]: it joins as a leaf of u, then u–v is
+    exchanged for new–v (4.2; two operations, in the sequence)."""
+
+    op: Literal["insert_inner"]
+    new: str
+    between: tuple[str, str]
+
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        return [(None, o) for o in insert_inner(tree, self.new, self.between)]
+
+
+class RemoveInnerOp(_Model):
+    """Remove an inner broker: its other neighbours move to `hub` (default: its first
+    neighbour), one exchange each, then it leaves as a leaf (4.2; in the sequence)."""
+
+    op: Literal["remove_inner"]
+    broker: str
+    hub: str | None = None
+
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        return [(None, o) for o in remove_inner(tree, self.broker, self.hub)]
 
 
 class MoveToOp(_Model):
-    """The 3-colour scheme only: one request that turns the tree into `edges` at once (4.5.3)."""
+    """Turn the tree into `edges`: on the static overlay D(T1, T2) exchanges (and leaf adds
+    and removals for brokers that come or go), in the sequence (Theorem 2); on the coloured
+    overlay one request, all at once (4.5.3), which may have `at`."""
 
     op: Literal["move_to"]
     edges: list[tuple[str, str]] = Field(min_length=1)
     at: float | None = Field(default=None, ge=0)
 
-    def plan(self) -> Tree:
-        return Tree.of(self.edges)
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        target = Tree.of(self.edges)
+        if coloured:
+            return [(self.at, target)]
+        if self.at is not None:
+            raise PlanError("at: a move of the static overlay is a sequence of operations:"
+                            " leave out `at` (or use overlay.kind: coloured)")
+        return [(None, o) for o in plan_move(tree, target)]
 
 
-Operation = Annotated[ExchangeOp | AddLeafOp | RemoveLeafOp | MoveToOp,
-                      Field(discriminator="op")]
+class RandomOp(_Model):
+    """`count` random link exchanges (drawn from the scenario's seed on the tree each one
+    meets; `length`: cycles of that many brokers): in the sequence, or from `at` on, one every
+    `every` s."""
+
+    op: Literal["random"]
+    count: int = Field(ge=1)
+    length: int | None = Field(default=None, ge=3)
+    at: float | None = Field(default=None, ge=0)
+    every: float | None = Field(default=None, gt=0)
+
+    def expand(self, tree: Tree, coloured: bool, rng: random.Random) -> list[Step]:
+        if (self.at is None) != (self.every is None):
+            raise PlanError("every: give `at` and `every` together (or neither: in the"
+                            " sequence)")
+        out: list[Step] = []
+        for i in range(self.count):
+            op = random_exchange(tree, rng, self.length)
+            tree = apply(tree, op)
+            out.append((None if self.at is None else self.at + i * (self.every or 0.0), op))
+        return out
+
+
+Operation = Annotated[ExchangeOp | AddLeafOp | RemoveLeafOp | InsertInnerOp | RemoveInnerOp
+                      | MoveToOp | RandomOp, Field(discriminator="op")]
 
 
 class Reconfigurations(_Model):
@@ -410,10 +479,10 @@ class Scenario(_Model):
         colours = self.colours
         return routing if colours is None else max(routing, colours.bound(self.params))
 
-    def reconfiguration_plan(self) -> list[tuple[float | None, Op | Tree]]:
-        """The operations as the simulator's Reconfigurator takes them: (at, op), at None for
-        the ones that run one after the other from `reconfigurations.start`."""
-        return [(o.at, o.plan()) for o in self.reconfigurations.operations]
+    def reconfiguration_plan(self) -> list[Step]:
+        """The operations as the simulator's Reconfigurator takes them: elementary (at, op),
+        at None for the ones that run one after the other from `reconfigurations.start`."""
+        return _plan(self)
 
     @property
     def last_fault_end(self) -> float:
@@ -579,43 +648,56 @@ def _check_reconfigurations(s: Scenario) -> None:
             if getattr(o, name) is not None:
                 raise _Invalid(f"overlay.{name}", "only the coloured overlay has it"
                                " (overlay.kind: coloured)")
+    _plan(s)
+
+
+def _plan(s: Scenario) -> list[Step]:
+    """Expand every operation on the tree it will meet (the sequential ones in order; one with
+    `at` on the tree the previous ones leave), checking each step."""
     topology = s.build_topology()
     tree = Tree.of(topology.links, topology.brokers)
-    for i, op in enumerate(x.operations):
+    coloured = s.colours is not None
+    rng = random.Random(f"{s.seed}:reconfigurations")
+    out: list[Step] = []
+    for i, o in enumerate(s.reconfigurations.operations):
         where = f"reconfigurations.operations[{i}]"
-        if op.at is not None and op.at >= s.duration:
-            raise _Invalid(f"{where}.at", f"{op.at:g} is not before the end of the run"
-                           f" ({s.duration:g} s)")
-        if isinstance(op, MoveToOp):
-            if not coloured:
-                raise _Invalid(f"{where}.op", "move_to: only the 3-colour scheme moves to a"
-                               " tree in one step (overlay.kind: coloured)")
-            try:
-                after = op.plan()
-            except PlanError as exc:
-                raise _Invalid(f"{where}.edges", str(exc)) from None
-        else:
-            try:
-                after = apply(tree, op.plan())
-            except PlanError as exc:
-                raise _Invalid(where, str(exc)) from None
-        if isinstance(op, RemoveLeafOp) and op.leaf == s.root_broker:
-            raise _Invalid(f"{where}.leaf", f"{op.leaf!r} is the root")
-        if s.root_broker not in after.nodes:
-            raise _Invalid(where, f"the root {s.root_broker!r} cannot leave")
-        # The bounds (and the checker's windows) assume d and h hold for every tree of the run.
-        diameter = topo.from_edges(sorted(after.edges)).diameter() if after.edges else 0
-        if diameter > s.params.d:
-            raise _Invalid(where, f"leaves a tree of diameter {diameter} > timing.d ="
-                           f" {s.params.d}: set timing.d to the largest diameter of the run")
-        colours = s.colours
-        if colours is not None:
-            parents = after.parents(s.root_broker)
-            height = max(_depth(parents, b) for b in after.nodes)
-            if height > colours.height:
-                raise _Invalid(where, f"leaves a tree of height {height} > overlay.height ="
-                               f" {colours.height}")
-        tree = after
+        try:
+            steps = o.expand(tree, coloured, rng)
+        except PlanError as exc:
+            field, _, problem = str(exc).partition(": ")
+            if field in type(o).model_fields:
+                raise _Invalid(f"{where}.{field}", problem) from None
+            raise _Invalid(where, str(exc)) from None
+        for at, op in steps:
+            if at is not None and at >= s.duration:
+                raise _Invalid(f"{where}.at", f"{at:g} is not before the end of the run"
+                               f" ({s.duration:g} s)")
+            if isinstance(op, Tree):
+                after = op
+            else:
+                try:
+                    after = apply(tree, op)
+                except PlanError as exc:
+                    raise _Invalid(where, str(exc)) from None
+            if isinstance(op, RemoveLeaf) and op.leaf == s.root_broker:
+                raise _Invalid(where, f"remove_leaf: {op.leaf!r} is the root")
+            if s.root_broker not in after.nodes:
+                raise _Invalid(where, f"the root {s.root_broker!r} cannot leave")
+            # The bounds (and the checker's windows) assume d and h hold for every tree.
+            diameter = topo.from_edges(sorted(after.edges)).diameter() if after.edges else 0
+            if diameter > s.params.d:
+                raise _Invalid(where, f"leaves a tree of diameter {diameter} > timing.d ="
+                               f" {s.params.d}: set timing.d to the largest diameter of the run")
+            colours = s.colours
+            if colours is not None:
+                parents = after.parents(s.root_broker)
+                height = max(_depth(parents, b) for b in after.nodes)
+                if height > colours.height:
+                    raise _Invalid(where, f"leaves a tree of height {height} > overlay.height"
+                                   f" = {colours.height}")
+            tree = after
+            out.append((at, op))
+    return out
 
 
 def _depth(parents: dict[str, str | None], b: str) -> int:
