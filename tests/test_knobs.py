@@ -56,7 +56,6 @@ KNOBS: list[tuple[str, Any, set[str]]] = [
     ("timing.delta_max", 0.2, {"params.delta_max"}),
     ("timing.d", 5, {"params.d"}),
     ("root", "b1", {"root", "parent"}),
-    ("routing.adverts", True, {"adverts"}),
     ("reconfigurations.ordering", "causal", {"ordering"}),
     ("reconfigurations.qsub", False, {"options.qsub"}),
     ("reconfigurations.qnot", False, {"options.qnot"}),
@@ -65,8 +64,9 @@ KNOBS: list[tuple[str, Any, set[str]]] = [
 ]
 # Not ROM: the simulator's delay model (live links have real delays, shaped by `live.links`),
 # and what the manager does (the operations, when, and the strawman's way of doing them).
-NOT_ROM = {"timing.delay", "reconfigurations.operations", "reconfigurations.start",
-           "reconfigurations.gap", "reconfigurations.strawman"}
+# routing.adverts is ROM, but simulator only (live clients do not advertise): tested below.
+NOT_ROM = {"timing.delay", "routing.adverts", "reconfigurations.operations",
+           "reconfigurations.start", "reconfigurations.gap", "reconfigurations.strawman"}
 # The coloured overlay's knobs (overlay.kind and the Colours constants): tested on a coloured
 # base, in the simulator (live brokers do not run the 3-colour scheme yet: planning refuses).
 COLOURED: dict[str, Any] = {"kind": "coloured", "xi": 5.0, "height": 2}
@@ -128,8 +128,8 @@ def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
     assert {k for k, _ in OVERLAY_KNOBS} | {"kind"} == set(Overlay.model_fields)
     assert {k for k, _ in OVERLAY_KNOBS} == {f.name for f in dataclasses.fields(Colours)}
     rom_fields = set(flat(parse_scenario(BASE).roms()["b0"]))
-    # the tree's, and the overlay's (test below)
-    assert rom_fields - reached == {"broker_id", "neighbors", "overlay", *(
+    # the tree's, and the overlay's and advertisements' (tests below)
+    assert rom_fields - reached == {"broker_id", "neighbors", "overlay", "adverts", *(
         f"colours.{k}" for k, _ in OVERLAY_KNOBS)}
 
 
@@ -180,8 +180,17 @@ def test_an_overlay_knob_reaches_the_colours_of_every_simulated_broker(
     assert static.overlay is OverlayKind.STATIC and static.colours == Colours()
 
 
+def test_advertisements_reach_every_simulated_broker(tmp_path: Path) -> None:
+    scenario = with_knob("routing.adverts", True)
+    roms = sim_roms(scenario, tmp_path)
+    assert roms == scenario.roms()
+    for b, rom in roms.items():
+        before, after = flat(parse_scenario(BASE).roms()[b]), flat(rom)
+        assert {k for k in after if after[k] != before[k]} == {"adverts"}
+
+
 def test_live_planning_refuses_what_live_brokers_cannot_run_yet(tmp_path: Path) -> None:
-    for extra in ({"overlay": COLOURED},
+    for extra in ({"overlay": COLOURED}, {"routing": {**BASE["routing"], "adverts": True}},
                   {"reconfigurations": {"operations": [{"op": "remove_leaf", "leaf": "b2"}]}}):
         with pytest.raises(ScenarioError, match="simulator only"):
             live_roms(parse_scenario({**BASE, **extra}), tmp_path / "runs")

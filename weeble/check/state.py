@@ -68,15 +68,21 @@ class Legitimacy:
 
     def __init__(self, brokers: Mapping[str, Broker], subs: Callable[[], Iterable[Interval]],
                  *, settle: float, linger: float,
-                 record: Callable[[float, dict[str, Any]], None] | None = None) -> None:
+                 record: Callable[[float, dict[str, Any]], None] | None = None,
+                 adverts: Callable[[], Iterable[Interval]] | None = None) -> None:
+        """`adverts`: the publishers' advertisements, when they route the subscriptions (R9
+        then judges the tables by the advertisement-routing rule, thesis §3.4.2)."""
         self.brokers, self.subs = brokers, subs
         self.settle, self.linger = settle, linger
         self.record = record
+        self.adverts = adverts
         self.checks: list[Check] = []
 
     def __call__(self, t: float) -> Check:
         required, allowed = select(self.subs(), t, self.settle, self.linger)
-        problems = check(self.brokers, required, allowed)
+        adverts = None if self.adverts is None else select(self.adverts(), t, self.settle,
+                                                           self.linger)
+        problems = check(self.brokers, required, allowed, adverts=adverts)
         c = Check(t, not problems, len(problems), "legitimacy", tuple(problems[:3]))
         self.checks.append(c)
         if self.record is not None:

@@ -21,7 +21,8 @@ The randomized workload is the thesis's "seed 000" setup (spec §4.1):
 - each workload subscription is its own client `c<n>`, subscription id `c<n>/0`. A fraction
   `subscribers_crash` of them end by crashing (refreshes stop, no unsubscription: F12).
 Plus the scenario's explicit `subscriptions` (client `alice`'s k-th is `alice/<k>`) and
-`publications` (publisher `client`, default `p<broker>`).
+`publications` (publisher `client`, default `p<broker>`). With `routing.adverts`, the publishers'
+advertisements (`advertisements(scenario)`), held for the whole run.
 
 Subscriptions and publications draw from separate streams ("<seed>:subscriptions",
 "<seed>:publications"), so changing ω leaves the subscription history unchanged. Everything is
@@ -32,6 +33,7 @@ the consumer holds.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import random
 from collections.abc import Iterator
@@ -99,6 +101,50 @@ def _numbered(actions: Iterator[Action], seqs: dict[str, int]) -> Iterator[Actio
         if type(action) is Publish:
             action.seq = seqs[action.publisher] = seqs.get(action.publisher, 0) + 1
         yield action
+
+
+@dataclass(slots=True)
+class Advertise:
+    """With advertisements (`routing.adverts`, thesis §3.4.2): publisher `publisher` at `broker`
+    advertises `filter`, covering everything it will publish, from the start of the run and
+    refreshed every ρ like a subscription (the plan does not list the refreshes)."""
+
+    publisher: str
+    broker: str
+    adv_id: str
+    filter: Filter
+
+
+def advertisements(scenario: Scenario) -> list[Advertise]:
+    """The advertisements of the plan's publishers (none without `routing.adverts`): a
+    workload publisher advertises every filter class it draws from, an explicit publication's
+    publisher the attributes it publishes."""
+    if not scenario.routing.adverts:
+        return []
+    out: list[Advertise] = []
+    w = scenario.workload
+    if w is not None and w.publish_rate > 0:
+        cover = Filter.parse(f"class range [0, {w.filter_classes - 1}]")
+        out += [Advertise(f"p{b}", b, f"p{b}/adv0", cover) for b in _placements(scenario)[1]]
+    seen = {(a.publisher, str(a.filter)) for a in out}
+    count: dict[str, int] = {a.publisher: 1 for a in out}
+    for pub in scenario.publications:
+        client = pub.client or f"p{pub.broker}"
+        f = Filter.parse(" && ".join(f"{k} == {_literal(v)}" for k, v in
+                                     sorted(pub.attributes.items())) or "true")
+        if (client, str(f)) not in seen:
+            seen.add((client, str(f)))
+            n = count[client] = count.get(client, 0) + 1
+            out.append(Advertise(client, pub.broker, f"{client}/adv{n - 1}", f))
+    return out
+
+
+def _literal(v: Value) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return repr(v)
 
 
 def _placements(scenario: Scenario) -> tuple[list[str], list[str]]:

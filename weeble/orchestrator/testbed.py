@@ -70,11 +70,14 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
-    if scenario.colours is not None or scenario.reconfigurations.operations:
-        # Live reconfiguration is a later issue: a live broker would silently run the static
-        # tree of chapter 3 instead, so say so rather than run the wrong experiment.
-        raise ScenarioError(f"{scenario.name}: overlay.kind coloured and reconfigurations"
-                            ".operations are simulator only for now (`weeble simulate`)")
+    if (scenario.colours is not None or scenario.reconfigurations.operations
+            or scenario.routing.adverts):
+        # Live reconfiguration is a later issue, and live clients do not advertise: a live run
+        # would silently run something else (the static tree; subscriptions that go nowhere),
+        # so say so rather than run the wrong experiment.
+        raise ScenarioError(f"{scenario.name}: overlay.kind coloured, reconfigurations"
+                            ".operations and routing.adverts are simulator only for now"
+                            " (`weeble simulate`)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())

@@ -41,6 +41,7 @@ class Observers:
         self.header, self.sink = header, sink
         self.deliveries = deliveries_for(header, retention=retention)
         self.intervals: dict[tuple[str, str], Interval] = {}  # running subscriptions
+        self.adverts: dict[tuple[str, str], Interval] = {}  # advertisements (routing.adverts)
         self._ended: deque[Interval] = deque()  # ended ones, for the legitimacy monitor
         self.fault_records: list[tuple[float, dict[str, Any]]] = []
         self.monitor: Legitimacy | None = None
@@ -78,6 +79,15 @@ class Observers:
             iv.end = t
             if self.monitor is not None:
                 self._ended.append(iv)
+
+    def advertised(self, t: float, adv: Any) -> None:
+        self.adverts[(adv.publisher, adv.adv_id)] = Interval(adv.publisher, adv.adv_id,
+                                                             adv.broker, adv.filter, t)
+
+    def unadvertised(self, t: float, adv: Any) -> None:
+        iv = self.adverts.get((adv.publisher, adv.adv_id))
+        if iv is not None:
+            iv.end = t
 
     def published(self, t: float, n: Notification, broker: str) -> None:
         # The publishing client is the publisher (the simulator's clients publish under their
@@ -137,7 +147,8 @@ class Observers:
             self.write(SIM, t, SIM, "legitimacy", fields)
 
         self.monitor = Legitimacy(brokers, self._subs, settle=h.settle, linger=h.linger,
-                                  record=record)
+                                  record=record,
+                                  adverts=(lambda: self.adverts.values()) if h.adverts else None)
 
         def tick(t: float, _a: object, _b: object) -> None:
             ended, linger = self._ended, h.linger

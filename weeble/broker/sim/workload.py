@@ -18,12 +18,24 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from weeble.broker.core.events import ClientPublish, ClientSubscribe, ClientUnsubscribe
+from weeble.broker.core.events import (
+    ClientAdvertise,
+    ClientPublish,
+    ClientSubscribe,
+    ClientUnsubscribe,
+)
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Notification
 from weeble.broker.sim.engine import Engine
 from weeble.model.scenario import Scenario
-from weeble.model.workload import Action, Publish, Subscribe, workload_plan
+from weeble.model.workload import (
+    Action,
+    Advertise,
+    Publish,
+    Subscribe,
+    advertisements,
+    workload_plan,
+)
 
 INF = math.inf
 
@@ -64,6 +76,10 @@ class Listener(Protocol):
 
     def published(self, t: float, n: Notification, broker: str) -> None: ...
 
+    def advertised(self, t: float, adv: Advertise) -> None: ...
+
+    def unadvertised(self, t: float, adv: Advertise) -> None: ...
+
 
 class TraceSink(Protocol):
     def write(self, file: str, t: float, node: str, kind: str, fields: dict[str, Any]) -> None: ...
@@ -77,6 +93,7 @@ class Clients:
         self.trace = trace
         self.rho = scenario.timing.rho
         self._plan: Iterator[Action] = workload_plan(scenario)
+        self.advertisements = advertisements(scenario)  # with `routing.adverts` only
         self.live: dict[str, ClientSub] = {}  # sub_id -> live subscription, in start order
         self.gone: set[str] = set()  # brokers that left (RemoveLeaf): their clients left too
         # Ended subscriptions in end order, for the legitimacy monitor (which prunes them).
@@ -92,7 +109,17 @@ class Clients:
 
     def start(self) -> None:
         """Carry out the plan's actions due now (the warm start) and schedule the rest."""
+        for adv in self.advertisements:  # before the first publication (§3.4.2)
+            self.listener.advertised(self.engine.now, adv)
+            self._readvertise(self.engine.now, adv, None)
         self._pump(self.engine.now, None, None)
+
+    def _readvertise(self, t: float, adv: Advertise, _b: object) -> None:
+        """An advertisement is leased like a subscription: renewed every ρ (SC-4)."""
+        if adv.broker in self.gone:
+            return
+        self.engine.inject(t, adv.broker, ClientAdvertise(adv.publisher, adv.adv_id, adv.filter))
+        self.engine.schedule(t + self.rho, self._readvertise, adv)
 
     def _pump(self, t: float, first: Action | None, _b: object) -> None:
         """Carry out `first` and every further action due by `t`, then schedule the next one
@@ -160,6 +187,9 @@ class Clients:
         """`broker` left the overlay (RemoveLeaf): its subscribers end with it (the broker
         withdraws what they contributed as it leaves) and nothing more is planned there."""
         self.gone.add(broker)
+        for adv in self.advertisements:
+            if adv.broker == broker:
+                self.listener.unadvertised(t, adv)
         for sub in [s for s in self.live.values() if s.broker == broker]:
             sub.end = t
             self._finish(t, sub, crash=False, tell_broker=False)
