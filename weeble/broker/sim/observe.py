@@ -93,7 +93,8 @@ class Observers:
         # The publishing client is the publisher (the simulator's clients publish under their
         # own name), as in the `publish` record.
         self.deliveries.publish(t, n.publisher, n.publisher, n.seq, n.attributes, broker)
-        self.reconfigurations.publish(n.publisher, n.publisher, n.seq)
+        if self.reconfigurations.causal is not None:  # only under ordering: causal (R15)
+            self.reconfigurations.publish(n.publisher, n.publisher, n.seq)
 
     # ---- deliveries (engine observer, hot) ----
 
