@@ -37,6 +37,7 @@ class Reconfigurations:
     def __init__(self, header: RunHeader) -> None:
         self.D = header.deactivation
         self.bound = header.overlay_bound
+        self.delta = header.bound  # Δ: a fault's effects may last this long after it ends
         self.causal = Causal() if header.ordering == "causal" else None
         self.items: dict[str, Reconfiguration] = {}
         self.overlay: list[Check] = []
@@ -101,7 +102,9 @@ class Reconfigurations:
             "lost": window["missing"], "duplicated": window["duplicate"],
             "spurious": window["spurious"], "reordered": fifo + causal,
             "fifo": fifo, "causal": causal if self.causal is not None else None,
-            "during_faults": any(b < hi + D and e > lo for b, e in faulty),
+            # its window overlaps a fault or the Δ after it, when the system may still be
+            # recovering: its figures are the fault's doing as much as its own
+            "during_faults": any(b < hi + D and e + self.delta > lo for b, e in faulty),
         }
 
     def _overlay(self, end: float, faulty: list[tuple[float, float]]) -> dict[str, Any] | None:

@@ -129,13 +129,15 @@ violations (R7) with delivery time in [start − D, end + 2D), plus, when the he
 `ordering` is `causal`, the causal violations in that span (a delivery of a notification that
 causally precedes one the client already received; n1 → n2 when one client published n1
 before n2, or received n1 before publishing n2). Its coordination messages are the
-`finished` record's `coordination`. A timing violation (R13) inside the span
+`finished` record's `coordination`. It is *during faults* if [start − D, end + 2D] overlaps a
+fault (R10) or the Δ after its end. A timing violation (R13) inside the span
 [start − D, end + 2D] of a reconfiguration is that reconfiguration's doing (an exchange holds
 notifications back by design) and is not counted. When the header says `reconfigured`, the
 path rule R13(d) takes h = d for every pair of brokers. The `overlay_legitimacy` records are
-the overlay's own checks (not R8's): after the last fault ends, the overlay has stabilized at
-the first ok check after the last failing one, to be compared with the header's
-`overlay_bound` ∆r. With a coloured overlay (the header's `recolor_period` ξ), A, D, L and the
-legitimacy windows of R9 each grow by 2ξ: a (un)subscription goes into the tables of the colour
+the overlay's own checks (not R8's): after each fault, among the checks from its end to the
+next fault's begin (or the run's end), the overlay has stabilized at the first ok check after
+the last failing one (as R12), to be compared with the header's `overlay_bound` ∆r. With a
+coloured overlay (the header's `recolor_period` ξ), A, D, L and the legitimacy windows of R9
+each grow by 2ξ: a (un)subscription goes into the tables of the colour
 being prepared, which notifications use only from the recolor after next.
 """
