@@ -141,7 +141,7 @@ def test_a_live_configuration_carries_every_rom_field(tmp_path: Path) -> None:
                         qsub=False, qnot=False, hold_relays=False, backoff=0.5))
     config = BrokerConfig(**BrokerConfig.rom_fields(rom), neighbors={"b0": "127.0.0.1:1"},
                           listen_address="127.0.0.1:2", admin_address="127.0.0.1:3",
-                          admin_token="t" * 16, link_token="l")
+                          admin_token="t" * 16, link_token="l", open_clients=True)
     assert BrokerConfig.load(config.dump(tmp_path / "b1.json")).to_rom() == rom
 
 

@@ -31,7 +31,8 @@ K8S_VERSION = "1.32.0"  # the schemas of kubernetes-validate (pinned in pyprojec
 MODELS = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Secret": "V1Secret",
           "Service": "V1Service", "StatefulSet": "V1StatefulSet",
           "PodDisruptionBudget": "V1PodDisruptionBudget", "NetworkPolicy": "V1NetworkPolicy"}
-TOKENS = ("change-me-admin-token-0123456789", "change-me-link-token")
+TOKENS = ("change-me-admin-token-0123456789", "change-me-link-token",
+          "change-me-client-secret-0123456789")
 
 
 def kustomize(overlay: str) -> list[dict[str, Any]]:
@@ -200,7 +201,7 @@ def test_backend_applies_cuts_and_crashes_through_the_client(
     assert places["b1"].reach.listen == f"broker-1.brokers.{ns}.svc.cluster.local:7000"
     assert backend.peer_address("b1", "b0") == places["b1"].reach.listen
     configs = broker_configs(scenario, places, backend.peer_address, admin_token="t" * 32,
-                             link_token="link", tls=None,
+                             link_token="link", client_secret="c" * 32, tls=None,
                              trace_path=lambda b: backend.trace_path(tmp_path, b))
     for config in configs.values():
         backend.start_broker(config)
@@ -211,7 +212,9 @@ def test_backend_applies_cuts_and_crashes_through_the_client(
     secret = recorder.store[f"/api/v1/namespaces/{ns}/secrets/broker-tokens"]
     assert secret["stringData"]["admin-token"] == "t" * 32
     configmap = recorder.store[f"/api/v1/namespaces/{ns}/configmaps/broker-configs"]
+    assert secret["stringData"]["client-secret"] == "c" * 32
     assert "t" * 32 not in json.dumps(configmap)  # no secret in the ConfigMap
+    assert "c" * 32 not in json.dumps(configmap)
 
     # a cut: each end's link policy no longer admits the other; heal admits it again
     assert not backend.link_state("b0", "b1").cut

@@ -87,7 +87,8 @@ def test_cut_stops_traffic_at_the_network_layer_and_heal_resumes_it(bed: Testbed
 
     async def go() -> None:
         # b1 refreshes its client's subscription toward b0 every rho: steady traffic b1 -> b0
-        async with Subscriber(bed.address("b1").listen, "sue", rho=0.5) as sub:
+        async with Subscriber(bed.address("b1").listen, "sue", rho=0.5,
+                              token=bed.client_token("sue")) as sub:
             await sub.subscribe("class == 1")
 
             async def received() -> int:

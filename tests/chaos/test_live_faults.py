@@ -89,8 +89,8 @@ class Stream:
 
     def __init__(self, bed: Testbed) -> None:
         addr = {b: a.listen for b, a in bed.addresses().items()}
-        self.sub = Subscriber(addr["b3"], "alice", rho=RHO)
-        self.pub = Publisher(addr["b5"], "pat")
+        self.sub = Subscriber(addr["b3"], "alice", rho=RHO, token=bed.client_token("alice"))
+        self.pub = Publisher(addr["b5"], "pat", token=bed.client_token("pat"))
         self.bed = bed
         self.sent: list[tuple[float, int]] = []  # (wall-clock time, seq)
         self._got: list[tuple[float, int, float, str]] = []  # arrival, seq, published, publisher
@@ -140,7 +140,8 @@ class Stream:
 def test_state_faults_change_the_ram_they_name(bed: Testbed) -> None:
     async def go() -> None:
         addr = bed.address("b4").listen
-        async with Stream(bed), Subscriber(addr, "bob", rho=RHO) as bob:
+        async with Stream(bed), \
+                Subscriber(addr, "bob", rho=RHO, token=bed.client_token("bob")) as bob:
             await bob.subscribe("class == 2", "bob/0")
             await bob.subscribe("class == 3", "bob/1")
             for sub_id in ("alice/0", "bob/0", "bob/1"):

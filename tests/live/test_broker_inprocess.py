@@ -371,6 +371,7 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
             "params": {"pi": 4, "rho": 1, "delta_max": 0.1, "d": 2},
             "root": "b1", "listen_address": "127.0.0.2:7000",
             "admin_address": "127.0.0.2:7001", "admin_token": "x" * 16, "link_token": "t",
+            "client_secret": "c" * 16,
         }).to_json()
     )
     for change, field in [
@@ -381,6 +382,8 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
         ({"links": {"b7": {"delay_ms": 1}}}, "links"),
         ({"neighbors": {"b2": "127.0.0.3:1"}, "links": {"b2": {"loss": 3}}}, "loss"),
         ({"surprise": 1}, "surprise"),
+        ({"client_secret": None}, "client_secret"),  # open_clients must be explicit
+        ({"open_clients": True}, "open_clients"),  # ... and not beside a secret
     ]:
         path = tmp_path / "c.json"
         path.write_text(json.dumps(good | change))

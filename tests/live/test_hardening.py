@@ -11,10 +11,11 @@ import pytest
 
 from tests.live.helpers import address, dial_as, next_host, run, wait_until
 from weeble.broker.client import Publisher, Subscriber
+from weeble.broker.runtime.clientauth import TOKEN_KEY, client_token
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.server import BrokerServer
 from weeble.broker.runtime.wire import FILTERS
-from weeble.proto.v1 import client_pb2, link_pb2
+from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
 
 Configs = Callable[..., BrokerConfig]
 
@@ -170,5 +171,50 @@ def test_a_second_session_for_a_live_neighbour_is_refused(configs: Configs) -> N
             await wait_until(lambda: server.links["b0"].connected)
             call.cancel()
             await channel.close()
+
+    run(scenario())
+
+
+# ---- finding 6: the client service has no authentication -------------------------------------
+
+SECRET = "test-client-secret-0123456789"
+
+
+def test_clients_prove_their_id_and_keep_what_is_theirs(configs: Configs) -> None:
+    cfg = configs("b1", open_clients=False, client_secret=SECRET)
+    alice_token = client_token(SECRET, "alice")
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server:
+            target = cfg.listen_address
+            async with Subscriber(target, "alice", rho=0.3, token=alice_token) as alice, \
+                    Publisher(target, "pub", token=client_token(SECRET, "pub")) as pub:
+                await alice.subscribe("k >= 0", "alice.1")
+                # mallory, with no token, with her own token, or with alice's for another id
+                for token in (None, client_token(SECRET, "mallory"), "f" * 64):
+                    async with Subscriber(target, "alice", rho=0.3, token=token) as thief:
+                        with pytest.raises(grpc.aio.AioRpcError) as err:
+                            await thief.subscribe("k >= 0", "alice.1")  # steal the stream
+                        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                async with grpc.aio.insecure_channel(target) as channel:
+                    stub = client_pb2_grpc.ClientStub(channel)
+                    mallory = ((TOKEN_KEY, client_token(SECRET, "mallory")),)
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await stub.Unsubscribe(client_pb2.UnsubscribeRequest(
+                            client="alice", sub_id="alice.1"), metadata=mallory)
+                    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                    # mallory may publish as mallory, not as alice
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await stub.Publish(client_pb2.PublishRequest(
+                            client="mallory", notifications=[client_pb2.Notification(
+                                publisher="alice", seq=1,
+                                attributes={"k": client_pb2.Value(i=1)})]), metadata=mallory)
+                    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                    assert "'alice'" in (err.value.details() or "")
+                # alice's stream is still hers and still delivers
+                assert server.client_streams() == ["alice/alice.1"]
+                await pub.publish({"k": 7})
+                assert (await alice.get(timeout=5)).notification.attributes == {"k": 7}
+            assert server.metrics.counters["deliveries"] == 1
 
     run(scenario())

@@ -58,8 +58,10 @@ def test_tree_routes_each_notification_exactly_once(tree: Testbed) -> None:
     addr = {b: a.listen for b, a in bed.addresses().items()}
 
     async def scenario_run() -> None:
-        subs = {c: Subscriber(addr[b], c, rho=RHO) for c, (b, _f) in SUBS.items()}
-        pubs = {p: Publisher(addr[b], p) for p, b in PUBLISHERS.items()}
+        subs = {c: Subscriber(addr[b], c, rho=RHO, token=bed.client_token(c))
+                for c, (b, _f) in SUBS.items()}
+        pubs = {p: Publisher(addr[b], p, token=bed.client_token(p))
+                for p, b in PUBLISHERS.items()}
         try:
             await exercise(bed, subs, pubs)
         finally:

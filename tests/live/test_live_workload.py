@@ -26,7 +26,8 @@ def test_live_clients_carry_out_the_plan(tmp_path: Path) -> None:
     bed = start(s, tmp_path)
     try:
         addresses = {b: a.listen for b, a in bed.addresses().items()}
-        stats = asyncio.run(LiveWorkload(s, addresses, bed.trace_dir).run())
+        workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
+        stats = asyncio.run(workload.run())
     finally:
         bed.close()
 
@@ -73,7 +74,7 @@ def test_chaos_crashes_workload_subscribers_live(tmp_path: Path) -> None:
     bed = start(s, tmp_path)
     try:
         addresses = {b: a.listen for b, a in bed.addresses().items()}
-        workload = LiveWorkload(s, addresses, bed.trace_dir)
+        workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
         runner = ChaosRunner(bed, s.chaos, until=s.duration, clients=workload)
 
         async def drive() -> list[Outcome]:

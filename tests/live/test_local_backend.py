@@ -52,8 +52,8 @@ def test_kill_restart_cut_heal_shape(chain: Testbed) -> None:
     addr = {b: a.listen for b, a in bed.addresses().items()}
 
     async def scenario_run() -> None:
-        async with Subscriber(addr["b2"], "sue", rho=0.5) as sub, \
-                Publisher(addr["b0"], "pat") as pub:
+        async with Subscriber(addr["b2"], "sue", rho=0.5, token=bed.client_token("sue")) as sub, \
+                Publisher(addr["b0"], "pat", token=bed.client_token("pat")) as pub:
             sub_id = await sub.subscribe("class == 1")
 
             async def delivered(n: int, timeout: float = 10) -> None:

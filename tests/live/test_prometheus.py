@@ -113,7 +113,8 @@ def eventually(url: str, promql: str, want: Any, what: str, timeout: float = 30)
 
 def test_prometheus_scrapes_broker_metrics(brokers: Testbed, prometheus: str) -> None:
     async def publish() -> None:
-        async with Publisher(brokers.address("b0").listen, "prom") as pub:
+        async with Publisher(brokers.address("b0").listen, "prom",
+                             token=brokers.client_token("prom")) as pub:
             for i in range(PUBLISHED):
                 await pub.publish({"class": 1, "n": i})
 

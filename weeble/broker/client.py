@@ -34,6 +34,7 @@ import grpc
 
 from weeble.broker.core.filters import Value
 from weeble.broker.core.messages import Notification
+from weeble.broker.runtime.clientauth import TOKEN_KEY
 from weeble.broker.runtime.wire import notification_from_pb, notification_to_pb, publish_request
 from weeble.proto.v1 import client_pb2, client_pb2_grpc
 from weeble.trace.writer import LiveSink
@@ -45,6 +46,12 @@ PUBLISH_STREAM = "/weeble.v1.Client/PublishStream"
 _REQUEST_SLACK = 1024  # the PublishRequest's own fields around its notifications
 
 log = logging.getLogger(__name__)
+
+
+def credentials(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The gRPC metadata that proves a client's id to a broker that authenticates its clients
+    (the token the run gave this client); None for a broker in the open mode."""
+    return ((TOKEN_KEY, token),) if token else None
 
 
 def _channel(target: str) -> grpc.aio.Channel:
@@ -83,14 +90,15 @@ class Publisher:
     call opens a new stream.
     """
 
-    def __init__(self, target: str, publisher_id: str, *, start_seq: int = 1,
-                 trace: LiveSink | None = None, timeout: float = 10.0,
+    def __init__(self, target: str, publisher_id: str, *, token: str | None = None,
+                 start_seq: int = 1, trace: LiveSink | None = None, timeout: float = 10.0,
                  max_batch: int = 256, max_batch_bytes: int = MAX_MESSAGE_BYTES,
                  window: int = 10_000) -> None:
         if max_batch < 1 or window < 1:
             raise ValueError("max_batch and window: must be >= 1")
         self.target = target
         self.publisher_id = publisher_id
+        self._metadata = credentials(token)
         self.next_seq = start_seq
         self.timeout = timeout
         self.max_batch = max_batch
@@ -161,7 +169,7 @@ class Publisher:
             self._channel = _channel(self.target)
         call = self._channel.stream_stream(
             PUBLISH_STREAM, request_serializer=None,
-            response_deserializer=client_pb2.PublishAck.FromString)()
+            response_deserializer=client_pb2.PublishAck.FromString)(metadata=self._metadata)
         self._call = call
         self._stream_base, self._stream_sent = self._acked, 0
         self._reader = asyncio.create_task(self._read_acks(call), name="publish-acks")
@@ -272,6 +280,7 @@ class Subscriber:
         client_id: str,
         *,
         rho: float,
+        token: str | None = None,
         reconnect_min: float = 0.05,
         reconnect_max: float = 2.0,
         queue_limit: int = 100_000,
@@ -291,6 +300,7 @@ class Subscriber:
             raise ValueError(f"rho: must be > 0, got {rho}")
         self.target = target
         self.client_id = client_id
+        self._metadata = credentials(token)
         self.rho = rho
         self.reconnect_min = reconnect_min
         self.reconnect_max = reconnect_max
@@ -345,7 +355,7 @@ class Subscriber:
         await self._client().Unsubscribe(
             client_pb2.UnsubscribeRequest(client=self.client_id, sub_id=sub_id,
                                           filter=sub.filter),
-            timeout=10,
+            timeout=10, metadata=self._metadata,
         )
         if sub.task is not None:
             sub.task.cancel()
@@ -359,7 +369,7 @@ class Subscriber:
         while not sub.unsubscribed and not self._closed:
             why = "the broker ended the stream"
             try:
-                call = self._client().Subscribe(request)
+                call = self._client().Subscribe(request, metadata=self._metadata)
                 sub.streams_opened += 1
                 async for event in call:
                     if event.HasField("subscribed"):
@@ -428,7 +438,8 @@ class Subscriber:
         request = client_pb2.SubscribeRequest(client=self.client_id, sub_id=sub.sub_id,
                                               filter=sub.filter)
         try:
-            await self._client().Refresh(request, timeout=max(self.rho, 1.0))
+            await self._client().Refresh(request, timeout=max(self.rho, 1.0),
+                                         metadata=self._metadata)
         except grpc.aio.AioRpcError as e:  # the stream's reconnect will resubscribe
             log.debug("refresh of %s failed: %s", sub.sub_id, e.code())
 
@@ -478,11 +489,11 @@ class Subscriber:
 
 
 def publish_sync(target: str, publisher_id: str, batch: Iterable[Mapping[str, Value]], *,
-                 start_seq: int = 1) -> list[Notification]:
+                 start_seq: int = 1, token: str | None = None) -> list[Notification]:
     """Publish notifications from synchronous code (one RPC); returns them with their seqs."""
 
     async def run() -> list[Notification]:
-        async with Publisher(target, publisher_id, start_seq=start_seq) as pub:
+        async with Publisher(target, publisher_id, start_seq=start_seq, token=token) as pub:
             return await pub.publish_many(list(batch))
 
     return asyncio.run(run())
@@ -497,6 +508,7 @@ def subscribe_sync(
     max_count: int | None = None,
     timeout: float | None = None,
     unsubscribe_at_end: bool = True,
+    token: str | None = None,
 ) -> Iterator[Delivery]:
     """Yield deliveries of one subscription from synchronous code (a background loop thread
     runs the Subscriber). Stops after max_count deliveries, after `timeout` seconds, or when
@@ -506,7 +518,7 @@ def subscribe_sync(
     done = object()
 
     async def run() -> None:
-        async with Subscriber(target, client_id, rho=rho) as sub:
+        async with Subscriber(target, client_id, rho=rho, token=token) as sub:
             try:
                 await sub.subscribe(filter_text)
             except BaseException as e:

@@ -194,7 +194,7 @@ class LiveTarget:
         trace = LiveSink(self.bed.trace_dir / f"{client}.jsonl", client)
         trace.record("client_start", broker=broker, address=self.bed.address(broker).listen)
         sub = Subscriber(self.bed.address(broker).listen, client, rho=self.params.rho,
-                         trace=trace)
+                         trace=trace, token=self.bed.client_token(client))
         trace.record("client_subscribe", client=client, sub_id=sub_id, broker=broker,
                      filter=filter_text)
         try:

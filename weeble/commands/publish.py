@@ -21,6 +21,9 @@ def register(subparsers: Any) -> None:
                     " string). Prints each notification's id, publisher:seq.",
     )
     p.add_argument("attributes", nargs="+", metavar="NAME=VALUE")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="this client's token (default: $WEEBLE_CLIENT_TOKEN, else derived from"
+                        " the run in ./runs that has this broker)")
     p.add_argument("--broker", required=True, metavar="HOST:PORT",
                    help="the broker's clients address (see `weeble status`)")
     p.add_argument("--client", help="publisher id (default: a fresh one per invocation)")
@@ -75,9 +78,10 @@ async def _publish(args: argparse.Namespace, client: str, attributes: dict[str, 
     import grpc
 
     from weeble.broker.client import Publisher
-    from weeble.commands import UsageError
+    from weeble.commands import UsageError, client_token
 
-    async with Publisher(args.broker, client) as pub:
+    token = client_token(args.broker, client, args.token)
+    async with Publisher(args.broker, client, token=token) as pub:
         for i in range(args.repeat):
             if i and args.interval > 0:
                 await asyncio.sleep(args.interval)

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from weeble.commands import UsageError
+    from weeble.commands import OPEN_CLIENTS_NOTE, UsageError
     from weeble.model.scenario import load_scenario, with_chaos
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.summary import summarize
@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
             task = progress.add_task(f"starting {len(bed.brokers)} brokers", total=duration,
                                      info="")
             bed.up(on_event=lambda msg: progress.update(task, info=msg))
+            if bed.open_clients:
+                progress.console.print(OPEN_CLIENTS_NOTE)
             progress.update(task, description=f"run {bed.run_id}")
 
             def tick(elapsed: float, s: WorkloadStats) -> None:
@@ -86,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
             addresses = {b: a.listen for b, a in bed.addresses().items()}
             workload = LiveWorkload(scenario, addresses,
-                                    bed.trace_dir if scenario.trace.enabled else None)
+                                    bed.trace_dir if scenario.trace.enabled else None,
+                                    tokens=bed.client_token)
             chaos = None
             if scenario.chaos is not None and not args.no_chaos:
                 from weeble.chaos.runner import ChaosRunner

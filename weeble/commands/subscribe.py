@@ -30,6 +30,9 @@ def register(subparsers: Any) -> None:
                     " reconnected with backoff.",
     )
     p.add_argument("filter", help="filter text, e.g. 'class == 3'")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="this client's token (default: $WEEBLE_CLIENT_TOKEN, else derived from"
+                        " the run in ./runs that has this broker)")
     p.add_argument("--broker", required=True, metavar="HOST:PORT",
                    help="the broker's clients address (see `weeble status`)")
     p.add_argument("--client", help="client id (default: a fresh one per invocation)")
@@ -63,12 +66,14 @@ async def follow(args: argparse.Namespace, client: str) -> None:
     import grpc
 
     from weeble.broker.client import Subscriber
-    from weeble.commands import UsageError
+    from weeble.commands import UsageError, client_token
 
     def status(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    async with Subscriber(args.broker, client, rho=args.rho, on_status=status) as sub:
+    token = client_token(args.broker, client, args.token)
+    async with Subscriber(args.broker, client, rho=args.rho, on_status=status,
+                          token=token) as sub:
         try:
             sub_id = await sub.subscribe(args.filter, timeout=CONNECT_TIMEOUT)
         except TimeoutError:

@@ -44,6 +44,7 @@ def warn_unsupported(scenario: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from weeble.commands import OPEN_CLIENTS_NOTE
     from weeble.model.scenario import load_scenario
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.testbed import Testbed
@@ -66,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{b:<8} {bed.backend.handle(b) or '-':>7}  {a.listen:<22} {a.admin:<22}"
               f" {a.metrics or '-'}")
     print(f"run directory: {bed.run_dir}")
+    if bed.open_clients:
+        print(OPEN_CLIENTS_NOTE)
     print(f"next: weeble status {bed.run_id} | weeble subscribe --broker ADDR 'class == 1'"
           f" | weeble down {bed.run_id}")
     return 0

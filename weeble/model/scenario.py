@@ -379,6 +379,9 @@ class Live(_Model):
     admin_port: int = Field(default=7001, ge=0, le=65535)  # management (admin, health)
     metrics_port: int | None = Field(default=9100, ge=0, le=65535)  # None: no /metrics
     tls: bool = False  # admin over TLS with per-run certificates and client authentication
+    # Clients prove their id with a per-run token (the orchestrator hands them out). True: no
+    # client authentication, any client may claim any id: local play only (`weeble` says so).
+    open_clients: bool = False
     # Link messages already waiting when a link can write leave together as one Batch, up to
     # this many (bounded in bytes too; nothing is held back to fill one). 1: never batch.
     link_batch: int = Field(default=64, ge=1)

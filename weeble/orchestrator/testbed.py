@@ -31,6 +31,7 @@ from typing import Any
 
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.certs import generate_run_certs
+from weeble.broker.runtime.clientauth import client_token, new_client_secret
 from weeble.broker.runtime.config import BrokerConfig, TlsConfig, split_address
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.private import private_dir, write_private
@@ -65,7 +66,7 @@ def new_run_id(name: str) -> str:
 
 def broker_configs(scenario: Scenario, places: dict[str, Placement],
                    peer_address: Callable[[str, str], str], *, admin_token: str,
-                   link_token: str, tls: TlsConfig | None,
+                   link_token: str, client_secret: str | None, tls: TlsConfig | None,
                    trace_path: Callable[[str], Path]) -> dict[str, BrokerConfig]:
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
@@ -92,6 +93,8 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             admin_address=places[b].admin,
             admin_token=admin_token,
             link_token=link_token,
+            client_secret=client_secret,
+            open_clients=client_secret is None,
             tls=tls,
             trace_path=trace_path(b) if scenario.trace.enabled else None,
             metrics_address=places[b].metrics,
@@ -162,6 +165,7 @@ class Testbed:
             private_dir(run_dir / sub)
         admin_token = secrets.token_urlsafe(32)
         link_token = secrets.token_urlsafe(24)
+        client_secret = None if live.open_clients else new_client_secret()
         access = AdminAccess(admin_token)
         kind = backend or getattr(scenario, "backend", None) or "local"
         backend_obj = backend_class(kind).create(run_dir, access, run_id=run_id,
@@ -186,7 +190,7 @@ class Testbed:
         root = scenario.root_broker
         configs = broker_configs(
             scenario, places, backend_obj.peer_address, admin_token=admin_token,
-            link_token=link_token, tls=tls,
+            link_token=link_token, client_secret=client_secret, tls=tls,
             trace_path=lambda b: backend_obj.trace_path(run_dir / TRACE_DIR, b))
         bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
                   configs=configs, backend=backend_obj, access=access, root=root,
@@ -273,6 +277,16 @@ class Testbed:
 
     def addresses(self) -> dict[str, BrokerAddress]:
         return {b: self.backend.address(b) for b in self.configs}
+
+    @property
+    def open_clients(self) -> bool:
+        """True if the brokers let any client in under any id (scenario live.open_clients)."""
+        return any(c.open_clients for c in self.configs.values())
+
+    def client_token(self, client: str) -> str | None:
+        """The token that proves `client`'s id to this run's brokers (None: open mode)."""
+        secret = next(iter(self.configs.values())).client_secret if self.configs else None
+        return None if secret is None else client_token(secret, client)
 
     def admin(self, broker_id: str, timeout: float = 10.0) -> AdminClient:
         return self.access.client(self.backend.address(broker_id).admin, timeout)

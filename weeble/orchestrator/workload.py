@@ -71,10 +71,13 @@ class _Client:
 
 class LiveWorkload:
     def __init__(self, scenario: Scenario, addresses: dict[str, str],
-                 trace_dir: Path | None) -> None:
-        """`addresses`: broker id -> its listen address (links + clients)."""
+                 trace_dir: Path | None, *,
+                 tokens: Callable[[str], str | None] = lambda _client: None) -> None:
+        """`addresses`: broker id -> its listen address (links + clients); `tokens`: client
+        id -> the token that proves it to the brokers (Testbed.client_token; None: open)."""
         self.scenario = scenario
         self.addresses = addresses
+        self.tokens = tokens
         self.trace_dir = trace_dir
         self.rho = scenario.timing.rho
         self.stats = WorkloadStats()
@@ -212,7 +215,8 @@ class LiveWorkload:
     async def _subscribe(self, name: str, broker: str, sub_id: str, filter_text: str) -> None:
         c = self._client(name, broker)
         if c.subscriber is None:
-            c.subscriber = Subscriber(self.addresses[broker], name, rho=self.rho, trace=c.trace)
+            c.subscriber = Subscriber(self.addresses[broker], name, rho=self.rho, trace=c.trace,
+                                      token=self.tokens(name))
             c.consumer = asyncio.create_task(self._consume(c.subscriber))
         c.trace.record("client_subscribe", client=name, sub_id=sub_id, broker=broker,
                        filter=filter_text)
@@ -275,7 +279,8 @@ class LiveWorkload:
         c = self._client(name, broker)
         if c.outbox is None:
             # one sender per publisher: its notifications reach the broker in order (FIFO)
-            c.publisher = Publisher(self.addresses[broker], name, trace=c.trace)
+            c.publisher = Publisher(self.addresses[broker], name, trace=c.trace,
+                                    token=self.tokens(name))
             c.outbox = asyncio.Queue()
             c.sender = asyncio.create_task(self._send(c))
         c.outbox.put_nowait((seq, attributes))

@@ -37,6 +37,10 @@ def tokens_from_env(config: BrokerConfig) -> BrokerConfig:
     if missing:
         raise ConfigError(f"--tokens-from-env: {', '.join(missing)} not set (environment"
                           " WEEBLE_ADMIN_TOKEN, WEEBLE_LINK_TOKEN)")
+    # the client secret too, unless the config says the broker is open to any client
+    client_secret = os.environ.get("WEEBLE_CLIENT_SECRET")
+    if client_secret and not config.open_clients:
+        tokens["client_secret"] = client_secret
     try:
         return BrokerConfig.model_validate({**config.model_dump(), **tokens})
     except ValidationError as e:

@@ -36,6 +36,7 @@ from google.protobuf.message import DecodeError
 from weeble.broker.core.events import ClientPublish, ClientSubscribe, ClientUnsubscribe, Event
 from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.messages import Notification
+from weeble.broker.runtime.clientauth import TOKEN_KEY, token_matches
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.wire import (
     DEFAULT_LIMITS,
@@ -133,6 +134,7 @@ class ClientService:
         queue_bytes: int,
         max_message_bytes: int,
         limits: Limits = DEFAULT_LIMITS,
+        client_secret: str | None,
     ) -> None:
         self.broker_id = broker_id
         self._reserved = reserved_ids | {broker_id}  # client ids share the core's namespace
@@ -143,6 +145,7 @@ class ClientService:
         self._queue_bytes = queue_bytes
         self._max_message = max_message_bytes
         self._limits = limits
+        self._secret = client_secret  # None: the open mode (see clientauth.py)
         self.streams: dict[str, dict[str, SubStream]] = {}
         self._filters: dict[tuple[str, str], Filter] = {}  # last filter seen per subscription
         self.closing = False
@@ -276,6 +279,12 @@ class ClientService:
                 accepted.append(decode_publication(raw, f"notifications[{i}]", client, now))
             except WireError as e:
                 await self._abort(context, state, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            publisher = accepted[-1][0].publisher
+            if self._secret is not None and publisher != client:
+                # a publisher id is the authenticated client's own (or left empty)
+                await self._abort(context, state, grpc.StatusCode.PERMISSION_DENIED,
+                                  f"notifications[{i}].publisher: client {client!r} may not"
+                                  f" publish as {publisher!r}")
         tracing = self._trace.enabled
         step = self._step
         for n, wire in accepted:
@@ -413,6 +422,17 @@ class ClientService:
         if client in self._reserved:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"client: {client!r} is a broker id")
+        if self._secret is not None:
+            token = next((v for k, v in context.invocation_metadata() or ()
+                          if k == TOKEN_KEY), None)
+            if not token:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                    f"client {client!r}: no client token (gRPC metadata"
+                                    f" {TOKEN_KEY!r}); this broker authenticates its clients")
+            if not token_matches(self._secret, client, str(token)):
+                self._metrics.client_request("refused")
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                    f"client {client!r}: the token is not this client's")
         return client
 
     async def _sub_id(self, sub_id: str, context: grpc.aio.ServicerContext) -> str:

@@ -11,7 +11,7 @@ The orchestrator builds a BrokerConfig in Python, writes it with `dump()`, and s
       "neighbors": {"b0": "127.0.0.2:7000", "b2": "127.0.0.4:7000"},
       "listen_address": "127.0.0.3:7000",       # links + clients
       "admin_address": "127.0.0.3:7001",        # management: admin, health (no clients)
-      "admin_token": "…", "link_token": "…",
+      "admin_token": "…", "link_token": "…", "client_secret": "…",   # or "open_clients": true
       "tls": {"cert": "b1.crt", "key": "b1.key", "ca": "ca.crt"},   # optional, admin only
       "trace_path": "runs/r1/b1.jsonl",                              # optional
       "metrics_address": "127.0.0.3:9100",                           # optional
@@ -135,6 +135,11 @@ class BrokerConfig(_Strict):
     admin_address: str
     admin_token: str = Field(min_length=16)
     link_token: str = Field(min_length=1)
+    # Client authentication (clientauth.py): each client proves its id with a token derived
+    # from this per-run secret. Without one, `open_clients: true` must say so explicitly: any
+    # client may then claim any id (local play only).
+    client_secret: str | None = Field(default=None, min_length=16)
+    open_clients: bool = False
     tls: TlsConfig | None = None
     trace_path: Path | None = None
     metrics_address: str | None = None
@@ -167,6 +172,12 @@ class BrokerConfig(_Strict):
         unknown = sorted(set(self.links) - set(self.neighbors))
         if unknown:
             raise ValueError(f"links: unknown neighbour(s) {unknown}")
+        if self.client_secret is None and not self.open_clients:
+            raise ValueError("client_secret: required (clients authenticate with tokens derived"
+                             " from it); set open_clients: true for an open broker (local play"
+                             " only)")
+        if self.client_secret is not None and self.open_clients:
+            raise ValueError("open_clients: true contradicts client_secret (choose one)")
         if self.listen_address == self.admin_address:
             raise ValueError("admin_address: must differ from listen_address")
         try:

@@ -94,6 +94,7 @@ class BrokerServer:
             config.broker_id, frozenset(config.neighbors), self.step, self.trace, self.metrics,
             queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
             max_message_bytes=t.max_message_bytes, limits=config.limits(),
+            client_secret=config.client_secret,
         )
         self.health = health_aio.HealthServicer()
         self.admin_health = health_aio.HealthServicer()
@@ -250,6 +251,9 @@ class BrokerServer:
         await self._update_link_health()
         log.info("broker %s serving on %s (admin %s), neighbours %s", cfg.broker_id,
                  cfg.listen_address, cfg.admin_address, sorted(cfg.neighbors) or "none")
+        if cfg.open_clients:
+            log.warning("broker %s: OPEN client mode: clients are not authenticated, any client"
+                        " may use any client id (local play only)", cfg.broker_id)
 
     async def _start_servers(self) -> None:
         cfg = self.config

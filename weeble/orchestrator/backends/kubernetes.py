@@ -11,8 +11,9 @@ and the backend deploy the same thing (tests/backends/test_kubernetes.py checks 
     Service brokers         headless: broker-i.brokers.<ns>.svc.cluster.local, the address
                             every neighbour dials (published before ready: peers dial early)
     ConfigMap broker-configs  the topology: each broker's config (its ROM), and topology.json
-    Secret broker-tokens    the admin and link tokens, given to the broker as environment
-                            (`--tokens-from-env`): configs in a ConfigMap hold no secret
+    Secret broker-tokens    the admin and link tokens and the client secret, given to the
+                            broker as environment (`--tokens-from-env`): configs in a
+                            ConfigMap hold no secret
     PodDisruptionBudget     at most one broker down by a voluntary disruption
     NetworkPolicies         default deny; the orchestrator (pods labelled component
                             orchestrator) to the client, admin and metrics ports; per broker,
@@ -98,7 +99,7 @@ def link_policy(instance: str, i: int, neighbours: list[int], listen: int) -> di
 
 
 def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, image: str,
-              ports: tuple[int, int, int | None], tokens: tuple[str, str],
+              ports: tuple[int, int, int | None], tokens: tuple[str, str, str],
               edges: list[tuple[str, str]], root: str) -> list[dict[str, Any]]:
     """Every object of a deployment of these brokers (pod i runs configs[i])."""
     listen, admin, metrics = ports
@@ -115,14 +116,16 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": CONFIGS, "labels": labels(instance, "topology")},
          "data": {**{f"{pod(i)}.json": c.model_copy(update={
-             "admin_token": TOKEN_PLACEHOLDER, "link_token": TOKEN_PLACEHOLDER}).to_json()
+             "admin_token": TOKEN_PLACEHOLDER, "link_token": TOKEN_PLACEHOLDER,
+             "client_secret": None if c.client_secret is None else TOKEN_PLACEHOLDER}).to_json()
              for i, c in enumerate(configs)},
              "topology.json": json.dumps({"root": root, "brokers": {
                  c.broker_id: pod(i) for i, c in enumerate(configs)},
                  "edges": [list(e) for e in edges]}, indent=2)}},
         {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
          "metadata": {"name": TOKENS, "labels": labels(instance, "tokens")},
-         "stringData": {"admin-token": tokens[0], "link-token": tokens[1]}},
+         "stringData": {"admin-token": tokens[0], "link-token": tokens[1],
+                        "client-secret": tokens[2]}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": {"name": SERVICE, "labels": lab},
          "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": sel,
@@ -152,6 +155,8 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
                                  "name": TOKENS, "key": "admin-token"}}},
                              {"name": "WEEBLE_LINK_TOKEN", "valueFrom": {"secretKeyRef": {
                                  "name": TOKENS, "key": "link-token"}}},
+                             {"name": "WEEBLE_CLIENT_SECRET", "valueFrom": {"secretKeyRef": {
+                                 "name": TOKENS, "key": "client-secret"}}},
                              {"name": "PYTHONUNBUFFERED", "value": "1"}],
                          "ports": container_ports,
                          "readinessProbe": {"grpc": {"port": listen}, "periodSeconds": 2,
@@ -190,7 +195,7 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
 
 
 def scenario_manifests(scenario: Any, *, instance: str, namespace: str, image: str,
-                       tokens: tuple[str, str]) -> list[dict[str, Any]]:
+                       tokens: tuple[str, str, str]) -> list[dict[str, Any]]:
     """`manifests` for a scenario, as `weeble up --backend k8s` would lay it out."""
     from weeble.orchestrator.testbed import broker_configs
 
@@ -200,6 +205,8 @@ def scenario_manifests(scenario: Any, *, instance: str, namespace: str, image: s
     layout = _Layout(brokers, namespace, _ports(scenario.live))
     configs = broker_configs(scenario, layout.places, layout.peer_address,
                              admin_token=TOKEN_PLACEHOLDER, link_token=TOKEN_PLACEHOLDER,
+                             client_secret=None if scenario.live.open_clients
+                             else TOKEN_PLACEHOLDER,
                              tls=None, trace_path=lambda b: Path(TRACE_DIR) / f"{b}.jsonl")
     return manifests(list(configs.values()), instance=instance, namespace=namespace,
                      image=image, ports=layout.ports, tokens=tokens, edges=edges,
@@ -242,7 +249,8 @@ def render_overlay(scenario: Any, name: str, *, image: str = "weeble-broker:late
     namespace = f"weeble-{name}"
     objects = scenario_manifests(scenario, instance=name, namespace=namespace, image=image,
                                  tokens=("change-me-admin-token-0123456789",
-                                         "change-me-link-token"))
+                                         "change-me-link-token",
+                                         "change-me-client-secret-0123456789"))
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
         by_kind.setdefault(obj["kind"], []).append(obj)
@@ -279,7 +287,8 @@ def render_base() -> dict[str, str]:
                           "timing": {"pi": 2, "rho": 1, "delta_min": 0, "delta_max": 0.1}},
                          source="<k8s base>")
     objects = scenario_manifests(one, instance="base", namespace="default",
-                                 image="weeble-broker:latest", tokens=("x" * 16, "x"))
+                                 image="weeble-broker:latest",
+                                 tokens=("x" * 16, "x", "x" * 16))
     keep = [o for o in objects if o["kind"] in ("Service", "StatefulSet", "PodDisruptionBudget")
             or o["metadata"]["name"] in ("broker-default-deny", "broker-orchestrator")]
     for obj in keep:
@@ -449,7 +458,8 @@ class KubernetesBackend(LocalBackend):
         root = next((c.root for c in ordered), self._root)
         return manifests(ordered, instance=self.instance, namespace=self.namespace,
                          image=self.image, ports=self._layout.ports,
-                         tokens=(self.access.token, ordered[0].link_token if ordered else ""),
+                         tokens=(self.access.token, ordered[0].link_token if ordered else "",
+                                 (ordered[0].client_secret or "") if ordered else ""),
                          edges=self._edges, root=root)
 
     def apply(self) -> None:
