@@ -404,7 +404,7 @@ def test_nested_mergers_do_not_outlive_a_bogus_constituent(alg: Algorithm) -> No
     merger merges again at b0, and that one is forwarded to b2. With expiry alone each level
     added up to 2π + ρ (legitimate only ~6π later); dissolving on expiry withdraws the chain."""
     topo = random_tree(5, 379)
-    params = Params(PI, RHO, DMIN, DMAX, topo.diameter())
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=topo.diameter())
     net = SimNetwork(topo, algorithm=alg, params=params, delay="uniform", seed=379)
     net.subscribe(0.0, "c0", "b0", "price range [0, 10]")
     net.subscribe(0.0, "c1", "b4", "class == 1 && price < 15")
