@@ -4,6 +4,8 @@ peer or a careless client may send, and what the broker does about it."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 from collections.abc import Callable
 
 import grpc
@@ -11,11 +13,14 @@ import pytest
 
 from tests.live.helpers import address, dial_as, next_host, run, wait_until
 from weeble.broker.client import Publisher, Subscriber
+from weeble.broker.core.filters import Filter
 from weeble.broker.runtime.clientauth import TOKEN_KEY, client_token
 from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.quiet import BURST, LIMIT
 from weeble.broker.runtime.server import BrokerServer
 from weeble.broker.runtime.wire import FILTERS
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
+from weeble.trace.reader import read_trace
 
 Configs = Callable[..., BrokerConfig]
 
@@ -218,3 +223,57 @@ def test_clients_prove_their_id_and_keep_what_is_theirs(configs: Configs) -> Non
             assert server.metrics.counters["deliveries"] == 1
 
     run(scenario())
+
+
+# ---- finding 8: logs and traces grow without limit ------------------------------------------
+
+
+def test_bad_frames_cost_a_counter_not_a_log_line_each(configs: Configs,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    # The probe found one WARNING per bad frame: over 1,500 lines for 2,000 fuzz frames.
+    cfg = configs("b1", neighbors={"b0": address(next_host())})
+    frames = 300
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server:
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await wait_until(lambda: server.links["b0"].connected)
+            suppressed = LIMIT.suppressed
+            with caplog.at_level(logging.WARNING, logger="weeble.broker.runtime.links"):
+                for _ in range(frames):
+                    await call.write(b"\xff\xff\xff\xff")
+                await wait_until(
+                    lambda: server.metrics.counters["dropped_malformed"] == frames)
+            lines = [r for r in caplog.records if "undecodable envelope" in r.getMessage()]
+            assert len(lines) <= BURST + 1
+            assert LIMIT.suppressed - suppressed >= frames - BURST - 1
+            assert server.metrics.counters["log_suppressed"] >= frames - BURST - 1
+            assert server.links["b0"].connected
+            call.cancel()
+            await channel.close()
+
+    run(scenario())
+
+
+def test_a_long_filter_is_whole_once_then_clipped_with_its_digest(configs: Configs) -> None:
+    cfg = configs("b1")
+    text = " && ".join(f"x != {i}" for i in range(400))  # ~4 KB, within the limits
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg), \
+                Subscriber(cfg.listen_address, "alice", rho=0.1) as sub:
+            await sub.subscribe(text)
+            await asyncio.sleep(0.6)
+
+    run(scenario())
+    assert cfg.trace_path is not None
+    records = list(read_trace(cfg.trace_path))
+    subscribe = [r for r in records if r["kind"] == "subscribe"]
+    refresh = [r for r in records if r["kind"] == "refresh"]
+    canonical = str(Filter.parse(text))
+    assert [r["filter"] for r in subscribe] == [canonical]
+    assert len(refresh) >= 2
+    for r in refresh:
+        assert len(r["filter"]) <= 257 and canonical.startswith(r["filter"][:-1])
+        assert r["filter_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()

@@ -96,7 +96,8 @@ KIND_LIST = [
          "sub_id (a later one while it lives is a refresh)", "sim, live",
          {"client": S, "broker": S, "sub_id": S, "filter": S}, {"rpc": S}),
     Kind("refresh", "the client renewed its subscription (every ρ, SC-4)", "sim, live",
-         {"client": S, "broker": S, "sub_id": S}, {"filter": S, "rpc": S}),
+         # a long filter is clipped here (the subscribe record has it whole) with its digest
+         {"client": S, "broker": S, "sub_id": S}, {"filter": S, "filter_sha256": S, "rpc": S}),
     Kind("unsubscribe", "the client ended its subscription", "sim, live",
          {"client": S, "broker": S, "sub_id": S}, {"filter": S}),
     Kind("crash", "the client went silent without unsubscribing (fault F12); without sub_id: "
@@ -133,7 +134,7 @@ KIND_LIST = [
     Kind("expire", "leased entries expired", "sim, live", {"count": N}, {"entries": J}),
     Kind("switch", "periodic-rebuild wrapper: rebuild table `tag`", "sim, live", {"tag": N}),
     Kind("garbage", "a message or request the broker ignored", "sim, live", {"why": S},
-         {"from": S, "peer": S, "size": N}),
+         {"from": S, "peer": S, "size": N, "why_sha256": S}),
     Kind("adv_expire", "leased advertisement entries expired", "sim, live", {"count": N},
          {"entries": J}),
     Kind("reconfig", "a phase of reconfiguration `rid` at this broker: the coordinated link "
@@ -184,7 +185,8 @@ KIND_LIST = [
     Kind("error", "the runtime caught an error", "live", {"error": S},
          {"event": S, "effect": S}),
     Kind("undeliverable", "a delivery found no client stream to go to", "live",
-         {"client": S, "nid": S, "publisher": S, "seq": N}, {"reason": S}),
+         {"client": S, "nid": S, "publisher": S, "seq": N},
+         {"reason": S, "sub_id": S, "detail": S, "detail_sha256": S}),
     # ---- the client side (live client library and workload) ----
     Kind("client_start", "a client started, attached to `broker`", "client", {},
          {"broker": S, "address": S}),
@@ -203,6 +205,10 @@ KINDS: Mapping[str, Kind] = {k.name: k for k in KIND_LIST}
 
 # What each field means wherever it appears (one meaning per name).
 FIELD_DOC: Mapping[str, str] = {
+    "detail": "what went wrong with an undeliverable delivery (an error text, clipped)",
+    "filter_sha256": "SHA-256 of a filter clipped in this record (its subscribe has it whole)",
+    "why_sha256": "SHA-256 of a `why` clipped in this record",
+    "detail_sha256": "SHA-256 of a `detail` clipped in this record",
     "client": "a client id (the one that published, is delivered to, subscribes, crashed)",
     "broker": "the broker id the client is attached to (snapshot: the broker whose state it is)",
     "nid": "notification id, `<publisher>#<seq>`",

@@ -28,6 +28,7 @@ from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.links import Link
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.metrics import Metrics
+from weeble.broker.runtime.quiet import rate_limited
 from weeble.broker.runtime.wire import WireError, envelope_to_message
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
 from weeble.trace.writer import LiveSink, message_ids
@@ -36,7 +37,7 @@ ADMIN_SERVICE = "weeble.v1.Admin"
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 SHAPE_FIELDS = ("delay_ms", "jitter_ms", "loss", "duplicate", "rate_bps", "corrupt")
 
-log = logging.getLogger(__name__)
+log = rate_limited(logging.getLogger(__name__))
 
 
 class AdminTarget(Protocol):

@@ -38,6 +38,7 @@ from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.messages import Notification
 from weeble.broker.runtime.clientauth import TOKEN_KEY, token_matches
 from weeble.broker.runtime.metrics import Metrics
+from weeble.broker.runtime.quiet import clipped, rate_limited
 from weeble.broker.runtime.wire import (
     DEFAULT_LIMITS,
     Limits,
@@ -52,7 +53,7 @@ from weeble.broker.runtime.wire import (
 from weeble.proto.v1 import client_pb2
 from weeble.trace.writer import LiveSink
 
-log = logging.getLogger(__name__)
+log = rate_limited(logging.getLogger(__name__))
 
 CLIENT_SERVICE = "weeble.v1.Client"
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024  # what a client that states no limit accepts
@@ -200,7 +201,7 @@ class ClientService:
     def _undeliverable(self, client: str, n: Notification, reason: str, **more: str) -> None:
         self._metrics.undeliverable(reason)
         if self._trace.enabled:
-            self._trace.record("undeliverable", more, client=client, nid=n.id,
+            self._trace.record("undeliverable", clipped(**more), client=client, nid=n.id,
                                publisher=n.publisher, seq=n.seq, reason=reason)
 
     def close_all(self) -> None:
@@ -403,8 +404,12 @@ class ClientService:
         kind = "refresh" if key in self._filters else "subscribe"
         self._filters[key] = f
         self._metrics.client_request(op)
-        self._trace.record(kind, client=client, broker=self.broker_id, sub_id=sub_id,
-                           filter=str(f), rpc=op)
+        # a refresh repeats the filter of its subscribe every rho: a long one is clipped
+        # there (with its digest); the subscribe record keeps it whole for the analysis
+        text = str(f)
+        fields = {"filter": text} if kind == "subscribe" else clipped(filter=text)
+        self._trace.record(kind, fields, client=client, broker=self.broker_id, sub_id=sub_id,
+                           rpc=op)
         self._step(ClientSubscribe(client, sub_id, f), None, None)
 
     async def _subscription(

@@ -39,6 +39,7 @@ from weeble.broker.core.messages import Message, Notify
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.linkshaper import Fate, LinkShape, ShapedQueue
 from weeble.broker.runtime.metrics import Metrics
+from weeble.broker.runtime.quiet import clipped, rate_limited
 from weeble.broker.runtime.wire import (
     WireError,
     batch_bytes,
@@ -62,7 +63,7 @@ _FRAMING = 6  # at most: the tag and length varint of one envelope inside a Batc
 # receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
 Receiver = Callable[[str, Message, bytes | None], None]
 
-log = logging.getLogger(__name__)
+log = rate_limited(logging.getLogger(__name__))
 
 
 class LinkState(StrEnum):
@@ -356,7 +357,7 @@ class Link:
     def _malformed(self, kind: str | None, error: WireError) -> None:
         self._drop("malformed")
         log.warning("link %s: dropped %s envelope: %s", self.neighbor, kind, error)
-        self._trace.record("garbage", peer=self.neighbor, why=str(error))
+        self._trace.record("garbage", clipped(why=str(error)), peer=self.neighbor)
 
     # ---- sessions ---------------------------------------------------------------------------
 

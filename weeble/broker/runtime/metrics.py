@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from weeble.broker.runtime.config import split_address
+from weeble.broker.runtime.quiet import LIMIT
 
 LINK_STATES = ["down", "connecting", "up", "cut"]
 
@@ -84,6 +85,8 @@ class Metrics:
         out = self._counters.copy()
         for (direction, kind, _neighbor), n in self._messages.copy().items():
             out[f"messages_{direction}_{kind}"] += n
+        if LIMIT.suppressed:  # warnings this process held back (one count per process)
+            out["log_suppressed"] = LIMIT.suppressed
         return out
 
     def message(self, direction: str, kind: str, neighbor: str, n: int = 1) -> None:
@@ -160,6 +163,10 @@ class _TallyCollector(Collector):
             family = CounterMetricFamily(name, help_text)
             family.add_metric([], plain.get(name, 0))
             yield family
+        family = CounterMetricFamily("weeble_log_suppressed",
+                                     "Warnings held back by the log rate limit (quiet.py).")
+        family.add_metric([], LIMIT.suppressed)
+        yield family
         for name, (help_text, labels) in _LABELLED.items():
             family = CounterMetricFamily(name, help_text, labels=list(labels))
             for values, count in sorted(m.labelled[name].copy().items()):

@@ -46,13 +46,14 @@ from weeble.broker.runtime.client_service import CLIENT_SERVICE, ClientService
 from weeble.broker.runtime.config import BrokerConfig, split_address
 from weeble.broker.runtime.links import LINK_SERVICE, Link, LinkService, LinkState
 from weeble.broker.runtime.metrics import Metrics
+from weeble.broker.runtime.quiet import rate_limited
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, link_pb2
 from weeble.trace.writer import LiveSink
 
 # Health service name that is SERVING only while every neighbour link is up.
 LINKS_HEALTH = LINK_SERVICE
 
-log = logging.getLogger(__name__)
+log = rate_limited(logging.getLogger(__name__))
 
 
 class StartupError(RuntimeError):
