@@ -277,3 +277,29 @@ def test_a_long_filter_is_whole_once_then_clipped_with_its_digest(configs: Confi
     for r in refresh:
         assert len(r["filter"]) <= 257 and canonical.startswith(r["filter"][:-1])
         assert r["filter_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# ---- finding 7: loss after a crash is silent -------------------------------------------------
+
+
+def test_sent_counts_what_the_link_wrote_not_what_it_queued(configs: Configs) -> None:
+    # The probe: "the `sent` metric counts enqueued messages, not sent ones". A link that is
+    # down holds what it is given: queued, not sent, until a session takes it.
+    cfg = configs("b1", neighbors={"b0": address(next_host())})
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                Publisher(cfg.listen_address, "pub") as pub:
+            for k in range(3):
+                await pub.publish({"k": k})
+            link = server.links["b0"]
+            assert not link.connected
+            assert link.counters["queued"] == 3 and link.counters["sent"] == 0
+            channel, call = await dial_as(cfg, "b0")  # b0 comes up: the queue drains
+            await call.read()
+            await wait_until(lambda: link.counters["sent"] == 3)
+            assert link.counters["queued"] == 3
+            call.cancel()
+            await channel.close()
+
+    run(scenario())

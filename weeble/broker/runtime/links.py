@@ -216,11 +216,11 @@ class Link:
         self._seq = seq
         fate = self.queue.put(data, size)
         if fate is Fate.SENT:
-            self.counters["sent"] += 1
+            self.counters["queued"] += 1
             self._metrics.message("out", kind, self.neighbor)
         elif fate is Fate.DUPLICATED or fate is Fate.CORRUPTED:
             copies = 2 if fate is Fate.DUPLICATED else 1
-            self.counters["sent"] += copies
+            self.counters["queued"] += copies
             if fate is Fate.CORRUPTED:
                 self.counters["corrupted"] += 1
             self._metrics.message("out", kind, self.neighbor, copies)
@@ -253,18 +253,40 @@ class Link:
             if len(items) == 1:
                 if len(items[0]) > self._peer_max:  # the peer would end the stream on it
                     self._drop("oversize")
+                    self._trace_lost(items, "oversize")
                     continue
-                await self._write(session, items[0], 1)
+                await self._write(session, items[0], items)
             else:
-                await self._write(session, batch_bytes(items), len(items))
+                await self._write(session, batch_bytes(items), items)
 
-    async def _write(self, session: Session, data: bytes, n: int) -> None:
+    async def _write(self, session: Session, data: bytes, items: list[bytes]) -> None:
         try:
             await session.write(data)
         except BaseException:
-            self._drop("in_flight", n)
+            self._drop("in_flight", len(items))
+            self._trace_lost(items, "in_flight")
             raise
+        # `sent` counts what gRPC took, `queued` what entered the queue (send())
+        self.counters["sent"] += len(items)
+        self._metrics.written(self.neighbor, len(items))
         self.counters["writes"] += 1  # gRPC messages: sent / writes is the mean batch size
+
+    def _trace_lost(self, items: list[bytes], reason: str) -> None:
+        """A `drop` record for each queued message that will not reach the peer, so the trace
+        does not leave them at their `send` record (fate: sent = passed the shaper, queued)."""
+        if not self._trace.enabled:
+            return
+        ends = {"from": self.config.broker_id, "to": self.neighbor}
+        for item in items:
+            try:
+                env = link_pb2.EnvelopeView.FromString(item)
+                ids: dict[str, Any] = {"lseq": env.seq, "msg": env.WhichOneof("kind")}
+                if ids["msg"] == "notify":
+                    n = decode_notification(env.notify.notification)
+                    ids.update(nid=n.id, publisher=n.publisher, seq=n.seq)
+            except (DecodeError, WireError):  # garbled by the shaper: the lseq is all we have
+                ids = {}
+            self._trace.record("drop", ids, reason=reason, **ends)
 
     # ---- incoming ---------------------------------------------------------------------------
 

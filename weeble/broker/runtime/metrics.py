@@ -31,8 +31,10 @@ log = logging.getLogger(__name__)
 
 # name, help, label names: the labelled counters, each fed by one tally keyed by label values
 _LABELLED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "weeble_messages": ("Link messages by direction (in/out), kind and neighbour.",
-                        ("direction", "kind", "neighbor")),
+    "weeble_messages": ("Link messages by direction (in: received; out: entered the link's "
+                        "queue), kind and neighbour.", ("direction", "kind", "neighbor")),
+    "weeble_messages_written": ("Link messages gRPC took for the neighbour (written to the "
+                                "stream; out minus these: queued, or dropped).", ("neighbor",)),
     "weeble_messages_dropped": (
         "Link messages dropped, by neighbour and reason (loss, overflow, cut, malformed, "
         "unknown_kind, oversize, in_flight, not_connected).", ("neighbor", "reason")),
@@ -92,6 +94,9 @@ class Metrics:
     def message(self, direction: str, kind: str, neighbor: str, n: int = 1) -> None:
         # per message on every link: one update; the by-name total is derived when read
         self._messages[direction, kind, neighbor] += n
+
+    def written(self, neighbor: str, n: int) -> None:
+        self.labelled["weeble_messages_written"][(neighbor,)] += n
 
     def dropped(self, neighbor: str, reason: str, n: int = 1) -> None:
         self._dropped[neighbor, reason] += n
