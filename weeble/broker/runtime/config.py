@@ -102,9 +102,9 @@ class Tuning(_Strict):
     max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)  # gRPC send/receive limit
     # What one filter or notification may be, from a client or a neighbour: larger ones are
     # refused (INVALID_ARGUMENT naming the limit; on a link, dropped and counted as malformed).
-    # With these defaults the largest filter parses in well under 10 ms.
+    # With these defaults the largest filter parses in a few ms (benchmarks/adversarial.py).
     max_filter_bytes: int = Field(default=16 * 1024, ge=64)
-    max_filter_terms: int = Field(default=1024, ge=1)
+    max_filter_terms: int = Field(default=256, ge=1)
     max_filter_attributes: int = Field(default=128, ge=1)
     max_notification_bytes: int = Field(default=1024 * 1024, ge=64)
     reconnect_min_s: float = Field(default=0.05, gt=0)

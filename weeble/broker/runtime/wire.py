@@ -137,7 +137,7 @@ class Limits:
     filter a peer can send costs a bounded, small amount of the event loop."""
 
     filter_bytes: int = 16 * 1024
-    filter_terms: int = 1024
+    filter_terms: int = 256
     filter_attributes: int = 128
     notification_bytes: int = 1024 * 1024
 
