@@ -303,3 +303,32 @@ def test_sent_counts_what_the_link_wrote_not_what_it_queued(configs: Configs) ->
             await channel.close()
 
     run(scenario())
+
+
+# ---- finding 3: per-subscription state outlived its lease ------------------------------------
+
+
+def test_subscription_state_is_pruned_when_its_lease_ends(configs: Configs) -> None:
+    # The probe: 20,000 refreshes with distinct ids took RSS from 58 to 118 MB, which stayed.
+    cfg = configs("b1", params={"pi": 0.3, "rho": 0.1, "delta_min": 0.0, "delta_max": 0.05,
+                                "d": 2},
+                  tuning={"metrics_interval_s": 0.1})
+    ids = 500
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                grpc.aio.insecure_channel(cfg.listen_address) as channel:
+            stub = client_pb2_grpc.ClientStub(channel)
+            await asyncio.gather(*(stub.Refresh(client_pb2.SubscribeRequest(
+                client="c", sub_id=f"s{i}", filter="k == 1")) for i in range(ids)))
+            assert server.clients.known_subscriptions() == ids
+            async with Subscriber(cfg.listen_address, "alice", rho=0.1) as alice:
+                await alice.subscribe("k == 2", "kept")  # refreshed: stays
+                await wait_until(lambda: server.clients.known_subscriptions() == 1)
+                # an unknown pair without a filter is refused, not silently accepted
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await stub.Unsubscribe(client_pb2.UnsubscribeRequest(
+                        client="c", sub_id="s1"))
+                assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+    run(scenario())

@@ -148,7 +148,9 @@ class ClientService:
         self._limits = limits
         self._secret = client_secret  # None: the open mode (see clientauth.py)
         self.streams: dict[str, dict[str, SubStream]] = {}
-        self._filters: dict[tuple[str, str], Filter] = {}  # last filter seen per subscription
+        # last filter seen per subscription, and when (monotonic): pruned once the lease it
+        # renewed has surely run out (prune), so ids that are never refreshed again cost nothing
+        self._filters: dict[tuple[str, str], tuple[Filter, float]] = {}
         self.closing = False
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -209,6 +211,20 @@ class ClientService:
         for streams in self.streams.values():
             for stream in streams.values():
                 stream.close()
+
+    def prune(self, older_than: float) -> int:
+        """Forget the subscriptions last subscribed or refreshed more than `older_than`
+        seconds ago that have no open stream (their lease has run out in the core too).
+        Returns how many were forgotten."""
+        cutoff = time.monotonic() - older_than
+        stale = [key for key, (_f, seen) in self._filters.items()
+                 if seen < cutoff and key[1] not in self.streams.get(key[0], {})]
+        for key in stale:
+            del self._filters[key]
+        return len(stale)
+
+    def known_subscriptions(self) -> int:
+        return len(self._filters)
 
     def open_streams(self) -> list[str]:
         return sorted(f"{c}/{s}" for c, subs in self.streams.items() for s in subs)
@@ -377,7 +393,7 @@ class ClientService:
         if request.filter:
             f = await self._filter(request.filter, context)
         else:
-            known = self._filters.get((client, sub_id))
+            known = self._filters.get((client, sub_id), (None, 0.0))[0]
             if known is None:
                 await context.abort(
                     grpc.StatusCode.NOT_FOUND,
@@ -402,7 +418,7 @@ class ClientService:
         # the first request for a (client, sub_id) subscribes; any later one refreshes (SC-4)
         key = (client, sub_id)
         kind = "refresh" if key in self._filters else "subscribe"
-        self._filters[key] = f
+        self._filters[key] = (f, time.monotonic())
         self._metrics.client_request(op)
         # a refresh repeats the filter of its subscribe every rho: a long one is clipped
         # there (with its digest); the subscribe record keeps it whole for the analysis

@@ -334,6 +334,8 @@ class BrokerServer:
             log.debug("table size sampling failed: %s", e)
         for link in self.links.values():
             self.metrics.link_queued(link.neighbor, len(link.queue))
+        # per-subscription state of the client service ends with the lease (2π: surely over)
+        self.clients.prune(2 * self.config.params.pi)
 
     async def _update_link_health(self) -> None:
         serving = all(link.connected for link in self.links.values())
