@@ -85,6 +85,10 @@ def print_report(report: dict[str, Any]) -> None:
     if overlay:
         console.print(f"overlay: {overlay['checks']} checks, {overlay['illegitimate']} "
                       f"illegitimate (last at {overlay['last_illegitimate']})")
+        bound = "" if overlay["bound"] is None else f" (∆r = {overlay['bound']:.4g} s)"
+        for a in overlay.get("after_faults") or []:
+            console.print(f"  after the fault ending at {a['from']:.4g} s: "
+                          f"{_time(a['time'], a['status'])}{bound}")
     timing = report["timing"]
     if timing["violations"]:
         console.print(f"timing model: {timing['violations']:,} violations")
