@@ -23,6 +23,7 @@ from weeble.broker.core.filters import Filter, FilterSyntaxError, notification_i
 
 INF = math.inf
 EPS = 1e-9  # s: an event at the same instant as a window's edge is inside it
+FIFO_SEP = "\x00"  # between client and publisher in a FIFO key (in neither name)
 
 
 class Sub:
@@ -120,12 +121,14 @@ class Deliveries:
         self.pending: dict[tuple[str, int], _Pub] = {}
         self.order: deque[tuple[tuple[str, int], _Pub]] = deque()
         self.published: dict[str, int] = {}  # publisher -> highest seq published
-        # (client, publisher) -> highest seq first-delivered (R7). Online, in two generations
-        # rotated every `retention` s: an entry lives at least `retention` after its last
-        # update, and a pair whose highest seq is retired can be forgotten: a later first
-        # delivery is of a pending, hence younger, hence higher-numbered publication.
-        self.fifo_seen: dict[tuple[str, str], int] = {}
-        self.fifo_old: dict[tuple[str, str], int] = {}
+        # client + FIFO_SEP + publisher -> highest seq first-delivered (R7). Online, in two
+        # generations rotated every `retention` s: an entry lives at least `retention` after
+        # its last update, and a pair whose highest seq is retired can be forgotten: a later
+        # first delivery is of a pending, hence younger, hence higher-numbered publication.
+        # A string key, not a tuple: this runs once per delivery, and a tuple is an object the
+        # cyclic garbage collector tracks (one per delivery doubled the simulator's GC time).
+        self.fifo_seen: dict[str, int] = {}
+        self.fifo_old: dict[str, int] = {}
         self.fifo_rotated = 0.0
         self.counts = Counts()
         # per judged publication, in close order: time and whether it was correct (R5)
@@ -302,7 +305,7 @@ class Deliveries:
             limit = pub.hops.get(at, 0) * self.dmax
             if delay > limit + self.tau:
                 self.path_violations.append((pub.t, t, at, delay, limit))
-        pair = (client, publisher)
+        pair = client + FIFO_SEP + publisher
         seen = self.fifo_seen.get(pair)
         if seen is None:
             seen = self.fifo_old.get(pair, 0)
