@@ -94,9 +94,10 @@ def _stabilization_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
         heights = [t if t is not None else 0 for t in times]
         ax.bar(x + offset, heights, width=0.4, color=color, label=f"{level} level")
         for xi, t in zip(x, times, strict=True):
-            if t is None:  # not measured or not stabilized: say so where the bar would be
-                ax.text(xi + offset, bound * 0.02, "n/a", ha="center", va="bottom",
-                        fontsize="small", rotation=90)
+            # every bar says its value: a time of 0 s (legitimate when the episode ended) has
+            # no height, and must not look like a level that was not measured
+            ax.text(xi + offset, (t or 0) + bound * 0.02, "n/a" if t is None else f"{t:.2g} s",
+                    ha="center", va="bottom", fontsize="small", rotation=90)
     ax.axhline(bound, color="tab:red", linestyle="--", label=f"bound Δ = {bound:.3g} s")
     ax.set_xticks(x, names, fontsize="small")
     ax.set_ylabel("stabilization time (s)")
