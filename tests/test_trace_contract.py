@@ -128,3 +128,32 @@ def test_float_attributes_and_self_publications_are_judged_correctly(tmp_path: P
     assert s.verdict["status"] == "pass" and s.stabilization is None
     theirs = independent_checker.check(tmp_path)
     assert {k: theirs[k] for k in KEYS} == {k: d[k] for k in KEYS}
+
+
+
+def test_a_failure_while_the_timing_model_is_broken_names_that_cause(tmp_path: Path) -> None:
+    """R14: the hand-made run has a missing, a spurious, a duplicate and a reordered delivery
+    before its first fault, while b1 went 25 s without a refresh (ρ = 5 s): that part is
+    "assumptions violated" with the figures (how far, where), not a failure of the algorithm.
+    The same errors with the timing model kept are a plain failure. Neither run passes."""
+    from tests.analytics import handmade
+    from weeble.check.episodes import Episode
+    from weeble.check.timing import Violation
+    from weeble.check.verdict import judge
+
+    verdict = check_run(handmade.build(tmp_path))["verdict"]
+    part = verdict["parts"][0]
+    assert (part["part"], part["status"]) == ("before the first fault", "assumptions violated")
+    assert part["reason"].startswith("1 missing; 1 spurious; 1 duplicate; 1 fifo")
+    assert "refresh gaps up to 25 s > ρ 5 s (1, at b1)" in part["reason"]
+    assert verdict["pass"] is False
+
+    late = Violation("timer", 30.0, 32.0, "b2", 2.0, 0.0)
+    episode = Episode(0, 40.0, 41.0, 100.0, ["f1"], service_time=30.0,
+                      service_status="stabilized", state_status="no checks observed")
+    for violations, status in (([], "fail"), ([late], "assumptions violated")):
+        v = judge(bound=11.2, deactivation=1.0, run_end=100.0, faults=[], episodes=[episode],
+                  prefix={"missing": 1}, violations=violations)
+        assert [p["status"] for p in v["parts"]] == [status, "fail"]  # 30 s > Δ after 41
+        assert v["pass"] is False
+    assert "timers late by up to 2 s > 0 s (1, at b2)" in v["parts"][0]["reason"]
