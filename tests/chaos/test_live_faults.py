@@ -352,6 +352,9 @@ def test_crash_restart_pause(bed: Testbed) -> None:
             {"name": "up", "kind": "restart", "target": "b4", "at": 1},
         )
         watcher.cancel()
+        # the watcher samples every 50 ms and may have last looked just before the resume:
+        # the state now, after the experiment ended the pause, is the one that counts
+        states.append(bed.backend.broker_state("b5").detail)
         crash = took(outcomes, records, "crash")
         assert crash["evidence"]["b6"] == {"handle": str(old["b6"]), "killed": str(old["b6"]),
                                            "running": False, "paused": False, "process": "-",
