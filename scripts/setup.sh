@@ -33,6 +33,17 @@ if ! command -v prometheus >/dev/null 2>&1; then
         echo "setup: 'prometheus' is not on PATH; install it (Debian: apt-get install prometheus)" >&2
     fi
 fi
+# The Kubernetes tests render k8s/ with `kubectl kustomize` (no cluster is needed). A machine
+# without kubectl gets Debian's kubernetes-client; the tests fail, never skip, without it.
+if ! command -v kubectl >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+    else
+        echo "setup: 'kubectl' is not on PATH; install it (Debian: apt-get install kubernetes-client)" >&2
+    fi
+fi
 # The Mininet backend: Debian's mininet (mnexec, and its Python API for the system Python).
 # Only its `mininet` package is made importable in .venv (a .pth naming a folder that holds
 # just a link to it), so nothing else of the system's dist-packages shadows the venv's.
