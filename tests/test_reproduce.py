@@ -19,36 +19,40 @@ from weeble.analytics.reproduce.framework import Point, ReproduceError, Toleranc
 from weeble.cli import main
 
 
+def model_only() -> ch3.Chapter3:
+    """ch3 without its simulation column (tests/test_reproduce_sim.py runs that one)."""
+    return ch3.Chapter3(evaluators=(ch3.ClosedFormColumn(),))
+
+
 def claims(out: Path) -> list[dict]:
     return json.loads((out / "claims.json").read_text())
 
 
 def test_ch3_reproduces_every_claim_and_writes_the_figures(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["reproduce", "ch3", "--out", str(tmp_path)]) == 0
+    assert main(["reproduce", "ch3", "--out", str(tmp_path), "--model-only"]) == 0
     printed = capsys.readouterr().out
     result = claims(tmp_path)
     assert result and all(c["met"] for c in result)
-    assert all(c["values"]["simulation"] is None for c in result)  # not built yet, and says so
+    assert all(set(c["values"]) == {"model"} for c in result)  # --model-only
     by_id = {c["id"]: c for c in result}
     assert round(by_id["break-even/b_leaf/1000/600/60"]["values"]["model"]) == 299_172
     assert round(by_id["break-even/b_root/1000/600/60"]["values"]["model"]) == 300_170
     assert {c["group"] for c in result} == {ch3.THESIS, ch3.BREAK_EVEN, ch3.TABLE}
     assert len([c for c in result if c["group"] == ch3.BREAK_EVEN]) == 16
     report = (tmp_path / "report.md").read_text()
-    assert "| later |" in report and "not computed yet" in report
     assert "(3.53)" in report and "(3.49), (3.57)" in report  # the errata applied
     for name in ("fig3_2.png", "fig3_3.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"({name})" in report
     # the short grid: 8 scenarios × the N̄ values, one result file each
     points = list((tmp_path / "points").glob("*.json"))
-    assert len(points) == 8 * len(ch3.Chapter3().n_values(full=False))
-    assert "claims met" in printed and "later" in printed
+    assert len(points) == 8 * len(model_only().n_values(full=False))
+    assert "claims met" in printed and "model − paper" in printed
 
 
 def test_a_rerun_resumes_and_a_full_run_adds_only_its_new_points(tmp_path: Path) -> None:
-    experiment = ch3.Chapter3()
+    experiment = model_only()
     first = run(experiment, out=tmp_path, full=False)
     short = 8 * len(experiment.n_values(full=False))
     assert (first.evaluated, first.reused) == (short, 0)
@@ -64,23 +68,23 @@ def test_a_rerun_resumes_and_a_full_run_adds_only_its_new_points(tmp_path: Path)
 
 
 def test_a_new_evaluator_version_recomputes(tmp_path: Path) -> None:
-    run(ch3.Chapter3(), out=tmp_path)
+    run(model_only(), out=tmp_path)
     newer = ch3.Chapter3(evaluators=(ch3.ClosedFormColumn(version="v2"),))
     assert run(newer, out=tmp_path).reused == 0
 
 
 def test_a_corrupt_point_file_is_an_error_naming_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run(ch3.Chapter3(), out=tmp_path)
+    run(model_only(), out=tmp_path)
     victim = tmp_path / "points" / f"{ch3.point(1000, 600, 60, 0).key}.json"
     victim.write_text("{not json")
     with pytest.raises(ReproduceError, match="unreadable point result"):
-        run(ch3.Chapter3(), out=tmp_path)
-    assert main(["reproduce", "ch3", "--out", str(tmp_path), "--quiet"]) == 2
+        run(model_only(), out=tmp_path)
+    assert main(["reproduce", "ch3", "--out", str(tmp_path), "--quiet", "--model-only"]) == 2
     assert victim.name in capsys.readouterr().err
     victim.write_text(json.dumps({"point": {"omega": 1.0}, "columns": {}}))
     with pytest.raises(ReproduceError, match="another point"):
-        run(ch3.Chapter3(), out=tmp_path)
+        run(model_only(), out=tmp_path)
 
 
 def test_unknown_experiment_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,7 +128,7 @@ class RecursionColumn:
 def test_a_second_column_is_read_by_every_claim_and_plotted(tmp_path: Path) -> None:
     experiment = ch3.Chapter3(evaluators=(ch3.ClosedFormColumn(), RecursionColumn()))
     result = run(experiment, out=tmp_path, full=True)
-    assert result.columns == ["model", "recursion", "simulation"]
+    assert result.columns == ["model", "recursion"]
     values = {o.claim.id: o.values for o in result.outcomes}
     # straight from a grid point
     assert values["bs0/1000"]["recursion"] == pytest.approx(116_000)

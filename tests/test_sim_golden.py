@@ -3,8 +3,7 @@
 Every variant of `tests/sim_golden.py` (each routing algorithm, hierarchical and peer-to-peer,
 the rebuild wrapper, the three delay models, state and link faults) is run with a complete trace
 (sends, receives, snapshots) and compared with the digest stored from the simulator before the
-speed-up. Run with WEEBLE_PURE=1 too (`tests/test_sim_golden.py::test_the_pure_python_fallback`):
-the compiled modules and the pure-Python source must give the same trace.
+speed-up.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ def register(subparsers: Any) -> None:
                    help="results directory (DIR/NAME for 'all'); rerunning resumes")
     p.add_argument("--full", action="store_true",
                    help="the paper's grid (default: a short grid that runs in minutes)")
+    p.add_argument("--model-only", action="store_true",
+                   help="leave out the simulation column (seconds instead of minutes)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=run)
 
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
                              bar: Progress = bar) -> None:
                     bar.update(task, completed=done, total=total, description=what)
 
-                result = run_experiment(experiment(name), out=out, full=args.full,
+                result = run_experiment(experiment(name, simulate=not args.model_only),
+                                        out=out, full=args.full,
                                         progress=progress)
         except ReproduceError as exc:
             raise UsageError(str(exc)) from None
@@ -87,18 +90,18 @@ def print_summary(result: Any) -> None:
                           + "".join(f"\n  NOT met: {o.claim.statement}" for o in unmet))
             continue
         table = Table(title=group, title_justify="left")
-        for column in ("claim", "paper", "tolerance", *result.columns, "difference", "verdict"):
+        differences = [f"{c} − paper" for c in result.columns]
+        for column in ("claim", "paper", "tolerance", *result.columns, *differences, "verdict"):
             table.add_column(column, overflow="fold")
         for o in members:
-            first = next((o.values[c] for c in result.columns if o.values.get(c) is not None),
-                         None)
             rel = "" if o.claim.relation == "≈" else o.claim.relation + " "
             table.add_row(
                 o.claim.statement, rel + fmt(o.claim.paper),
                 o.claim.describe_tolerance(),
                 *(fmt(o.values.get(c)) if o.values.get(c) is not None
                   else ("later" if c in experiment.pending else "—") for c in result.columns),
-                difference(first, o.claim.paper, o.claim.relation),
+                *(difference(o.values.get(c), o.claim.paper, o.claim.relation)
+                  for c in result.columns),
                 "[green]met[/]" if o.met else "[red bold]NOT met[/]")
         console.print(table)
     met = sum(o.met for o in result.outcomes)

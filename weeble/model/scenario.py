@@ -44,6 +44,7 @@ Example (every field that has a default may be left out):
         - {op: remove_inner, broker: b3, hub: b0}
         - {op: move_to, edges: [[b0, b1], ...]}    # static: D(T1, T2) exchanges; coloured: one
         - {op: random, count: 5, at: 250, every: 5, length: 4}   # random exchanges at a rate
+    measure: {start: 130, table_samples: 4}   # a steady-state window to the end (simulator)
 """
 
 from __future__ import annotations
@@ -358,6 +359,17 @@ class Trace(_Model):
     snapshots_every: float | None = Field(default=None, gt=0)
 
 
+class Measure(_Model):
+    """A steady-state measurement window [start, duration] (`summary.json`'s `steady`): the
+    inter-broker messages by kind and the publications inside it, per second, and the routing
+    tables sampled `table_samples` times in it. A run with a warm start (the workload's
+    N_s subscriptions at t = 0) needs a warm-up: the leases reach their steady rhythm after the
+    first overruns, about 2π (the message complexity of thesis §3.3.3 is an equilibrium rate)."""
+
+    start: float = Field(ge=0)  # s: the end of the warm-up
+    table_samples: int = Field(default=4, ge=0)  # evenly spread over the window
+
+
 class LiveLinks(_Model):
     """Initial user-space shaping of every broker-to-broker link (both directions)."""
 
@@ -414,6 +426,7 @@ class Scenario(_Model):
     chaos: Experiment | None = None
     overlay: Overlay = Overlay()
     reconfigurations: Reconfigurations = Reconfigurations()
+    measure: Measure | None = None  # a steady-state window (simulator only)
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
 
@@ -612,6 +625,9 @@ def _check(s: Scenario) -> None:
             raise _Invalid(f"publications[{i}].client", f"{pub.client!r} is a broker id")
 
     _check_reconfigurations(s)
+    if s.measure is not None and s.measure.start >= s.duration:
+        raise _Invalid("measure.start", f"{s.measure.start} leaves no window before the end of"
+                       f" the run (duration {s.duration})")
 
     if s.chaos is not None:
         try:

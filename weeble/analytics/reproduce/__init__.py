@@ -14,19 +14,20 @@ from collections.abc import Callable
 from weeble.analytics.reproduce.framework import Experiment, ReproduceError
 
 
-def _ch3() -> Experiment:
-    from weeble.analytics.reproduce.ch3 import Chapter3
+def _ch3(simulate: bool) -> Experiment:
+    from weeble.analytics.reproduce.ch3 import Chapter3, ClosedFormColumn
 
-    return Chapter3()
-
-
-# Adding an experiment: a module with a class satisfying `framework.Experiment`, listed here.
-EXPERIMENTS: dict[str, Callable[[], Experiment]] = {"ch3": _ch3}
+    return Chapter3() if simulate else Chapter3(evaluators=(ClosedFormColumn(),))
 
 
-def experiment(name: str) -> Experiment:
+# Adding an experiment: a module with a class satisfying `framework.Experiment`, listed here;
+# called with simulate=False it leaves out its simulation column.
+EXPERIMENTS: dict[str, Callable[[bool], Experiment]] = {"ch3": _ch3}
+
+
+def experiment(name: str, *, simulate: bool = True) -> Experiment:
     try:
-        return EXPERIMENTS[name]()
+        return EXPERIMENTS[name](simulate)
     except KeyError:
         raise ReproduceError(f"no experiment {name!r}; known: {', '.join(EXPERIMENTS)} "
                              "(and 'all')") from None

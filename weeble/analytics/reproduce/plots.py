@@ -56,9 +56,12 @@ def ch3_figures(results: Results, *, out: Path, columns: Sequence[str]) -> list[
                                     n=n), quantity) for n in ns]
             ax.plot(ns, ys, color=color, label=f"{label} (model)",
                     linestyle="-" if quantity == "b_c" else "--")
+            # bc does not depend on ω: its simulated points may come from any ω
+            where = ch3._where(scenario)
+            if quantity == "b_c":
+                del where["omega"]
             for j, column in enumerate(others):
-                pts = [(n, v) for n, v in results.curve(column, quantity, x="n",
-                                                        where=ch3._where(scenario))
+                pts = [(n, v) for n, v in results.curve(column, quantity, x="n", where=where)
                        if n <= ch3.X_MAX]
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="none",

@@ -77,6 +77,7 @@ class Summary:
     performance: dict[str, float]
     reconfigurations: list[dict[str, Any]]  # R15, one per operation, in start order
     overlay: dict[str, Any] | None  # the overlay's legitimacy checks (with reconfigurations)
+    steady: dict[str, Any] | None  # the scenario's `measure` window (see `Steady`); None: none
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +133,8 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
         _schedule_snapshots(engine, brokers, sink, scenario.trace.snapshots_every,
                             scenario.duration)
 
+    steady = Steady(scenario, engine, brokers, clients) if scenario.measure is not None else None
+
     wall = time.perf_counter()
     with _rare_collections():
         sim.start()
@@ -178,9 +181,70 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
         },
         reconfigurations=report["operations"],
         overlay=report["overlay"],
+        steady=steady.report() if steady is not None else None,
     )
     (out / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary
+
+
+class Steady:
+    """The message complexity of a run at equilibrium (thesis §3.3.3, Figs. 3.2/3.3), over the
+    scenario's `measure` window [start, duration]: the inter-broker messages by kind, the
+    publications, what flooding would have sent for them (each crosses every link once) and so
+    the notifications saved by filtering, and the routing tables sampled inside the window.
+
+    `entries.remote` counts distinct (filter, neighbour) pairs per broker, summed: the routing
+    configuration that forwards notifications between brokers, whatever the subscription ids
+    (thesis §3.5's x); `entries.local` the entries towards local clients."""
+
+    def __init__(self, scenario: Scenario, engine: Engine, brokers: dict[str, Broker],
+                 clients: Clients) -> None:
+        assert scenario.measure is not None
+        self.start, self.until = scenario.measure.start, scenario.duration
+        self.links = len(scenario.build_topology().links)
+        self.engine, self.brokers, self.clients = engine, brokers, clients
+        self.sent_before: dict[type, int] = {}
+        self.publications_before = 0
+        self.samples: list[tuple[int, int]] = []
+        engine.schedule(self.start, self._open)
+        n = scenario.measure.table_samples
+        span = self.until - self.start
+        for i in range(n):  # in the middle of n equal slices of the window
+            engine.schedule(self.start + (i + 0.5) * span / n, self._sample)
+
+    def _open(self, _t: float, _a: object, _b: object) -> None:
+        self.sent_before = dict(self.engine.sent)
+        self.publications_before = self.clients.publications
+
+    def _sample(self, _t: float, _a: object, _b: object) -> None:
+        remote = local = 0
+        for broker in self.brokers.values():
+            neighbors = broker.neighbors
+            pairs = {(e.filter, e.dest) for _, e in broker.entries()}
+            inter = sum(1 for _, dest in pairs if dest in neighbors)
+            remote += inter
+            local += len(pairs) - inter
+        self.samples.append((remote, local))
+
+    def report(self) -> dict[str, Any]:
+        span = self.until - self.start
+        sent = {MESSAGE_KINDS.get(t, t.__name__.lower()): n - self.sent_before.get(t, 0)
+                for t, n in self.engine.sent.items()}
+        publications = self.clients.publications - self.publications_before
+        flooding = publications * self.links
+        control = sent.get("sub", 0) + sent.get("unsub", 0)
+        n = len(self.samples)
+        return {
+            "from": self.start, "until": self.until, "messages": sent,
+            "publications": publications,
+            "per_second": {**{k: v / span for k, v in sent.items()},
+                           "control": control / span, "publications": publications / span,
+                           "flooding": flooding / span,
+                           "saved": (flooding - sent.get("notify", 0)) / span},
+            "entries": {"samples": n,
+                        "remote": sum(r for r, _ in self.samples) / n if n else None,
+                        "local": sum(c for _, c in self.samples) / n if n else None},
+        }
 
 
 def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> None:
