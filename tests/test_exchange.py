@@ -428,3 +428,29 @@ def test_advertisements_travel_through_an_exchange(alg: Algorithm) -> None:
         run = exchange_run(alg, n, seed=n, adverts=True, ordering=Ordering.FIFO)
         assert any(True for b in run.net.brokers.values() for _ in b.adv_entries())
         check_exchange(run, ordering=Ordering.FIFO)
+
+
+def test_a_refused_lock_keeps_what_it_queued() -> None:
+    """D13: a stale request (the tree optimizer's) whose new link a is a link already: B1 queues
+    a notification that comes over a in Qnot; the lock is refused further on ("path"), and the
+    reset hands the notification to routing instead of dropping it."""
+    from weeble.broker.core.broker import Broker
+    from weeble.broker.core.events import ClientSubscribe, Deliver, Receive, Start
+    from weeble.broker.core.filters import Filter
+    from weeble.broker.core.messages import Lock, Notify
+    from weeble.broker.core.rom import Rom
+
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=4)
+    b5 = Broker(Rom(broker_id="b5", neighbors=frozenset({"b7", "b8"}), root="b5", parent=None,
+                    algorithm=Algorithm.SIMPLE, params=params))
+    b5.step(0.0, Start())
+    b5.step(0.1, ClientSubscribe("c", "s1", Filter.parse("class == 1")))
+    path = ("b5", "b7", "b6", "b8")
+    b5.step(1.0, StartExchange("x", path, ("b6", "b8"), 0))
+    assert b5.locked
+    n = Notification("p", 1, {"class": 1}, 1.05)
+    assert not [e for e in b5.step(1.1, Receive("b8", Notify(n, False))) if type(e) is Deliver]
+    assert len(b5.ram.exchange.qnot) == 1  # held: it came over a
+    effects = b5.step(1.2, Receive("b7", Lock("x", path, ("b6", "b8"), refused="path")))
+    assert not b5.locked
+    assert [e.client for e in effects if type(e) is Deliver] == ["c"]

@@ -129,8 +129,49 @@ def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
     assert {k for k, _ in OVERLAY_KNOBS} == {f.name for f in dataclasses.fields(Colours)}
     rom_fields = set(flat(parse_scenario(BASE).roms()["b0"]))
     # the tree's, and the overlay's and advertisements' (tests below)
-    assert rom_fields - reached == {"broker_id", "neighbors", "overlay", "adverts", *(
-        f"colours.{k}" for k, _ in OVERLAY_KNOBS)}
+    assert rom_fields - reached == {"broker_id", "neighbors", "overlay", "adverts", "optimizer",
+                                    *(f"colours.{k}" for k, _ in OVERLAY_KNOBS)}
+
+
+# The tree optimizer's knobs (ch. 5) and the fields of its ROM (`Optimizer`) they must change;
+# `cost_every` is the simulator's measure, not ROM. Simulator only (live runs refuse it).
+OPTIMIZER_KNOBS: list[tuple[str, Any, set[str]]] = [
+    ("heuristic", "mst", {"heuristic"}),
+    ("broadcast_interval", 5.0, {"broadcast_interval", "update_interval"}),
+    ("update_interval", 3.0, {"update_interval"}),
+    ("eta", 4, {"eta"}),
+    ("cache_size", 100, {"cache_size", "filter_size"}),
+    ("filter_size", 999, {"filter_size"}),
+    ("hashes", 5, {"hashes"}),
+    ("start", 7.0, {"start"}),
+    ("link_costs", {"links": [["b0", "b1", 1.5]]}, {"link_costs"}),
+    ("processing_costs", {"brokers": {"b0": 2.5}}, {"processing_cost"}),
+]
+
+
+def _optimizer_rom(optimizer: dict[str, Any]) -> dict[str, Any]:
+    rom = parse_scenario({**BASE, "optimizer": optimizer}).roms()["b0"]
+    assert rom.optimizer is not None
+    return dataclasses.asdict(rom.optimizer)
+
+
+@pytest.mark.parametrize(("knob", "value", "fields"), OPTIMIZER_KNOBS)
+def test_every_optimizer_knob_reaches_its_rom_field(knob: str, value: Any,
+                                                    fields: set[str]) -> None:
+    base = _optimizer_rom({})
+    changed = _optimizer_rom({knob: value})
+    assert {k for k in base if base[k] != changed[k]} == fields
+
+
+def test_every_optimizer_knob_is_tested() -> None:
+    from weeble.broker.core.rom import Optimizer
+    from weeble.model.scenario import OptimizerSpec
+
+    assert {k for k, _, _ in OPTIMIZER_KNOBS} | {"cost_every"} == set(OptimizerSpec.model_fields)
+    reached = set().union(*(f for _, _, f in OPTIMIZER_KNOBS))
+    assert {f.name for f in dataclasses.fields(Optimizer)} - reached == {"seed"}  # the run's
+    assert parse_scenario({**BASE, "optimizer": {"heuristic": "none"}}).roms()["b0"].optimizer \
+        is None
 
 
 def test_a_live_configuration_carries_every_rom_field(tmp_path: Path) -> None:

@@ -45,6 +45,12 @@ Example (every field that has a default may be left out):
         - {op: move_to, edges: [[b0, b1], ...]}    # static: D(T1, T2) exchanges; coloured: one
         - {op: random, count: 5, at: 250, every: 5, length: 4}   # random exchanges at a rate
     measure: {start: 130, table_samples: 4}   # a steady-state window to the end (simulator)
+    optimizer:               # the tree optimizer (thesis ch. 5), simulator only for now
+      heuristic: ci          # ci | mst | mit | none (the static tree)
+      broadcast_interval: 2.5  # s; eta, cache_size, filter_size, hashes: Table 5.2
+      start: 30              # the heuristic starts here
+      link_costs: {model: plane, max: 10, links: [[b0, b1, 2.5]]}
+      processing_costs: {model: uniform, max: 10, brokers: {b0: 1}}
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from weeble.broker.core.filters import Filter, FilterSyntaxError
+from weeble.broker.core.reconfig.exchange import supported as exchange_supported
 from weeble.broker.core.reconfig.plan import (
     AddLeaf,
     ExchangeLink,
@@ -77,6 +84,8 @@ from weeble.broker.core.rom import (
     Algorithm,
     Colours,
     ConfigError,
+    Heuristic,
+    Optimizer,
     Options,
     Ordering,
     OverlayKind,
@@ -350,6 +359,84 @@ class Reconfigurations(_Model):
     backoff: float | None = Field(default=None, gt=0)
 
 
+# ---- the tree optimizer (thesis ch. 5) ------------------------------------------------------
+
+
+class LinkCosts(_Model):
+    """The cost c of a link between any two brokers (the physical network's, thesis 5.6.2:
+    scaled to [0, max]). `plane`: brokers at random points of a square, c proportional to their
+    distance (a Waxman-like stand-in for the thesis's Brite networks, which are not here);
+    `uniform`: c ~ U[0, max] per pair. `links` sets pairs explicitly: [[b0, b1, 3.5], ...]."""
+
+    model: Literal["plane", "uniform"] = "plane"
+    max: float = Field(default=10.0, ge=0)
+    links: list[tuple[str, str, float]] = []
+
+
+class ProcessingCosts(_Model):
+    """The processing cost p of each broker: U[0, max] (thesis 5.6.2), or `brokers` explicitly."""
+
+    model: Literal["uniform", "constant"] = "uniform"
+    max: float = Field(default=10.0, ge=0)
+    brokers: dict[str, float] = {}
+
+
+class OptimizerSpec(_Model):
+    """Who reshapes the tree while it runs (thesis ch. 5): the Cost-and-Interest heuristic (ci),
+    the baselines l-MST (mst) and l-MIT (mit), or nobody (none: the static tree, the thesis's
+    reference). Defaults are Table 5.2, with a tick of 10 ms (broadcast every 250 ticks)."""
+
+    heuristic: Literal["ci", "mst", "mit", "none"] = "ci"
+    broadcast_interval: float = Field(default=2.5, gt=0)
+    update_interval: float | None = Field(default=None, gt=0)  # default: Table 5.2's ratio
+    eta: int = Field(default=3, ge=2)
+    cache_size: int = Field(default=4608, ge=1)
+    filter_size: int | None = Field(default=None, ge=8)  # default 12 · cache_size
+    hashes: int = Field(default=7, ge=1)
+    start: float = Field(default=0.0, ge=0)  # the heuristic starts here (the static baseline
+    cost_every: float = Field(default=10.0, gt=0)  # s between two `tree_cost` records
+    link_costs: LinkCosts = LinkCosts()
+    processing_costs: ProcessingCosts = ProcessingCosts()
+
+    def costs(self, brokers: list[str], seed: int) -> tuple[dict[str, float],
+                                                            dict[tuple[str, str], float]]:
+        """(p per broker, c per broker pair (a < b)), drawn from the scenario's seed."""
+        rng = random.Random(f"{seed}:costs")
+        pc = self.processing_costs
+        p = {b: (pc.max if pc.model == "constant" else rng.uniform(0, pc.max)) for b in brokers}
+        for b, v in pc.brokers.items():
+            p[b] = v
+        lc = self.link_costs
+        c: dict[tuple[str, str], float] = {}
+        if lc.model == "plane":
+            at = {b: (rng.random(), rng.random()) for b in brokers}
+            dist = {(a, b): ((at[a][0] - at[b][0]) ** 2 + (at[a][1] - at[b][1]) ** 2) ** 0.5
+                    for i, a in enumerate(brokers) for b in brokers[i + 1:]}
+            top = max(dist.values(), default=1.0) or 1.0
+            c = {edge(a, b): lc.max * d / top for (a, b), d in dist.items()}
+        else:
+            c = {edge(a, b): rng.uniform(0, lc.max)
+                 for i, a in enumerate(brokers) for b in brokers[i + 1:]}
+        for a, b, v in lc.links:
+            c[edge(a, b)] = v
+        return p, c
+
+    def rom(self, broker: str, p: dict[str, float], c: dict[tuple[str, str], float],
+            seed: int) -> Optimizer | None:
+        if self.heuristic == "none":
+            return None
+        cache = self.cache_size
+        return Optimizer(
+            heuristic=Heuristic(self.heuristic), broadcast_interval=self.broadcast_interval,
+            update_interval=(self.update_interval if self.update_interval is not None
+                             else self.broadcast_interval * 281 / 250),
+            eta=self.eta, cache_size=cache,
+            filter_size=self.filter_size if self.filter_size is not None else 12 * cache,
+            hashes=self.hashes, start=self.start, processing_cost=p[broker],
+            link_costs=tuple(sorted((b, c[edge(broker, b)]) for b in p if b != broker)),
+            seed=seed)
+
+
 # ---- the scenario ---------------------------------------------------------------------------
 
 
@@ -427,6 +514,7 @@ class Scenario(_Model):
     overlay: Overlay = Overlay()
     reconfigurations: Reconfigurations = Reconfigurations()
     measure: Measure | None = None  # a steady-state window (simulator only)
+    optimizer: OptimizerSpec | None = None  # the tree optimizer (ch. 5), simulator only for now
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
 
@@ -480,10 +568,14 @@ class Scenario(_Model):
         colours = self.colours
         overlay = {} if colours is None else {"overlay": OverlayKind.COLOURED,
                                               "colours": colours}
+        o = self.optimizer
+        p, c = o.costs(topology.brokers, self.seed) if o is not None else ({}, {})
         return {b: Rom(broker_id=b, neighbors=frozenset(topology.neighbors(b)), root=root,
                        parent=parents[b], algorithm=r.algorithm, params=params,
                        hierarchical=r.hierarchical, wrapper=r.wrapper, options=options,
-                       adverts=r.adverts, ordering=self.reconfigurations.ordering, **overlay)
+                       adverts=r.adverts, ordering=self.reconfigurations.ordering,
+                       optimizer=o.rom(b, p, c, self.seed) if o is not None else None,
+                       **overlay)
                 for b in topology.brokers}
 
     @property
@@ -668,6 +760,37 @@ def _check_reconfigurations(s: Scenario) -> None:
                 raise _Invalid(f"overlay.{name}", "only the coloured overlay has it"
                                " (overlay.kind: coloured)")
     _plan(s)
+    _check_optimizer(s)
+
+
+def _check_optimizer(s: Scenario) -> None:
+    o = s.optimizer
+    if o is None:
+        return
+    brokers = set(s.build_topology().brokers)
+    for i, (a, b, cost) in enumerate(o.link_costs.links):
+        for x in (a, b):
+            if x not in brokers:
+                raise _Invalid(f"optimizer.link_costs.links[{i}]", f"unknown broker {x!r}")
+        if a == b:
+            raise _Invalid(f"optimizer.link_costs.links[{i}]", f"a link needs two brokers, "
+                           f"got {a!r} twice")
+        if cost < 0:
+            raise _Invalid(f"optimizer.link_costs.links[{i}]",
+                           f"a cost must be >= 0, got {cost}")
+    for b, v in o.processing_costs.brokers.items():
+        if b not in brokers:
+            raise _Invalid("optimizer.processing_costs.brokers", f"unknown broker {b!r}")
+        if v < 0:
+            raise _Invalid(f"optimizer.processing_costs.brokers.{b}", f"must be >= 0, got {v}")
+    if o.heuristic == "none":
+        return
+    if s.overlay.kind is not OverlayKind.STATIC:
+        raise _Invalid("optimizer.heuristic", "the optimizer reshapes the static overlay through "
+                       "the coordinated link exchange; the coloured overlay is not supported")
+    why = exchange_supported(s.roms()[s.root_broker])
+    if why is not None:
+        raise _Invalid("optimizer.heuristic", f"its link exchanges need: {why}")
 
 
 def _plan(s: Scenario) -> list[Step]:

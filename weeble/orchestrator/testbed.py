@@ -72,12 +72,12 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
     if (scenario.colours is not None or scenario.reconfigurations.operations
-            or scenario.routing.adverts):
+            or scenario.routing.adverts or scenario.optimizer is not None):
         # Live reconfiguration is a later issue, and live clients do not advertise: a live run
         # would silently run something else (the static tree; subscriptions that go nowhere),
         # so say so rather than run the wrong experiment.
         raise ScenarioError(f"{scenario.name}: overlay.kind coloured, reconfigurations"
-                            ".operations and routing.adverts are simulator only for now"
+                            ".operations, optimizer and routing.adverts are simulator only for now"
                             " (`weeble simulate`)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too

@@ -181,7 +181,9 @@ class RunHeader:
             adverts=r.adverts, ordering=str(scenario.reconfigurations.ordering),
             overlay=str(scenario.overlay.kind),
             overlay_bound=None if colours is None else colours.bound(scenario.params),
-            reconfigured=bool(scenario.reconfigurations.operations) or colours is not None,
+            reconfigured=(bool(scenario.reconfigurations.operations) or colours is not None
+                          or (scenario.optimizer is not None
+                              and scenario.optimizer.heuristic != "none")),
             recolor_period=None if colours is None else colours.xi)
 
     # ---- record <-> header ----

@@ -68,7 +68,7 @@ SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
     "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J, "adverts": B,
     "adv_tables": J, "exchange": J, "overlay": S, "colours": J, "recolor": J,
-    "colour_routing": J}
+    "colour_routing": J, "optimize": J}
 
 KIND_LIST = [
     # ---- the run ----
@@ -150,6 +150,21 @@ KIND_LIST = [
          "how many coordination messages of each kind carried its rid (R15)", "sim",
          {"rid": S, "op": S, "phase": S},
          {"outcome": S, "why": S, "path": L, "coordination": J}),
+    Kind("optimize", "the tree optimizer at this broker (thesis ch. 5, layer `optimize`): "
+         "`propose` (phase 1: the direct link to path[-1] pays; `estimate` is what its cost "
+         "`cost` was compared with), `abort` (phase 2 at path[-1]: removing the new link itself "
+         "costs least), `decide` (phase 2: exchange `remove` for the new link path[0]–path[-1], "
+         "a link exchange with id `rid` starts), `dropped` (see `why`). `costs`: the consensus "
+         "sums per cycle edge so far (edge t = path[t]–path[t+1], the last one the new link)",
+         "sim, live", {"phase": S, "rid": S, "path": L},
+         {"estimate": F, "cost": F, "heuristic": S, "costs": J, "remove": L, "why": S}),
+    Kind("tree_cost", "the simulator's measure of the tree optimizer: what the notifications "
+         "sent since `since` cost (eq. 5.2 on the sends: c of each link and p of each broker "
+         "they crossed, p of the publisher's broker once), how many there were, the "
+         "optimizer's own messages priced the same way (`overhead`), the link exchanges done "
+         "so far, and the tree now", "sim",
+         {"since": F, "cost": F, "notifications": N, "overhead": F, "exchanges": N,
+          "heuristic": S, "tree": L}),
     Kind("overlay_legitimacy", "the simulator's check of the overlay layer (a spanning tree, "
          "parents towards the root, no broker locked; the coloured overlay: spec ch. 4 §5.5)",
          "sim", {"ok": B, "problems": N}, {"sample": J}),
@@ -279,6 +294,20 @@ FIELD_DOC: Mapping[str, str] = {
     "recolor_period": "ξ, the root's recolor period of the coloured overlay, s: A, D, L and the "
                       "legitimacy windows each grow by 2ξ (R15)",
     "ordering": "the notification order reconfigurations keep: none, fifo or causal",
+    "heuristic": "the tree optimizer: ci (Cost and Interest), mst (l-MST), mit (l-MIT), none",
+    "estimate": "optimizer phase 1: the cost the proposer estimates for the tree path "
+                "(eq. 5.11 for ci; the dearest link for mst; the first hop's common traffic "
+                "for mit)",
+    "cost": "optimizer: the cost of the proposed link; tree_cost: the window's cost",
+    "costs": "optimizer phase 2: per cycle edge, the sum of cost_R(e, B) over the cycle's "
+             "brokers so far (eq. 5.13)",
+    "since": "tree_cost: the start of the window, s",
+    "notifications": "tree_cost: notifications sent in the window",
+    "overhead": "tree_cost: the optimizer's broadcasts and requests of the window, priced "
+                "like notifications",
+    "exchanges": "tree_cost: link exchanges the optimizer completed so far",
+    "tree": "tree_cost: the tree's links, each `a-b`",
+    "optimize": "the tree optimizer's state: cache size, environment, proposals, exchanges",
     "overlay_bound": "∆r = 4ξ + h(2δmax − δmin) of the coloured overlay (Eq. 4.3), s",
     "overlay": "the broker's overlay layer: static or coloured",
     "colours": "3-colour scheme: c_old, c_cur, c_new, joining, and per colour the parent and "

@@ -11,6 +11,11 @@ handlers; `step` dispatches by event type and, for a message from a neighbour, b
     exchange     the coordinated link exchange (4.4.2): while     reconfig/exchange.py
                  locked it wraps routing (A7 on the way in, A8
                  on the way out)
+    optimize     the tree optimizer (ch. 5: Cost and Interest,    optimize/layer.py
+                 l-MST, l-MIT) when `Rom.optimizer` is set: its
+                 broadcasts and requests pass beside the exchange
+                 (they are not routing messages), and its
+                 decisions start link exchanges
 
 With `Rom.overlay = coloured` (the 3-colour scheme of 4.5) the overlay layer keeps a tree per
 colour (overlay/coloured.py), routing keeps a table per colour (routing/colours.py), and the
@@ -30,7 +35,9 @@ from typing import Any
 from weeble.broker.core import corruption
 from weeble.broker.core.events import (
     AddNeighbor,
+    ClientPublish,
     Corrupt,
+    Deliver,
     Effect,
     Event,
     Leave,
@@ -43,6 +50,8 @@ from weeble.broker.core.events import (
     Trace,
 )
 from weeble.broker.core.filters import Filter
+from weeble.broker.core.messages import OPTIMIZING
+from weeble.broker.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
 from weeble.broker.core.overlay import Overlay, OverlayRam
 from weeble.broker.core.overlay.coloured import ColouredOverlay, ColouredRam
 from weeble.broker.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
@@ -61,16 +70,18 @@ class Ram:
     possible state. `tables`, `next_timer`, `rebuild_bit` and `seen` read through to the
     routing slice (the notification routing tables and the broker clock)."""
 
-    __slots__ = ("colouring", "exchange", "overlay", "recolor", "routing")
+    __slots__ = ("colouring", "exchange", "optimize", "overlay", "recolor", "routing")
 
     def __init__(self, overlay: OverlayRam | ColouredRam, routing: RoutingRam,
                  exchange: ExchangeRam, recolor: RecolorRam | None = None,
-                 colouring: ColourRoutingRam | None = None) -> None:
+                 colouring: ColourRoutingRam | None = None,
+                 optimize: OptimizeRam | None = None) -> None:
         self.overlay = overlay
         self.routing = routing
         self.exchange = exchange
         self.recolor = recolor  # the 3-colour scheme only
         self.colouring = colouring  # the 3-colour scheme only: what routing holds back
+        self.optimize = optimize  # the tree optimizer only
 
     @property
     def tables(self) -> list[RoutingTable]:
@@ -111,6 +122,7 @@ class Broker:
             OverlayRam(rom.neighbors, rom.parent),
             RoutingRam(2 if rom.wrapper else 1, rom.adverts),
             ExchangeRam(),
+            optimize=OptimizeRam(rom.optimizer) if rom.optimizer is not None else None,
         )
         self.overlay = Overlay(rom.broker_id, self.ram.overlay)
         self.routing = Routing(rom, self.ram.overlay, self.ram.routing)
@@ -121,6 +133,12 @@ class Broker:
             layer.name: layer
             for layer in (self.overlay, self.routing, self.membership, self.exchange)
         }
+        self.optimize: Optimize | None = None
+        if self.ram.optimize is not None:
+            self.optimize = Optimize(rom, self.overlay, self.exchange.on_start_exchange,
+                                     lambda: self._xram.locked or bool(self._xram.pending),
+                                     self.ram.optimize)
+            self.layers[self.optimize.name] = self.optimize
         self._xram = self.ram.exchange
         # Routing messages are accepted from neighbours only; coordination messages decide
         # for themselves (a link exchange talks to brokers that are not neighbours yet).
@@ -149,6 +167,7 @@ class Broker:
         self.recolor = RecolorLayer(rom, self.overlay, self.routing, self.ram.recolor)
         self.layers = {layer.name: layer for layer in (self.overlay, self.routing, self.recolor)}
         self._xram = self.ram.exchange  # never locked: no exchange layer here
+        self.optimize = None
         self._routing = {}
         self._coordination = {**self.routing.receivers, **self.recolor.receivers}
         refuse = self._not_on_colours
@@ -170,6 +189,8 @@ class Broker:
     # ---- the one entry point ----------------------------------------------------------------
 
     def step(self, now: float, event: Event) -> list[Effect]:
+        if self.optimize is not None:
+            return self._optimizing(now, event)
         if not self._xram.locked:
             return self._handlers[type(event)](now, event)
         # Part of a link exchange: the exchange layer sees every message first (A7) and
@@ -177,6 +198,32 @@ class Broker:
         if type(event) is Receive:
             return self.exchange.receive(now, event.neighbor, event.message)
         return self.exchange.outgoing(now, self._handlers[type(event)](now, event))
+
+    def _optimizing(self, now: float, event: Event) -> list[Effect]:
+        """With the optimizer: its messages and timer pass beside the exchange (they are not
+        routing messages, A7/A8 do not apply), and what is consumed here goes to its cache."""
+        optimize = self.optimize
+        assert optimize is not None
+        kind = type(event)
+        if kind is Receive and type(event.message) in OPTIMIZING:  # type: ignore[union-attr]
+            return optimize.receivers[type(event.message)](  # type: ignore[union-attr]
+                now, event.neighbor, event.message)  # type: ignore[union-attr]
+        if kind is TimerFired and event.timer == BROADCAST:  # type: ignore[union-attr]
+            return optimize.on_timer(now)
+        if kind is ClientPublish:
+            optimize.consumed(event.notification.id)  # type: ignore[union-attr]
+        if not self._xram.locked:
+            effects = self._handlers[kind](now, event)
+        elif kind is Receive:
+            effects = self.exchange.receive(now, event.neighbor, event.message)  # type: ignore
+        else:
+            effects = self.exchange.outgoing(now, self._handlers[kind](now, event))
+        for e in effects:
+            if type(e) is Deliver:
+                optimize.consumed(e.notification.id)
+        if kind is Start:
+            effects.extend(optimize.on_start(now))
+        return effects
 
     def _on_receive(self, now: float, event: Receive) -> list[Effect]:
         source, msg = event.neighbor, event.message
@@ -245,6 +292,8 @@ class Broker:
             out["recolor"] = self.recolor.snapshot()
         else:
             out["exchange"] = self.exchange.snapshot()
+        if self.optimize is not None:
+            out["optimize"] = self.optimize.snapshot()
         return out
 
     def pairs(self) -> set[tuple[Filter, str]]:

@@ -203,6 +203,46 @@ class Colours:
         return 4 * self.xi + self.height * (2 * params.delta_max - params.delta_min)
 
 
+class Heuristic(StrEnum):
+    """Who reshapes the tree (thesis ch. 5): Cost-and-Interest, or a baseline of §5.6.1."""
+
+    CI = "ci"  # Cost and Interest (5.5)
+    MST = "mst"  # l-MST: link costs only
+    MIT = "mit"  # l-MIT: common traffic only (maximum interest tree)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Optimizer:
+    """The tree optimizer's constants (thesis Table 5.2, in seconds instead of ticks) and this
+    broker's costs: its processing cost p and the cost of a link to every other broker (the
+    physical network's, configured or measured: the "oracle" of spec §2.4)."""
+
+    heuristic: Heuristic = Heuristic.CI
+    broadcast_interval: float = 2.5  # broadcastInterval (250 ticks; a tick = 10 ms here)
+    update_interval: float = 2.81  # updateInterval: env entries older than this are dropped
+    eta: int = 3  # environmentSize η: broadcasts travel η hops
+    cache_size: int = 4608  # cacheSize: consumed notification ids kept (ring buffer)
+    filter_size: int = 55296  # filterSize m = 12 · cacheSize bits
+    hashes: int = 7  # numberOfHashs k
+    start: float = 0.0  # the first broadcast after this (plus a per-broker phase)
+    processing_cost: float = 0.0  # p of this broker
+    link_costs: tuple[tuple[str, float], ...] = ()  # (broker, c) for every other broker
+    seed: int = 0  # the exchanges' back-off seeds and the broadcast phase
+
+    def validate(self) -> None:
+        for name in ("broadcast_interval", "update_interval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"optimizer.{name}: must be > 0, got {getattr(self, name)}")
+        if self.eta < 2:
+            raise ConfigError(f"optimizer.eta: a broadcast must reach brokers 2 hops away "
+                              f"(eta >= 2), got {self.eta}")
+        if self.cache_size < 1 or self.filter_size < 8 or self.hashes < 1:
+            raise ConfigError(f"optimizer: cache_size >= 1, filter_size >= 8 and hashes >= 1, "
+                              f"got {self.cache_size}, {self.filter_size}, {self.hashes}")
+        if self.processing_cost < 0 or any(c < 0 for _, c in self.link_costs):
+            raise ConfigError("optimizer: costs must be >= 0")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rom:
     broker_id: str
@@ -218,6 +258,7 @@ class Rom:
     ordering: Ordering = Ordering.FIFO  # notification order kept across link exchanges
     overlay: OverlayKind = OverlayKind.STATIC
     colours: Colours = Colours()  # the 3-colour scheme's ROM (overlay = coloured)
+    optimizer: Optimizer | None = None  # the tree optimizer of ch. 5 (layer `optimize`)
 
     @property
     def is_root(self) -> bool:

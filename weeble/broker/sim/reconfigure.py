@@ -131,6 +131,17 @@ class Reconfigurator:
         self.net.engine.schedule(t, self._begin, record, None)
         return record
 
+    def adopt(self, now: float, rid: str, op: ExchangeLink, path: tuple[str, ...]) -> Record:
+        """A link exchange a broker started on its own (the tree optimizer's decision, ch. 5):
+        followed, counted and reported like the manager's own (R15), and applied to the tree
+        when it is done."""
+        record = Record(op, rid, now, started=now, outcome="running", path=path)
+        self.records.append(record)
+        self._rids[rid] = record
+        self._running[rid] = record
+        self._write(now, record, "started")
+        return record
+
     def _record(self, t: float, op: Op | Tree) -> Record:
         record = Record(op, f"r{next(self._ids)}", t)
         self.records.append(record)

@@ -31,6 +31,7 @@ from weeble.broker.core.events import Trace
 from weeble.broker.core.messages import Message
 from weeble.broker.core.reconfig.plan import Tree
 from weeble.broker.sim.engine import MESSAGE_KINDS, Engine, Node
+from weeble.broker.sim.optimize import CostMonitor
 from weeble.broker.sim.reconfigure import Reconfigurator
 from weeble.broker.sim.simulation import Simulation
 from weeble.broker.sim.target import SimTarget
@@ -78,6 +79,7 @@ class Summary:
     reconfigurations: list[dict[str, Any]]  # R15, one per operation, in start order
     overlay: dict[str, Any] | None  # the overlay's legitimacy checks (with reconfigurations)
     steady: dict[str, Any] | None  # the scenario's `measure` window (see `Steady`); None: none
+    optimizer: dict[str, Any] | None = None  # the tree optimizer (ch. 5): decisions, cost series
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,7 +130,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
                                      trace=trace))
     if scenario.check_every is not None:
         observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)
-    _reconfigure(scenario, sim, clients)
+    monitor = _reconfigure(scenario, sim, clients)
     if sink is not None and scenario.trace.snapshots_every:
         _schedule_snapshots(engine, brokers, sink, scenario.trace.snapshots_every,
                             scenario.duration)
@@ -182,6 +184,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
         reconfigurations=report["operations"],
         overlay=report["overlay"],
         steady=steady.report() if steady is not None else None,
+        optimizer=monitor.summary() if monitor is not None else None,
     )
     (out / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary
@@ -247,16 +250,22 @@ class Steady:
         }
 
 
-def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> None:
-    """Hand the scenario's reconfigurations to the Reconfigurator, and check the overlay layer
-    every `check_every` s while they may change it."""
+def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> CostMonitor | None:
+    """Hand the scenario's reconfigurations to the Reconfigurator, follow the optimizer's
+    (its exchanges and the tree's cost), and check the overlay layer every `check_every` s
+    while they may change it."""
     x = scenario.reconfigurations
     coloured = scenario.colours is not None
-    if not x.operations and not coloured:
-        return
+    o = scenario.optimizer
+    if not x.operations and not coloured and o is None:
+        return None
     topology = scenario.build_topology()
     driver = Reconfigurator(sim, Tree.of(topology.links, topology.brokers), strawman=x.strawman,
                             colours=coloured, gap=x.gap, seed=scenario.seed)
+    monitor = None
+    if o is not None:
+        p, c = o.costs(topology.brokers, scenario.seed)
+        monitor = CostMonitor(driver, p, c, o.heuristic, o.cost_every, scenario.duration)
     sim.retire_observers.append(clients.leave)
     plan = scenario.reconfiguration_plan()
     sequential = [op for at, op in plan if at is None]
@@ -269,7 +278,7 @@ def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> None:
             else:
                 driver.start(at, op)
     if scenario.check_every is None:
-        return
+        return monitor
     period, until = scenario.check_every, scenario.duration
 
     def check(t: float, _a: object, _b: object) -> None:
@@ -280,6 +289,7 @@ def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> None:
             sim.engine.schedule(t + period, check)
 
     sim.engine.schedule(period, check)
+    return monitor
 
 
 @contextlib.contextmanager

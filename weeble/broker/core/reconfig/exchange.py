@@ -20,6 +20,9 @@ Fixes of the printed pseudo-code (spec ch. 4 §3.11), all adopted:
   received" and the r-role's relay target are kept apart, and what a broker relays to itself it
   handles at once, in order.
 - D10: a refused initiator retries after a random back-off drawn from the request's seed.
+- D13 (ours, found by the tree optimizer, whose decisions can be stale): a refused lock hands
+  what B1/Bn queued from over a (a link already, in a stale request) to routing, not to the
+  reset; `tests/test_exchange.py::test_a_refused_lock_keeps_what_it_queued`.
 Ours, beyond the thesis (each found by the simulation tests, tests/test_exchange.py):
 - D12 case, FIFO-producer order: a subscription Br2 forwarded along its side before Begin, and
   its unsubscription relayed out of band after Begin, reach Bn in the wrong order (the relay
@@ -338,7 +341,14 @@ class Exchange:
         if sender == x.right:  # A2.33-37 with fix D5: refused further on; pass it back, reset
             why = ml.refused or "busy"
             effects: list[Effect] = [] if me == path[0] else [Send(x.left, ml)]  # type: ignore[arg-type]
+            # Ours (D13): while locked, B1 and Bn queue what comes over a; a is a link already
+            # when a stale request adds one that exists (the tree changed since it was planned).
+            # The exchange never began, so the queued messages are ordinary ones: handle them
+            # (routing updates first) instead of dropping them with the reset.
+            queued = [*x.qsub, *x.qrel, *((s, m) for s, m, _ in x.qnot)]
             x.clear()
+            for s, m in queued:
+                effects.extend(self.routing.receivers[type(m)](now, s, m))
             effects.append(_trace(ml.rid, "lock_released", why=why))
             if me == path[0]:
                 effects.extend(self._failed(now, ml.rid, why))

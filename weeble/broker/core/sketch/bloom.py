@@ -36,6 +36,11 @@ def positions(key: bytes, m: int, k: int, seed: int) -> list[int]:
     return [(h1 + i * h2) % m for i in range(k)]
 
 
+def false_positive_rate(*, m: int, k: int, n: int) -> float:
+    """(1 − e^{−kn/m})^k: the membership false-positive probability of n elements in m bits."""
+    return (1.0 - math.exp(-k * n / m)) ** k
+
+
 def round_seed(edge: str, round_no: int) -> int:
     """The hash seed of one round on one directed edge: a new, independent filter each round."""
     return mmh3.hash(f"{edge}|{round_no}".encode(), 0x5EED, signed=False)
@@ -79,6 +84,13 @@ class BloomFilter:
         if not self.compatible(other):
             raise ValueError("the union of Bloom filters needs the same m, k and seed")
         return BloomFilter(m=self.m, k=self.k, seed=self.seed, bits=self.bits | other.bits)
+
+    def intersection(self, other: BloomFilter) -> BloomFilter:
+        """B(A) & B(B): a superset of B(A ∩ B), so no element of A ∩ B is lost (spec ch. 5
+        §2.3: it may keep a bit two different elements set, so it is not B(A ∩ B) itself)."""
+        if not self.compatible(other):
+            raise ValueError("the intersection of Bloom filters needs the same m, k and seed")
+        return BloomFilter(m=self.m, k=self.k, seed=self.seed, bits=self.bits & other.bits)
 
     def same_bits(self, other: BloomFilter) -> bool:
         """The equality test: False proves the sets differ; True may be a false positive."""
