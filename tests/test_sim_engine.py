@@ -353,7 +353,7 @@ def simulate_faults(scenario: Scenario, out: Path) -> Summary:
 SUMMARY_KEYS = {
     "v", "scenario", "seed", "duration", "topology", "routing", "params", "bound", "messages",
     "link_faults", "clients", "deliveries", "legitimacy", "faults", "episodes", "stabilization",
-    "timing", "verdict", "performance", "reconfigurations", "overlay", "steady",
+    "timing", "verdict", "performance", "reconfigurations", "overlay", "steady", "optimizer",
 }
 
 

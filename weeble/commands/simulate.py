@@ -52,7 +52,18 @@ def run(args: argparse.Namespace) -> int:
             "verdict": summary.verdict["status"],
             "events_per_wall_second": round(summary.performance["events_per_wall_second"]),
         }
-        if summary.reconfigurations:  # R15, one line each
+        o = summary.optimizer
+        if o is not None:  # the tree optimizer: its exchanges in sum, the cost before and now
+            def per(w: dict[str, Any]) -> float | None:
+                return round(w["cost"] / w["notifications"], 3) if w["notifications"] else None
+
+            rs = summary.reconfigurations
+            digest["optimizer"] = {
+                "heuristic": o["heuristic"], "exchanges": o["exchanges"]["done"],
+                "cost_per_notification": {"first": per(o["series"][0]),
+                                          "last": per(o["series"][-1])} if o["series"] else None,
+                **{k: sum(r[k] for r in rs) for k in ("lost", "duplicated", "reordered")}}
+        elif summary.reconfigurations:  # R15, one line each
             digest["reconfigurations"] = [
                 {k: r[k] for k in ("rid", "op", "outcome", "lost", "duplicated", "reordered")}
                 | {"duration": None if r["duration"] is None else round(r["duration"], 4),
