@@ -428,3 +428,16 @@ def test_a_live_experiment_replays_in_simulation_on_the_same_targets(bed: Testbe
     sim_targets = {f["id"]: f["targets"] for f in replayed.faults}
     assert sim_targets == {i: outcomes[i].targets for i in ("r1", "r2", "r3")}
     assert (tmp_path / "sim" / "trace" / TRACE_FILE).exists()
+
+
+def test_during_a_reconfiguration_is_refused_while_live_brokers_do_not_reconfigure(
+        bed: Testbed, tmp_path: Path) -> None:
+    exp = tmp_path / "during.yaml"
+    exp.write_text(yaml.safe_dump({"faults": [
+        {"kind": "clock", "target": "b3", "at": 0.1},
+        {"kind": "corrupt", "target": "b1", "field": "exchange.locked", "value": True,
+         "during": {"reconfiguration": 1, "phase": "locked"}}]}))
+    result = weeble("chaos", str(exp), "--run", str(bed.run_dir))
+    assert result.returncode == 2
+    assert "faults[1].during: this live testbed carries out no reconfigurations" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -60,6 +60,8 @@ def fault_fields(inj: Injection, fault_id: str, targets: list[str],
     }
     if links:
         fields["links"] = links
+    if inj.during is not None:  # scheduled inside a reconfiguration window
+        fields["rid"], fields["phase"] = inj.during.reconfiguration, inj.during.phase
     if getattr(f, "clients", None) is not None:  # a client crash of workload subscribers:
         if len(targets) == 1:  # `targets` are client ids
             fields["client"] = targets[0]

@@ -10,9 +10,11 @@ state fault, the link shaping the brokers report, the backend's BrokerState and 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from weeble.broker.core.messages import Message
@@ -22,6 +24,84 @@ from weeble.chaos.evidence import ChaosTrace
 from weeble.chaos.target import TargetError
 from weeble.model.selectors import Tree
 from weeble.orchestrator.testbed import Testbed
+
+
+class PhaseWatch:
+    """The reconfiguration phases of a live run, from its trace (the contract, the same as in
+    the simulator): the manager's `reconfiguration` records and the brokers' `reconfig` ones,
+    read as the nodes flush them into RUN/trace/ (every `trace_flush_interval_s`, 0.2 s by
+    default: a live `during` fault strikes up to that much after its phase). Faults waiting
+    for a phase are woken with its time (wall-clock ns)."""
+
+    POLL = 0.02  # s between two looks at the trace files
+
+    def __init__(self, trace_dir: Path, skip: str) -> None:
+        self.trace_dir, self.skip = trace_dir, skip
+        self.seen: list[tuple[int, str, str, str]] = []  # (t_ns, rid, phase, node)
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._waiters: list[tuple[str, str, str | None, asyncio.Future[int]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def wait(self, rid: str, phase: str, broker: str | None, since: int) -> int:
+        """The time (ns) reconfiguration `rid` reached `phase` (at `broker`, if given), not
+        before `since` (the experiment's start)."""
+        self.poll()
+        for t, r, ph, node in self.seen:
+            if r == rid and ph == phase and broker in (None, node) and t >= since:
+                return t
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append((rid, phase, broker, future))
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+        try:
+            return await future
+        finally:
+            self._waiters = [w for w in self._waiters if w[3] is not future]
+
+    async def _run(self) -> None:
+        while self._waiters:
+            await asyncio.sleep(self.POLL)
+            self.poll()
+
+    def poll(self) -> None:
+        for path in sorted(self.trace_dir.glob("*.jsonl")):
+            if path.name == self.skip:
+                continue
+            try:
+                with path.open("rb") as f:
+                    f.seek(self._offsets.get(path, 0))
+                    data = f.read()
+            except OSError:
+                continue
+            if not data:
+                continue
+            self._offsets[path] = self._offsets.get(path, 0) + len(data)
+            data = self._partial.pop(path, b"") + data
+            lines = data.split(b"\n")
+            if lines[-1]:
+                self._partial[path] = lines[-1]  # not flushed whole yet
+            for line in lines[:-1]:
+                if b'"reconfig' in line:  # reconfig and reconfiguration records only
+                    self._record(line)
+
+    def _record(self, line: bytes) -> None:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            return
+        if r.get("kind") not in ("reconfig", "reconfiguration"):
+            return
+        t, rid, phase, node = int(r["t"]), str(r.get("rid")), str(r.get("phase")), r["node"]
+        self.seen.append((t, rid, phase, node))
+        for want_rid, want_phase, broker, future in self._waiters:
+            if (want_rid, want_phase) == (rid, phase) and broker in (None, node) and \
+                    not future.done():
+                future.set_result(t)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 @dataclass
@@ -49,6 +129,7 @@ class LiveTarget:
         self._t0_ns = 0  # wall clock at the same instant
         self._paused: set[str] = set()
         self._spawned: set[asyncio.Task[None]] = set()
+        self._phases = PhaseWatch(bed.trace_dir, skip=trace.path.name)
 
     # ---- the clock --------------------------------------------------------------------------
 
@@ -86,8 +167,23 @@ class LiveTarget:
     def record(self, kind: str, at: float, fields: dict[str, Any]) -> None:
         self.trace.write(kind, self._t0_ns + int(at * 1e9), fields)
 
+    async def wait_phase(self, rid: str, phase: str, broker: str | None) -> float | None:
+        assert self._stop is not None, "begin() first"
+        stop = asyncio.ensure_future(self._stop.wait())
+        seen = asyncio.ensure_future(self._phases.wait(rid, phase, broker, self._t0_ns))
+        try:
+            await asyncio.wait({stop, seen}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not seen.done():
+                seen.cancel()
+        if not seen.done() or seen.cancelled():
+            return None
+        return (seen.result() - self._t0_ns) / 1e9
+
     async def close(self) -> None:
         """After the experiment: the side tasks end, and no broker stays paused."""
+        self._phases.close()
         if self._spawned:
             await asyncio.wait(list(self._spawned))
         for b in list(self._paused):

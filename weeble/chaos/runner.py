@@ -32,7 +32,7 @@ from weeble.chaos.evidence import TRACE_FILE, ChaosTrace, fault_fields
 from weeble.chaos.live import LiveTarget
 from weeble.chaos.target import Step, Target
 from weeble.model import faults as F
-from weeble.model.experiment import Experiment, Injection
+from weeble.model.experiment import Experiment, ExperimentError, Injection
 from weeble.model.scenario import Scenario
 from weeble.orchestrator.testbed import Testbed
 
@@ -55,6 +55,7 @@ class Outcome:
     begin: float | None = None  # s from the experiment's start, as the target's clock read
     end: float | None = None
     skipped: str | None = None  # why the injection never happened
+    during: str | None = None  # the reconfiguration phase it was scheduled in ("r2 locked")
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -86,6 +87,7 @@ class Executor:
         self.timeline = experiment.timeline(until=until)
         self.outcomes: list[Outcome] = []
         self._open: dict[str, _Open] = {}
+        self._waiting: dict[str, Injection] = {}  # `during` faults whose phase has not come
 
     def injections(self) -> list[Coroutine[Any, Any, None]]:
         """One coroutine per injection to run (the others are recorded as skipped)."""
@@ -100,19 +102,30 @@ class Executor:
         return work
 
     def results(self) -> list[Outcome]:
-        """The outcomes so far, in planned order."""
-        return sorted(self.outcomes, key=lambda o: (o.planned, o.begin or 0.0, o.fault_id))
+        """The outcomes so far, in planned order; a fault `during` a reconfiguration whose
+        phase has not come (yet, or ever: a run that ended) is skipped."""
+        waiting = [self._outcome(inj, [], None, None, skipped=_never(inj))
+                   for inj in self._waiting.values()]
+        return sorted([*self.outcomes, *waiting],
+                      key=lambda o: (o.planned, o.begin or 0.0, o.fault_id))
 
     def _outcome(self, inj: Injection, targets: list[str], took_effect: bool | None,
                  error: str | None, **more: Any) -> Outcome:
         return Outcome(fault_id=self.prefix + inj.id, kind=inj.fault.kind,
                        what=inj.fault.describe(), targets=targets, took_effect=took_effect,
                        error=error, planned=inj.start, planned_end=inj.end,
-                       selector=inj.fault.selector(), **more)
+                       selector=inj.fault.selector(),
+                       during=inj.during.describe() if inj.during is not None else None,
+                       **more)
 
     # ---- one injection ----------------------------------------------------------------------
 
     async def _inject(self, inj: Injection) -> None:
+        if inj.during is not None:
+            triggered = await self._trigger(inj)
+            if triggered is None:
+                return
+            inj = triggered
         target, f = self.target, inj.fault
         call = Call(fault_id=self.prefix + inj.id, inj=inj,
                     rng=random.Random(inj.seed(self.seed)), strike=inj.start)
@@ -154,6 +167,21 @@ class Executor:
             reached = inj.end is not None and await target.sleep_until(inj.end)
             await self._end(fields, step, outcome, cut_short=not reached)
 
+    async def _trigger(self, inj: Injection) -> Injection | None:
+        """A fault `during` a reconfiguration: wait for its phase, then its delay; the
+        injection with the time it strikes (None: the run ended first, recorded as skipped)."""
+        d = inj.during
+        assert d is not None
+        self._waiting[inj.id] = inj
+        t = await self.target.wait_phase(d.reconfiguration, d.phase, d.broker)
+        if t is None:
+            return None  # `results()` reports it, still waiting
+        del self._waiting[inj.id]
+        inj = inj.starting(t + d.delay)
+        self.say(f"{self.prefix + inj.id}: {d.reconfiguration} reached {d.phase}"
+                 f"{f' at {d.broker}' if d.broker else ''} at {t:.3f} s")
+        return inj
+
     async def _end(self, fields: dict[str, Any], step: Step, outcome: Outcome,
                    cut_short: bool) -> None:
         assert step.end is not None
@@ -186,6 +214,13 @@ class Executor:
                     "ended_by": fault_id, "evidence": step.evidence})
 
 
+def _never(inj: Injection) -> str:
+    d = inj.during
+    assert d is not None
+    at = f" at {d.broker}" if d.broker else ""
+    return f"reconfiguration {d.reconfiguration} did not reach phase {d.phase}{at} (by the end)"
+
+
 def experiment_seed(experiment: Experiment, default: int) -> int:
     """An experiment's own seed, or the run's (the scenario's)."""
     return experiment.seed if experiment.seed is not None else default
@@ -216,7 +251,8 @@ def _summary_entry(o: Outcome) -> dict[str, Any]:
     """An outcome in the simulator's summary.json (times in s of the run)."""
     return {"id": o.fault_id, "kind": o.kind, "what": o.what, "at": o.planned,
             "end": o.planned_end, "targets": o.targets, "took_effect": o.took_effect,
-            "error": o.error, "began": o.begin, "ended": o.end, "skipped": o.skipped}
+            "error": o.error, "began": o.begin, "ended": o.end, "skipped": o.skipped,
+            **({"during": o.during} if o.during is not None else {})}
 
 
 # ---- live -----------------------------------------------------------------------------------
@@ -234,6 +270,13 @@ class ChaosRunner:
         scenario_seed = bed.scenario.get("seed", 0) if isinstance(bed.scenario, dict) else 0
         self.seed = experiment_seed(experiment, seed if seed is not None
                                     else int(scenario_seed or 0))
+        during = [i for i, f in enumerate(experiment.faults) if f.during is not None]
+        if during and not getattr(bed, "reconfigures", False):
+            raise ExperimentError(f"faults[{during[0]}].during", "this live testbed carries"
+                                  " out no reconfigurations (live brokers do not reconfigure"
+                                  " in this version), so no phase of one will come; schedule"
+                                  " the fault with `at`, or run the scenario in the simulator"
+                                  " (`weeble simulate SCENARIO --chaos FILE`)")
         self.trace = ChaosTrace(trace_path or bed.trace_dir / TRACE_FILE)
         self.target = LiveTarget(bed, self.trace, clients=clients)
         experiment.check(self.target.tree, self.target.params, until=None)

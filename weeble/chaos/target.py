@@ -52,6 +52,12 @@ class Target(Protocol):
         """Append a fault record (fault_begin, fault_end) stamped `at` s after the start."""
         ...
 
+    def wait_phase(self, rid: str, phase: str, broker: str | None) -> Awaitable[float | None]:
+        """Wait until reconfiguration `rid` reaches `phase` (the manager's `reconfiguration`
+        record, or a broker's `reconfig` record, at `broker` if given): the time it did, s after
+        the start; None if the experiment stops first. A phase already past counts."""
+        ...
+
     # ---- brokers ----------------------------------------------------------------------------
 
     def rom(self, broker: str) -> Rom: ...

@@ -10,10 +10,17 @@
       - {kind: crash, target: b4, at: 35, duration: 2}                     # restart, empty RAM
       - {kind: duplicate, link: {of: b2}, probability: 0.5, at: 45, duration: 4}
       - {kind: clock, target: all, at: 10, every: 20, times: 3}            # at 10, 30 and 50
+      - {kind: corrupt, target: b3, field: exchange.queue.clear,           # inside exchange r2,
+         during: {reconfiguration: 2, phase: locked, broker: b3, delay: 0.01}}  # b3 locked
 
 Timing: `at` is seconds from the experiment's start; `after` is seconds after the previous
 fault in the list ended (its last repetition, including its duration); `every` repeats a fault
 with that period, `times` times in all (or, without `times`, until the experiment's duration).
+`during` (instead of `at`/`after`) strikes inside a reconfiguration window: when reconfiguration
+`r<n>` reaches a phase (the manager's `started`/`finished`, or a broker's `reconfig` phase such
+as `locked`, optionally at one broker), plus `delay` s (faults.During). Its time is known only
+when the run gets there, so it is not on the timeline's clock (`Injection.during`), and a fault
+after it cannot use `after`.
 
 `Experiment.check(tree)` validates it against a broker tree: unknown brokers, links that are
 not links, a random draw larger than its population. `timeline()` unrolls the schedule into
@@ -24,7 +31,7 @@ and in simulation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Union
 
@@ -33,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from weeble.broker.core.rom import Params
 from weeble.model.errors import problems
-from weeble.model.faults import KINDS, Fault, FaultError
+from weeble.model.faults import KINDS, During, Fault, FaultError
 from weeble.model.selectors import Tree
 
 # Every registered kind, told apart by `kind` (pydantic reports an unknown kind by name).
@@ -56,11 +63,26 @@ class Injection:
     id: str
     index: int  # position of the fault in `faults`
     fault: Fault
-    start: float  # s from the experiment's start
+    start: float  # s from the experiment's start (a `during` fault: 0 until it is triggered)
     end: float | None  # the fault's planned end; None: it lasts until something else ends it
+
+    @property
+    def during(self) -> During | None:
+        """The reconfiguration phase that triggers this fault (None: `start` is its time)."""
+        return self.fault.during
 
     def seed(self, experiment_seed: int) -> str:
         return f"{experiment_seed}:chaos:{self.id}"
+
+    def starting(self, start: float) -> Injection:
+        """This injection struck at `start` (a triggered one, once its phase came)."""
+        return replace(self, start=start, end=_end(self.fault, start))
+
+
+def _end(f: Fault, start: float) -> float | None:
+    if f.duration is not None:
+        return start + f.duration
+    return None if f.lasting != "never" else start
 
 
 class Experiment(BaseModel):
@@ -84,14 +106,18 @@ class Experiment(BaseModel):
     # ---- against a tree ---------------------------------------------------------------------
 
     def check(self, tree: Tree, params: Params | None = None, until: float | None = None,
-              source: str | None = None) -> None:
+              source: str | None = None, reconfigurations: int | None = None,
+              joining: frozenset[str] = frozenset()) -> None:
         """ExperimentError naming the field if a fault cannot apply to `tree` or starts after
-        `until` (the end of the run)."""
+        `until` (the end of the run). `reconfigurations`: how many the run has (r1 ... rN),
+        when known, for the faults `during` one; `joining`: brokers reconfigurations add."""
         for i, fault in enumerate(self.faults):
             try:
                 fault.check(tree, params)
             except FaultError as e:
                 raise ExperimentError(f"faults[{i}].{e.field}", e.problem, source) from None
+            if fault.during is not None:
+                self._check_during(i, fault, tree, reconfigurations, joining, source)
         try:
             timeline = self.timeline(until=until)
         except ExperimentError as e:
@@ -103,6 +129,29 @@ class Experiment(BaseModel):
                                       f"starts at {inj.start:g} s, after the end of the run"
                                       f" ({until:g} s)", source)
 
+    @staticmethod
+    def _check_during(i: int, fault: Fault, tree: Tree, reconfigurations: int | None,
+                      joining: frozenset[str], source: str | None) -> None:
+        during = fault.during
+        assert during is not None
+        where = f"faults[{i}].during"
+        if fault.lead:
+            raise ExperimentError(where, f"a {fault.kind} with `target` prepares {fault.lead:g} s"
+                                  " before it strikes, which a reconfiguration's phase cannot"
+                                  " tell in advance: use `clients:` or `at`", source)
+        if reconfigurations is not None:
+            n = during.reconfiguration
+            known = [f"r{k}" for k in range(1, reconfigurations + 1)]
+            if n not in known:
+                have = (f"the run has {reconfigurations} ({known[0]} ... {known[-1]}, in the"
+                        " order they start)" if known else "the run has no reconfigurations")
+                raise ExperimentError(f"{where}.reconfiguration", f"{n!r}: {have}", source)
+        if during.broker is not None and during.broker not in tree.brokers and \
+                during.broker not in joining:
+            raise ExperimentError(f"{where}.broker", f"unknown broker {during.broker!r}"
+                                  f" (brokers: {', '.join(sorted(set(tree.brokers) | joining))})",
+                                  source)
+
     # ---- the schedule -----------------------------------------------------------------------
 
     def timeline(self, until: float | None = None) -> list[Injection]:
@@ -112,6 +161,14 @@ class Experiment(BaseModel):
         out: list[Injection] = []
         previous_end = 0.0
         for i, f in enumerate(self.faults):
+            if f.during is not None:  # triggered by a reconfiguration: not on this clock
+                out.append(Injection(f.name or f"f{i}", i, f, 0.0, _end(f, 0.0)))
+                nxt = i + 1
+                if nxt < len(self.faults) and self.faults[nxt].after is not None:
+                    raise ExperimentError(f"faults[{nxt}].after", f"faults[{i}] strikes"
+                                          " `during` a reconfiguration, at a time known only"
+                                          " then; use `at` or `during`")
+                continue
             base = f.at if f.at is not None else previous_end + (f.after or 0.0)
             times = f.times or 1
             if f.every is not None and f.times is None:
@@ -123,8 +180,7 @@ class Experiment(BaseModel):
             last_end: float | None = base
             for n in range(times):
                 start = base + n * (f.every or 0.0)
-                end = start + f.duration if f.duration is not None else (
-                    None if f.lasting != "never" else start)
+                end = _end(f, start)
                 out.append(Injection(name if times == 1 else f"{name}.{n}", i, f, start, end))
                 last_end = end
             if last_end is None:

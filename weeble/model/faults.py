@@ -34,11 +34,12 @@ Target protocol, so that it runs in the simulator and live alike.
 
 from __future__ import annotations
 
+import difflib
 import json
 import random
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from weeble.broker.core.broker import Broker
 from weeble.broker.core.corruption import TARGETS, random_fault
@@ -75,11 +76,80 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The phases a fault can be scheduled in (`during:`): the manager's records (`reconfiguration`:
+# started, finished) and the brokers' (`reconfig`: the coordinated link exchange of thesis 4.4.2,
+# the 3-colour scheme's at R, 4.5), the phases docs/trace-schema.md lists for the two kinds.
+MANAGER_PHASES = ("started", "finished")
+BROKER_PHASES = (
+    "request", "lock", "locked", "lock_refused", "lock_released", "retry", "failed", "refused",
+    "begin", "gray", "released", "end", "r_removed", "a_released", "unlocked", "done",
+    "submitted", "disseminated", "activated")
+PHASES = (*MANAGER_PHASES, *BROKER_PHASES)
+
+
+class During(_Model):
+    """Schedule a fault inside a reconfiguration window, Chaos Mesh style, as data:
+
+        during: r2                                   # when reconfiguration r2 starts
+        during: {reconfiguration: 2, phase: locked, broker: b3, delay: 0.01}
+
+    The fault strikes `delay` s after reconfiguration `reconfiguration` (its rid, `r<n>`, or n:
+    the n-th the run starts, as R15's table numbers them) reaches `phase`: the manager's
+    `started`/`finished`, or a phase a broker records (`reconfig` records: lock, locked, begin,
+    gray, end, unlocked, ... of the link exchange; submitted, disseminated, activated of the
+    3-colour scheme), at `broker` if given (else wherever it happens first). It never strikes
+    if that phase never comes; the outcome says so."""
+
+    reconfiguration: str
+    phase: str = "started"
+    broker: str | None = None
+    delay: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str | int) and not isinstance(data, bool):
+            data = {"reconfiguration": data}
+        if isinstance(data, dict) and isinstance(data.get("reconfiguration"), int) and \
+                not isinstance(data["reconfiguration"], bool):
+            n = data["reconfiguration"]
+            if n < 1:
+                raise ValueError(f"reconfiguration: {n}: they are numbered from 1 (r1, r2, ...)")
+            data = {**data, "reconfiguration": f"r{n}"}
+        return data
+
+    @field_validator("phase")
+    @classmethod
+    def _phase(cls, phase: str) -> str:
+        if phase not in PHASES:
+            close = difflib.get_close_matches(phase, PHASES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown reconfiguration phase {phase!r} ({hint}valid:"
+                             f" {', '.join(PHASES)})")
+        return phase
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_phase(cls, broker: str | None, info: ValidationInfo) -> str | None:
+        if broker is not None and info.data.get("phase") in MANAGER_PHASES:
+            raise ValueError(f"the manager's phase {info.data['phase']!r} happens at no"
+                             " broker: remove broker, or name a broker's phase (lock, locked,"
+                             " begin, gray, end, unlocked, ...)")
+        return broker
+
+    def describe(self) -> str:
+        at = f" at {self.broker}" if self.broker else ""
+        after = f" + {self.delay:g} s" if self.delay else ""
+        return f"{self.reconfiguration} {self.phase}{at}{after}"
+
+
 class Fault(_Model):
     """Fields every kind has: its name and its schedule (see experiment.py)."""
 
     kind: str
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]+$")
+    # inside a reconfiguration window, instead of `at`/`after` (see During)
+    during: During | None = None
     at: float | None = Field(default=None, ge=0)  # s after the experiment starts
     after: float | None = Field(default=None, ge=0, validate_default=True)  # s after the
     #                                                       previous fault in the list ended
@@ -98,9 +168,13 @@ class Fault(_Model):
         at = info.data.get("at")
         if at is not None and after is not None:
             raise ValueError("give either `at` or `after`, not both")
-        if at is None and after is None and "at" in info.data:
+        if info.data.get("during") is not None and (at is not None or after is not None):
+            raise ValueError("give either `during` (a reconfiguration's phase) or `at`/`after`,"
+                             " not both")
+        if at is None and after is None and "at" in info.data and \
+                info.data.get("during") is None and "during" in info.data:
             raise ValueError("`at` (s from the start) or `after` (s after the previous fault)"
-                             " is required")
+                             " is required, or `during` (a reconfiguration's phase)")
         return after
 
     @field_validator("times")
@@ -108,6 +182,10 @@ class Fault(_Model):
     def _repeats(cls, times: int | None, info: ValidationInfo) -> int | None:
         if times is not None and times > 1 and info.data.get("every") is None:
             raise ValueError("repeating needs `every: <period in s>`")
+        if info.data.get("during") is not None and (
+                info.data.get("every") is not None or times is not None):
+            raise ValueError("a fault `during` a reconfiguration strikes once: remove"
+                             " every/times (write one fault per reconfiguration)")
         return times
 
     @field_validator("duration")

@@ -722,8 +722,14 @@ def _check(s: Scenario) -> None:
                        f" the run (duration {s.duration})")
 
     if s.chaos is not None:
+        steps = _plan(s)
+        tree = tree_of_scenario(s)
+        joining = frozenset(b for _, op in steps for b in (
+            (op.new,) if isinstance(op, AddLeaf) else
+            op.nodes if isinstance(op, Tree) else ()) if b not in tree.brokers)
         try:
-            s.chaos.check(tree_of_scenario(s), s.params, until=s.duration)
+            s.chaos.check(tree, s.params, until=s.duration, reconfigurations=len(steps),
+                          joining=joining)
         except ExperimentError as exc:
             raise _Invalid(f"chaos.{exc.path}", exc.problem) from None
 

@@ -62,7 +62,7 @@ FAULT_FIELDS: Mapping[str, Type] = {
     "links": L, "value": J, "args": J, "probability": F, "delay_ms": F, "jitter_ms": F,
     "spec": S, "what": S, "planned_at": F, "planned_end": F, "took_effect": B, "evidence": J,
     "ok": B, "error": S, "before": J, "after": J, "ended_by": S, "msg": S, "nid": S,
-    "publisher": S, "seq": N, "source": S, "peer": S}
+    "publisher": S, "seq": N, "source": S, "peer": S, "rid": S, "phase": S}
 # A broker's state, as core `Broker.snapshot()` returns it.
 SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
@@ -251,8 +251,10 @@ FIELD_DOC: Mapping[str, str] = {
     "targets": "what the fault hit, as a list",
     "field": "the RAM field a state fault set (core corruption target, e.g. entry.filter)",
     "layer": "the broker layer whose RAM a state fault set (overlay, routing, exchange, ...)",
-    "rid": "reconfiguration id (one link exchange, on every broker of its cycle)",
-    "phase": "the reconfiguration phase this record marks",
+    "rid": "reconfiguration id (one link exchange, on every broker of its cycle); on a fault "
+           "record: the reconfiguration it was scheduled in (`during`)",
+    "phase": "the reconfiguration phase this record marks; on a fault record: the phase of "
+             "`rid` it was scheduled at",
     "path": "the reconfiguration cycle as its initiator numbers it, B1 … Bn",
     "remove": "the link r = [Br1, Br2] a link exchange removes",
     "attempt": "the initiator's lock attempt, 1, 2, ...",

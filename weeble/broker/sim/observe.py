@@ -15,7 +15,7 @@ timers are exact. So the online timing check is the path rule R13(d).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
 from typing import Any
 
@@ -46,6 +46,8 @@ class Observers:
         self.fault_records: list[tuple[float, dict[str, Any]]] = []
         self.monitor: Legitimacy | None = None
         self.reconfigurations = Reconfigurations(header)  # R15
+        # more observers(t, node, kind, fields) of the manager's `reconfiguration` records
+        self.listeners: list[Callable[[float, str, str, dict[str, Any]], None]] = []
         self.deliveries.timed(header.path_hops(), header.params.delta_max,
                               TIMING_TOLERANCE)
         if sink is not None:
@@ -60,6 +62,8 @@ class Observers:
             self.fault_records.append((t, {"kind": kind, "node": node, **fields}))
         elif kind == "reconfiguration":
             self.reconfigurations.record(t, fields)
+            for listener in self.listeners:
+                listener(t, node, kind, fields)
         elif kind == "overlay_legitimacy":
             self.reconfigurations.overlay_check(t, fields)
 

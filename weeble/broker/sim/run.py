@@ -125,9 +125,14 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
     clients = Clients(engine, scenario, observers, trace if sink is not None else None)
     fault_log: Callable[[], list[dict[str, Any]]] = list
     if faults is not None:
-        fault_log = faults(SimTarget(engine=engine, brokers=brokers, clients=clients,
-                                     tree=tree_of_scenario(scenario), params=params,
-                                     trace=trace))
+        target = SimTarget(engine=engine, brokers=brokers, clients=clients,
+                           tree=tree_of_scenario(scenario), params=params, trace=trace)
+        # the reconfiguration phases, for the faults scheduled `during` one: the brokers'
+        # `reconfig` records and the manager's `reconfiguration` ones
+        sim.trace_observers.append(
+            lambda now, node, effect: target.observe(now, node.id, effect.kind, effect.fields))
+        observers.listeners.append(target.observe)
+        fault_log = faults(target)
     if scenario.check_every is not None:
         observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)
     monitor = _reconfigure(scenario, sim, clients)

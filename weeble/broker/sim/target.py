@@ -58,6 +58,23 @@ class _Wake:
         return True  # the simulated experiment never stops early: the run just ends
 
 
+class _Phase:
+    """What a coroutine waiting for a reconfiguration phase yields: resume me when it comes,
+    with the virtual time it came."""
+
+    __slots__ = ("broker", "phase", "rid")
+
+    def __init__(self, rid: str, phase: str, broker: str | None) -> None:
+        self.rid, self.phase, self.broker = rid, phase, broker
+
+    def matches(self, rid: str, phase: str, node: str) -> bool:
+        return rid == self.rid and phase == self.phase and self.broker in (None, node)
+
+    def __await__(self) -> Generator[_Phase, float, float | None]:
+        t = yield self
+        return t
+
+
 def _dead(now: float, event: object) -> list[Any]:
     return []  # a killed broker: every event is lost
 
@@ -79,6 +96,8 @@ class SimTarget:
         self._cuts: dict[tuple[str, str], int] = {}  # undirected link -> open cuts
         self._paused: dict[str, list[tuple[str, str]]] = {}
         self._down: set[str] = set()
+        self._phases: list[tuple[float, str, str, str]] = []  # (t, rid, phase, node) seen
+        self._waiting: list[tuple[_Phase, Coroutine[Any, Any, Any]]] = []
 
     # ---- the clock --------------------------------------------------------------------------
 
@@ -94,12 +113,35 @@ class SimTarget:
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         self._resume(self.engine.now, work, None)
 
-    def _resume(self, now: float, work: Coroutine[Any, Any, Any], _b: object) -> None:
+    def _resume(self, now: float, work: Coroutine[Any, Any, Any], value: Any) -> None:
         try:
-            wake = work.send(None)
+            wake = work.send(value)
         except StopIteration:
             return
+        if isinstance(wake, _Phase):
+            seen = next((t for t, rid, phase, node in self._phases
+                         if wake.matches(rid, phase, node)), None)
+            if seen is not None:  # already past: at once
+                self.engine.schedule(now, self._resume, work, seen - self.start)
+            else:
+                self._waiting.append((wake, work))
+            return
         self.engine.schedule(wake.t, self._resume, work)
+
+    def wait_phase(self, rid: str, phase: str, broker: str | None) -> _Phase:
+        return _Phase(rid, phase, broker)
+
+    def observe(self, t: float, node: str, kind: str, fields: dict[str, Any]) -> None:
+        """A trace record of the run: a reconfiguration phase resumes the faults waiting for
+        it (`during`), right after the step that recorded it, at the same virtual instant."""
+        if kind != "reconfig" and kind != "reconfiguration":
+            return
+        rid, phase = str(fields.get("rid")), str(fields.get("phase"))
+        self._phases.append((t, rid, phase, node))
+        ready = [w for w in self._waiting if w[0].matches(rid, phase, node)]
+        for w in ready:
+            self._waiting.remove(w)
+            self.engine.schedule(t, self._resume, w[1], t - self.start)
 
     def record(self, kind: str, at: float, fields: dict[str, Any]) -> None:
         if self.trace is not None:
