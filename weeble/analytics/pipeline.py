@@ -23,6 +23,7 @@ from weeble.analytics.jobs import (
     oracle,
     ordering,
     overhead,
+    reconfigurations,
     stabilization,
     timing,
 )
@@ -48,9 +49,12 @@ JOBS: dict[str, tuple[tuple[str, ...], Callable[[Context, dict[str, Any]], dict[
     "stabilization": (("faults", "oracle"), lambda ctx, _: stabilization.run(ctx)),
     "latency": (("oracle",), lambda ctx, _: latency.run(ctx)),
     "timing": (("oracle", "faults"), lambda ctx, _: timing.run(ctx)),
-    "verdict": (("stabilization", "ordering", "timing"),
+    "reconfigurations": (("oracle", "ordering", "faults"),
+                         lambda ctx, _: reconfigurations.run(ctx)),
+    "verdict": (("stabilization", "ordering", "timing", "reconfigurations"),
                 lambda ctx, done: verdict_job.run(ctx, done["stabilization"],
-                                                  done["timing"]["groups"])),
+                                                  done["timing"]["groups"],
+                                                  done["reconfigurations"]["operations"])),
 }
 
 
@@ -116,6 +120,7 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
         "latency": done["latency"],
         "timing": {**{k: v for k, v in done["timing"].items() if k != "groups"},
                    "groups": [asdict(g) for g in done["timing"]["groups"]]},
+        "reconfigurations": done["reconfigurations"],
         "ingest": ingested,
         "simulator": _simulator_view(run_dir) if info.header.backend == "sim" else None,
         "timings": timings,

@@ -1,8 +1,10 @@
 """The report: RUN/analysis/report.md with PNG plots beside it.
 
 Plots: the correct-delivery ratio over time with the fault windows shaded, stabilization time
-(service and state level) against the bound Δ per fault, violations of the timing model over
-time, message overhead over time, latency over time. The numbers are the
+(service and state level) against the bound Δ per fault, the deliveries and losses with the
+reconfiguration windows, the optimizer's tree cost over time and the degree distribution (when
+recorded), violations of the timing model over time, message overhead over time, latency over
+time. The numbers are the
 summary's; the report only arranges them for a reader.
 """
 
@@ -25,6 +27,7 @@ def write_report(ctx: Context, summary: dict[str, Any]) -> Path:
     matplotlib.use("Agg")  # no display; also safe inside Spark's Python workers
     out = ctx.out
     plots = [p for p in (_correctness_plot(ctx, summary), _stabilization_plot(ctx, summary),
+                         _reconfigurations_plot(ctx, summary), _optimizer_plot(ctx, summary),
                          _timing_plot(ctx, summary), _overhead_plot(ctx), _latency_plot(ctx))
              if p is not None]
     path = out / REPORT
@@ -76,6 +79,96 @@ def _correctness_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
     ax.set_title("Correct delivery over time")
     ax.legend(loc="lower left", fontsize="small")
     return _save(fig, ctx.out / "correctness.png")
+
+
+def _shade_reconfigurations(ax: Axes, ops: list[dict[str, Any]], end: float) -> None:
+    """Each reconfiguration from its start to its end (a line when it took no time), named by
+    its rid; red when its verdict failed."""
+    for i, r in enumerate(ops):
+        finish = r["end"] if r["end"] is not None else end
+        color = "tab:red" if r.get("verdict") == "fail" else "tab:green"
+        label = "reconfiguration" if i == 0 else None
+        if finish - r["start"] < end / 500:
+            ax.axvline(r["start"], color=color, alpha=0.5, linestyle="--", label=label)
+        else:
+            ax.axvspan(r["start"], finish, color=color, alpha=0.2, label=label)
+        if len(ops) <= 40:  # names stay readable
+            ax.annotate(r["rid"], (r["start"], 1.0), xycoords=("data", "axes fraction"),
+                        fontsize="x-small", rotation=90, va="top", ha="right")
+
+
+def _reconfigurations_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
+    """The delivery timeline with every reconfiguration window on it: deliveries expected and
+    made per bin, and the lost ones, so that a window that loses shows where."""
+    from pyspark.sql import functions as F
+
+    ops = summary["reconfigurations"]["operations"]
+    if not ops:
+        return None
+    df = (ctx.table("publications").where(F.col("judged")).groupBy(ctx.bins())
+          .agg(F.sum("expected").alias("expected"), F.sum("delivered").alias("delivered"),
+               F.sum("missing").alias("missing"), F.sum("duplicate").alias("duplicate"))
+          .orderBy("bin").toPandas())
+    import matplotlib.pyplot as plt
+
+    end = summary["run"]["end"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5.5), sharex=True,
+                                      height_ratios=(2, 1))
+    x = df["bin"] + ctx.bin / 2
+    top.plot(x, df["expected"] / ctx.bin, color="tab:gray", label="expected deliveries")
+    top.plot(x, df["delivered"] / ctx.bin, color="tab:blue", alpha=0.8,
+             label="made (by publication time)")
+    _shade_reconfigurations(top, ops, end)
+    top.set_ylabel("deliveries per s")
+    top.set_title("Deliveries with the reconfiguration windows")
+    top.legend(loc="lower left", fontsize="small")
+    bottom.bar(x, df["missing"], width=ctx.bin * 0.9, color="tab:red", label="lost")
+    bottom.bar(x, df["duplicate"], width=ctx.bin * 0.9, bottom=df["missing"],
+               color="tab:orange", label="duplicated")
+    _shade_reconfigurations(bottom, ops, end)
+    for f in summary["faults"]:
+        for ax in (top, bottom):
+            ax.axvline(f["begin"], color="black", alpha=0.5, linestyle=":")
+    if not (df["missing"].sum() or df["duplicate"].sum()):
+        bottom.set_ylim(0, 1)
+        bottom.text(0.5, 0.5, "nothing lost or duplicated", transform=bottom.transAxes,
+                    ha="center", va="center", color="tab:gray")
+    else:
+        bottom.set_ylim(bottom=0)
+    bottom.set_ylabel(f"per {ctx.bin:g} s")
+    bottom.set_xlabel("publication time since run start (s); dotted: a fault began")
+    bottom.set_xlim(0, end)
+    bottom.legend(loc="upper right", fontsize="small")
+    return _save(fig, ctx.out / "reconfigurations.png")
+
+
+def _optimizer_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
+    """The tree's cost over time (the optimizer's `tree_cost` records), with the
+    reconfigurations it made, and the degree distribution of the last tree."""
+    r = summary["reconfigurations"]
+    if r.get("tree_cost") is None:
+        return None
+    df = ctx.table("tree_cost").orderBy("ts").toPandas()
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), width_ratios=(3, 1))
+    for controller, group in df.groupby(df["controller"].fillna("tree")):
+        left.step(group["ts"], group["cost"], where="post", label=str(controller))
+    for op in r["operations"]:
+        if op["outcome"] == "done":
+            left.axvline(op["start"], color="tab:green", alpha=0.15)
+    left.set_xlabel("time since run start (s); green: a reconfiguration")
+    left.set_ylabel("tree cost")
+    rate = r.get("per_minute")
+    left.set_title("Tree cost over time" + (f" ({rate:.3g} reconfigurations/min)"
+                                            if rate is not None else ""))
+    left.legend(fontsize="small")
+    degrees = {int(k): v for k, v in r["degrees"].items()}
+    right.bar(list(degrees), list(degrees.values()), color="tab:purple")
+    right.set_xlabel("degree")
+    right.set_ylabel("brokers")
+    right.set_title(f"Degrees ({r['degrees_of']})", fontsize="small")
+    return _save(fig, ctx.out / "optimizer.png")
 
 
 def _stabilization_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
@@ -201,6 +294,7 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
                   f"{verdict['stabilization_measured_from']}: the service level to the first "
                   "publication after which every publication was delivered correctly, the state "
                   "level to the first legitimacy check after which every check passed.", ""]
+    lines += _reconfigurations_section(s["reconfigurations"])
     lines += _timing_section(s["timing"])
     lines += [
         "## Deliveries",
@@ -247,8 +341,38 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
     lines += ["## Tables", "", "Parquet, under `analysis/`: `events/kind=*` (the trace), "
               "`publications`, `deliveries`, `violations`, `subscriptions`, `faults`, `episodes`, "
               "`legitimacy`, `stabilization`, `verdict`, `ordering`, `reorderings`, "
-              "`overhead`, `latency`.", ""]
+              "`overhead`, `latency`, `reconfigurations`, `tree_cost` (when recorded).", ""]
     return "\n".join(lines)
+
+
+def _reconfigurations_section(r: dict[str, Any]) -> list[str]:
+    """R15: one row per reconfiguration (its window's figures and verdict), and the rates."""
+    from weeble.check.reconfig import TABLE_COLUMNS, table_cells
+
+    ops = r["operations"]
+    if not ops:
+        return []
+    lines = ["## Reconfigurations", "",
+             "| " + " | ".join(TABLE_COLUMNS) + " |",
+             "|" + "|".join("---" if c in ("reconfiguration", "operation", "outcome", "verdict")
+                            else "---:" for c in TABLE_COLUMNS) + "|"]
+    lines += ["| " + " | ".join(table_cells(x, detail=True)) + " |" for x in ops]
+    lines += [""] + [f"- {x['rid']}: {x['verdict']}: {x['reason']}" for x in ops if x["reason"]]
+    lines += ["", "Each window holds the publications from its start − D to its end + D; "
+              "reordered counts FIFO (and, under causal ordering, causal) violations delivered "
+              "up to its end + 2D. *during faults*: a fault overlaps the window, so its figures "
+              "are shown but its fault's episode is what is judged (R15).", ""]
+    rate = r.get("per_minute")
+    if rate is not None:
+        lines += [f"{r['done']:,} of {r['count']:,} reconfigurations done: {rate:.3g} per "
+                  f"minute ({r['per_1000_s']:.3g} per 1000 s)."]
+    cost = r.get("tree_cost")
+    if cost is not None:
+        lines += [f"Tree cost: {cost['first']:.4g} at first, {cost['last']:.4g} at the end, "
+                  f"{cost['min']:.4g} at least ({cost['records']:,} records)."]
+    lines += ["Degree distribution (" + r["degrees_of"] + "): " + ", ".join(
+        f"degree {k}: {v}" for k, v in r["degrees"].items()) + ".", ""]
+    return lines
 
 
 def _timing_section(t: dict[str, Any]) -> list[str]:

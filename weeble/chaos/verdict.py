@@ -92,10 +92,14 @@ def _mark(x: bool | None, yes: str = "yes", no: str = "NO") -> str:
 
 
 def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = (),
-                  file: Any = None, measured_from: str | None = None) -> None:
-    """The table as plain text (stdout by default), readable in a CI log and by a parser."""
+                  file: Any = None, measured_from: str | None = None,
+                  reconfigurations: Sequence[dict[str, Any]] = ()) -> None:
+    """The table as plain text (stdout by default), readable in a CI log and by a parser;
+    below it, one row per reconfiguration (R15) when the run had any."""
     from rich.console import Console
     from rich.table import Table
+
+    from weeble.check.reconfig import TABLE_COLUMNS, table_cells
 
     table = Table(title="verdict per fault", title_justify="left", show_lines=False)
     for name, justify in (("fault", "left"), ("kind", "left"), ("target", "left"),
@@ -122,6 +126,17 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
     for r in rows:
         if r.note:
             console.print(f"  {r.fault_id}: {r.note}")
+    if reconfigurations:
+        table = Table(title="verdict per reconfiguration", title_justify="left")
+        for name in TABLE_COLUMNS:
+            table.add_column(name, justify="left" if name in (
+                "reconfiguration", "operation", "outcome", "verdict") else "right")
+        for x in reconfigurations:
+            table.add_row(*table_cells(x))
+        console.print(table)
+        for x in reconfigurations:
+            if x.get("reason"):
+                console.print(f"  {x['rid']}: {x['verdict']}: {x['reason']}")
     for reason in reasons:
         console.print(f"  why: {reason}")
     console.print(f"run verdict: {'PASS' if passed else 'FAIL'}")

@@ -116,8 +116,11 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
     kept = outside_faults(violations, spans, end)
     groups = aggregate(kept, bound / 10)
     timing = summarize(kept, timing["measured"], timing["worst"], timing["tolerance"])
+    reconfigured = (reconfigurations.report(d, end, faults) if reconfigurations is not None
+                    else {"operations": [], "overlay": None})
     verdict = judge(bound=bound, deactivation=header.deactivation, run_end=end, faults=faults,
-                    episodes=episodes, prefix=prefix, violations=groups, losses=losses)
+                    episodes=episodes, prefix=prefix, violations=groups, losses=losses,
+                    reconfigurations=reconfigured["operations"])
     failed = [c for c in checks if not c.ok]
     return {
         "v": REPORT_VERSION,
@@ -140,8 +143,7 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
         "stabilization": _stabilization(episodes),
         "timing": {**timing, "groups": [asdict(g) for g in groups]},
         "verdict": verdict,
-        **(reconfigurations.report(d, end, faults) if reconfigurations is not None
-           else {"operations": [], "overlay": None}),
+        **reconfigured,
     }
 
 

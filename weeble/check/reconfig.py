@@ -93,6 +93,9 @@ class Reconfigurations:
         fifo = d.between(lo, hi + D)["fifo"]  # what was published by hi is delivered by hi + D
         causal = _count(self.causal.times, lo, hi + D) if self.causal is not None else 0
         published = _count(d.pub_times, lo, hi)
+        # its window overlaps a fault or the Δ after it, when the system may still be
+        # recovering: its figures are the fault's doing as much as its own
+        during = any(b < hi + D and e + self.delta > lo for b, e in faulty)
         return {
             "rid": r.rid, "op": r.op, "outcome": r.outcome, "why": r.why,
             "start": r.start, "end": r.end,
@@ -102,10 +105,10 @@ class Reconfigurations:
             "lost": window["missing"], "duplicated": window["duplicate"],
             "spurious": window["spurious"], "reordered": fifo + causal,
             "fifo": fifo, "causal": causal if self.causal is not None else None,
-            # its window overlaps a fault or the Δ after it, when the system may still be
-            # recovering: its figures are the fault's doing as much as its own
-            "during_faults": any(b < hi + D and e + self.delta > lo for b, e in faulty),
-        }
+            "during_faults": during,
+        } | verdict_of(r.outcome, r.why, lost=window["missing"], duplicated=window["duplicate"],
+                       spurious=window["spurious"], reordered=fifo + causal,
+                       during_faults=during)
 
     def _overlay(self, end: float, faulty: list[tuple[float, float]]) -> dict[str, Any] | None:
         """The overlay's checks; after each fault, when it was legitimate again (as R12, from
@@ -136,6 +139,50 @@ class Reconfigurations:
                 "last_illegitimate": failed[-1].t if failed else None,
                 "sample_problems": list(failed[-1].sample) if failed else [],
                 "bound": self.bound, "after_faults": after}
+
+
+PASS, FAIL, DURING_FAULTS = "pass", "fail", "during faults"
+
+
+def verdict_of(outcome: str, why: str, *, lost: int, duplicated: int, spurious: int,
+               reordered: int, during_faults: bool) -> dict[str, str]:
+    """R15's verdict on one reconfiguration (the checker's and the PySpark job's): it passes
+    when it finished (`done`) and its window lost, duplicated, delivered spuriously and
+    reordered nothing; otherwise it fails, unless a fault overlaps its window (`during
+    faults`: its figures are shown, the fault's episode is judged by R14)."""
+    problems = [f"{n:,} {what}" for what, n in (
+        ("lost", lost), ("duplicated", duplicated), ("spurious", spurious),
+        ("reordered", reordered)) if n]
+    if outcome != "done":
+        problems.insert(0, f"{outcome}{f' ({why})' if why else ''}")
+    if not problems:
+        return {"verdict": PASS, "reason": ""}
+    if during_faults:
+        return {"verdict": DURING_FAULTS, "reason": "; ".join(problems)}
+    return {"verdict": FAIL, "reason": "; ".join(problems)}
+
+
+# The verdict table's rows per reconfiguration (`weeble run`, `weeble analyze`, report.md):
+# one layout for every place that shows them.
+TABLE_COLUMNS = ("reconfiguration", "operation", "outcome", "duration s", "coordination msgs",
+                 "publications", "lost", "duplicated", "reordered", "verdict")
+
+
+def table_cells(r: dict[str, Any], detail: bool = False) -> list[str]:
+    """One reconfiguration (an R15 row) as the cells of TABLE_COLUMNS (`detail`: the
+    coordination messages by kind too)."""
+    coordination = r.get("coordination") or {}
+    total = coordination.get("total", sum(coordination.values())) if isinstance(
+        coordination, dict) else coordination
+    kinds = ", ".join(f"{k} {v}" for k, v in coordination.items()
+                      if k != "total") if isinstance(coordination, dict) else ""
+    duration = "-" if r.get("duration") is None else f"{r['duration']:.3f}"
+    verdict = r.get("verdict") or "-"
+    return [r["rid"], r["op"], r["outcome"], duration,
+            f"{total:,}" + (f" ({kinds})" if kinds and detail else ""),
+            f"{r.get('publications', 0):,}",
+            f"{r['lost']:,}", f"{r['duplicated']:,}", f"{r['reordered']:,}",
+            "FAIL" if verdict == FAIL else verdict]
 
 
 def _count(times: array, lo: float, hi: float) -> int:

@@ -114,8 +114,9 @@ and bin ⌊begin / (Δ/10)⌋; a group spans from its earliest begin to its late
 **R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first
 episode) − D (all judged publications if there is none), none has a missing, spurious or
 duplicate delivery and no FIFO violation (R7) happens before that time; and (b) every episode
-stabilized (R11, and R12 where it has checks) within Δ. A part (the fault-free prefix, or an
-episode from its begin to its observed-until time) that fails while a group of timing
+stabilized (R11, and R12 where it has checks) within Δ; and (c) no reconfiguration's verdict
+(R15) is *fail*. A part (the fault-free prefix, an episode from its begin to its observed-until
+time, or a failed reconfiguration from its start to its end) that fails while a group of timing
 violations (R13) overlaps it is reported "assumptions violated" with the violations' figures
 rather than as a failure of the algorithm; the run then does not pass either.
 
@@ -130,7 +131,11 @@ violations (R7) with delivery time in [start − D, end + 2D), plus, when the he
 causally precedes one the client already received; n1 → n2 when one client published n1
 before n2, or received n1 before publishing n2). Its coordination messages are the
 `finished` record's `coordination`. It is *during faults* if [start − D, end + 2D] overlaps a
-fault (R10) or the Δ after its end. A timing violation (R13) inside the span
+fault (R10) or the Δ after its end. Its *verdict*: *pass* if its outcome is `done` and it lost,
+duplicated, spuriously delivered and reordered nothing; otherwise *during faults* if it is
+(the figures are shown; the fault's episode is judged by R14), else *fail*. A fault record
+with `rid` and `phase` was scheduled at that phase of that reconfiguration (`during`).
+A timing violation (R13) inside the span
 [start − D, end + 2D] of a reconfiguration is that reconfiguration's doing (an exchange holds
 notifications back by design) and is not counted. When the header says `reconfigured`, the
 path rule R13(d) takes h = d for every pair of brokers. The `overlay_legitimacy` records are

@@ -40,10 +40,12 @@ def episode_problems(e: Episode, bound: float) -> list[str]:
 def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence[Fault],
           episodes: Sequence[Episode], prefix: dict[str, int],
           violations: Sequence[Violation],
-          losses: dict[int, dict[str, int]] | None = None) -> dict[str, Any]:
+          losses: dict[int, dict[str, int]] | None = None,
+          reconfigurations: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """R14. `prefix`: missing, spurious, duplicate and fifo counts before the first episode
     (publications, and FIFO violations, before its begin − D). `losses`: per episode, the same
-    counts from its begin to its observed-until time (shown, not judged: a fault may lose)."""
+    counts from its begin to its observed-until time (shown, not judged: a fault may lose).
+    `reconfigurations`: R15's rows; one whose verdict is `fail` fails the run."""
     first = episodes[0].begin if episodes else run_end
     parts = []
     errors = [f"{n:,} {what}" for what, n in prefix.items() if n]
@@ -54,6 +56,11 @@ def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence
         parts.append(_part(f"episode {e.index} ({ids})", e.begin, e.observed_until,
                            episode_problems(e, bound), violations))
         parts[-1]["episode"] = e.index
+    for r in reconfigurations:  # after the episodes: `rows` index parts by episode
+        if r.get("verdict") == FAIL:
+            parts.append(_part(f"reconfiguration {r['rid']} ({r['op']})", r["start"],
+                               r["end"] if r["end"] is not None else run_end, [r["reason"]],
+                               violations))
     status = PASS
     if any(p["status"] == FAIL for p in parts):
         status = FAIL

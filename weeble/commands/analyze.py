@@ -75,6 +75,23 @@ def print_verdict(summary: dict[str, Any]) -> None:
         console.print(f"stabilization is measured from {v['stabilization_measured_from']}")
     else:
         console.print("no faults in this run: no stabilization time")
+    reconfigurations = (summary.get("reconfigurations") or {}).get("operations") or []
+    if reconfigurations:
+        from weeble.check.reconfig import TABLE_COLUMNS, table_cells
+
+        table = Table(title="verdict per reconfiguration")
+        for column in TABLE_COLUMNS:
+            table.add_column(column, justify="left" if column in (
+                "reconfiguration", "operation", "outcome", "verdict") else "right")
+        for r in reconfigurations:
+            cells = table_cells(r)
+            if r["verdict"] == "fail":
+                cells[-1] = "[red]FAIL[/]"
+            table.add_row(*cells)
+        console.print(table)
+        for r in reconfigurations:
+            if r.get("reason"):
+                console.print(f"  {r['rid']}: {r['verdict']}: {r['reason']}")
     console.print(
         f"publications {d['publications']:,} (judged {d['judged']:,}, correct {d['correct']:,}); "
         f"deliveries expected {d['expected']:,}, missing {d['missing']:,}, in a window "

@@ -165,6 +165,8 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
     rows = verdict_rows(outcomes, analysis)
     passed = run_passes(rows, analysis)
     print_verdict(rows, passed, analysis["verdict"].get("reasons", []),
-                  measured_from=analysis["verdict"].get("stabilization_measured_from"))
+                  measured_from=analysis["verdict"].get("stabilization_measured_from"),
+                  reconfigurations=(analysis.get("reconfigurations") or {}).get(
+                      "operations", []))
     print(f"report: {analysis.get('report') or run_dir / 'analysis'}")
     return 0 if passed else 1

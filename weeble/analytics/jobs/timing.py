@@ -7,7 +7,7 @@ Four measurements, each a violation when it exceeds the model by more than τ:
   against ρ;
 - timer: a `timer` record's lateness;
 - path: the first delivery of each published pair: its delay against hops·δmax.
-A violation that overlaps a fault is the fault's doing and does not count; the others are
+A violation that overlaps a fault, or a reconfiguration's span (R15), does not count; the others are
 grouped by kind, broker and bin of Δ/10 of their begin (the groups the verdict judges and the
 report plots).
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from weeble.analytics.jobs import reconfigurations
 from weeble.analytics.jobs.context import Context
 from weeble.check.rules import TIMING_TOLERANCE
 from weeble.check.timing import KINDS, Violation, summarize
@@ -48,10 +49,12 @@ def run(ctx: Context) -> dict[str, Any]:
                            .otherwise(F.col("limit")).alias("limit"))
         bad = over if bad is None else bad.unionByName(over)
     assert bad is not None
-    # a fault is allowed to break the model: violations overlapping a fault do not count
-    for f in ctx.rows(ctx.table("faults").select("begin", "end")):
-        end = f["end"] if f["end"] is not None else ctx.end
-        bad = bad.where(~((F.col("begin") <= end) & (F.col("end") >= f["begin"])))
+    # a fault is allowed to break the model: violations overlapping a fault do not count;
+    # nor inside a reconfiguration's span (R15: an exchange holds notifications back)
+    allowed = [(f["begin"], f["end"] if f["end"] is not None else ctx.end)
+               for f in ctx.rows(ctx.table("faults").select("begin", "end"))]
+    for begin, end in [*allowed, *reconfigurations.spans(ctx)]:
+        bad = bad.where(~((F.col("begin") <= end) & (F.col("end") >= begin)))
     width = ctx.header.bound / 10
     worst_first = F.max(F.struct("value", "limit"))
     groups = ctx.write("timing", bad.groupBy(
@@ -124,7 +127,7 @@ def _timers(ctx: Context) -> DataFrame:
 def _paths(ctx: Context, dmax: float) -> DataFrame:
     from pyspark.sql import functions as F
 
-    hops = ctx.header.topology.hops()
+    hops = ctx.header.path_hops()  # d for every pair when the tree changes (R13(d))
     table = ctx.spark.createDataFrame(
         [(a, b, float(h)) for a, row in hops.items() for b, h in row.items()],
         "p_broker string, first_broker string, hops double")

@@ -7,7 +7,9 @@ the one implementation of rule R14 (the reference checker uses it too): the run 
 nothing went wrong before the first fault and every episode stabilized within Δ; a failure
 while the timing model was violated is "assumptions violated".
 
-Table: `verdict` (one row per fault).
+Table: `verdict` (one row per fault). The reconfigurations' rows (R15, one per
+reconfiguration, with their own verdict) are the reconfigurations job's; one that fails fails
+the run.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ EPS = 1e-9
 
 
 def run(ctx: Context, stabilization: dict[str, Any],
-        violations: list[Violation] | None = None) -> dict[str, Any]:
+        violations: list[Violation] | None = None,
+        reconfigurations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     bound = ctx.header.bound
@@ -61,7 +64,8 @@ def run(ctx: Context, stabilization: dict[str, Any],
            for e in sorted(episodes.values(), key=lambda e: e["episode"])]
     verdict = judge(bound=bound, deactivation=ctx.header.deactivation, run_end=ctx.end,
                     faults=faults, episodes=eps, prefix=counts(-1), violations=violations,
-                    losses={e.index: counts(e.index) for e in eps})
+                    losses={e.index: counts(e.index) for e in eps},
+                    reconfigurations=reconfigurations or [])
     if verdict["faults"]:
         ctx.write("verdict", ctx.spark.createDataFrame(
             [{k: r[k] for k in _COLUMNS} for r in verdict["faults"]], _schema()))
