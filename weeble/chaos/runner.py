@@ -126,6 +126,11 @@ class Executor:
             if triggered is None:
                 return
             inj = triggered
+            if self.until is not None and inj.start >= self.until:
+                self.outcomes.append(self._outcome(inj, [], False, None, skipped=(
+                    f"its phase came, but {inj.start:g} s is after the run ends"
+                    f" ({self.until:g} s)")))
+                return
         target, f = self.target, inj.fault
         call = Call(fault_id=self.prefix + inj.id, inj=inj,
                     rng=random.Random(inj.seed(self.seed)), strike=inj.start)
@@ -273,10 +278,11 @@ class ChaosRunner:
         during = [i for i, f in enumerate(experiment.faults) if f.during is not None]
         if during and not getattr(bed, "reconfigures", False):
             raise ExperimentError(f"faults[{during[0]}].during", "this live testbed carries"
-                                  " out no reconfigurations (live brokers do not reconfigure"
-                                  " in this version), so no phase of one will come; schedule"
-                                  " the fault with `at`, or run the scenario in the simulator"
-                                  " (`weeble simulate SCENARIO --chaos FILE`)")
+                                  " out no reconfigurations (its backend, or this version of"
+                                  " the live brokers, cannot reconfigure), so no phase of one"
+                                  " will come; schedule the fault with `at`, or run the"
+                                  " scenario in the simulator (`weeble simulate SCENARIO"
+                                  " --chaos FILE`)")
         self.trace = ChaosTrace(trace_path or bed.trace_dir / TRACE_FILE)
         self.target = LiveTarget(bed, self.trace, clients=clients)
         experiment.check(self.target.tree, self.target.params, until=None)
