@@ -2,8 +2,8 @@
 and reordered notifications, its duration, its coordination messages and its verdict equal the
 reference checker's on simulated runs with reconfigurations — one under causal order with a
 fault scheduled inside an exchange, one with the uncoordinated strawman exchange, which loses on
-purpose and fails; the report has a row per reconfiguration and the plots; the optimizer's tree
-cost and degree distribution come from its `tree_cost` records."""
+purpose and fails, and the optimizer's, whose tree cost over time and degree distribution come
+from its `tree_cost` records; the report has a row per reconfiguration and the plots."""
 
 from __future__ import annotations
 
@@ -18,17 +18,15 @@ from weeble.broker.sim.run import simulate
 from weeble.chaos.runner import in_simulation
 from weeble.check.history import check_run
 from weeble.model.scenario import parse_scenario
-from weeble.trace.schema import TRACE_DIR
 
 EXCHANGE = Path(__file__).resolve().parents[2] / "scenarios" / "reconfig-exchange.yaml"
 SAME = ("rid", "op", "outcome", "why", "coordination", "publications", "lost", "duplicated",
         "spurious", "reordered", "fifo", "causal", "during_faults", "verdict", "reason")
-COSTS = [(30.0, 129.0, [["b0", "b1"], ["b0", "b2"], ["b0", "b3"]]), (45.0, 119.0, None),
-         (60.5, 113.0, [["b0", "b1"], ["b1", "b2"], ["b1", "b3"], ["b3", "b4"]])]
+OPTIMIZER = EXCHANGE.parent / "optimizer.yaml"
 
 
-def _simulate(out: Path, **changes: Any) -> Path:
-    data = yaml.safe_load(EXCHANGE.read_text())
+def _simulate(out: Path, source: Path = EXCHANGE, **changes: Any) -> Path:
+    data = yaml.safe_load(source.read_text())
     for key, value in changes.items():
         if isinstance(value, dict):
             data[key] = {**data.get(key, {}), **value}
@@ -42,21 +40,20 @@ def _simulate(out: Path, **changes: Any) -> Path:
 
 @pytest.fixture(scope="module")
 def causal_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Causal order, a table fault at b0 while it holds r2's lock, and an optimizer's
-    `tree_cost` records (written as a controller would, in a trace file of its own)."""
-    out = _simulate(tmp_path_factory.mktemp("causal"), duration=70,
-                    reconfigurations={"ordering": "causal"},
-                    chaos={"faults": [
-                        {"name": "in-r2", "kind": "corrupt", "target": "b0",
-                         "field": "entry.filter",
-                         "during": {"reconfiguration": 2, "phase": "lock", "broker": "b0"}}]})
-    t0 = json.loads((out / TRACE_DIR / "run.jsonl").read_text().splitlines()[0])["t"]
-    with (out / TRACE_DIR / "optimizer.jsonl").open("w") as f:
-        for t, cost, edges in COSTS:
-            f.write(json.dumps({"v": 2, "t": t0 + int(t * 1e9), "node": "optimizer",
-                                "kind": "tree_cost", "cost": cost, "controller": "ci",
-                                **({"edges": edges} if edges else {})}) + "\n")
-    return out
+    """Causal order, and a table fault at b0 while it holds r2's lock."""
+    return _simulate(tmp_path_factory.mktemp("causal"), duration=70,
+                     reconfigurations={"ordering": "causal"},
+                     chaos={"faults": [
+                         {"name": "in-r2", "kind": "corrupt", "target": "b0",
+                          "field": "entry.filter",
+                          "during": {"reconfiguration": 2, "phase": "lock", "broker": "b0"}}]})
+
+
+@pytest.fixture(scope="module")
+def optimizer_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Cost-and-Interest heuristic reshaping a 20-broker tree (its decisions carried out
+    by link exchanges, some given up), with its `tree_cost` records."""
+    return _simulate(tmp_path_factory.mktemp("optimizer"), OPTIMIZER, duration=60)
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +93,30 @@ def test_spark_reconfiguration_windows_equal_the_checkers_under_causal_order_and
     assert ops["r6"]["coordination"]["lock"] > ops["r7"]["coordination"]["lock"]  # it retried
     assert all(r["publications"] > 0 for r in ops.values())
     assert theirs["verdict"]["status"] == "pass"
-    # the optimizer's records: cost over time, the rate, the last recorded tree's degrees
+    assert (causal_run / "analysis" / "reconfigurations.png").stat().st_size > 0
+
+
+def test_the_optimizers_windows_cost_and_degrees(spark: Any, optimizer_run: Path) -> None:
+    ours, theirs = _compare(spark, optimizer_run)
+    ops = theirs["reconfigurations"]["operations"]
+    assert len(ops) > 10 and all(r["rid"].startswith("ci:") for r in ops)
+    assert {r["verdict"] for r in ops} <= {"pass", "not done"}
+    assert theirs["verdict"]["status"] == "pass"
+    done = sum(r["outcome"] == "done" for r in ops)
     r = theirs["reconfigurations"]
-    assert r["tree_cost"] == {"first": 129.0, "last": 113.0, "min": 113.0, "records": 3}
-    assert r["degrees"] == {"1": 3, "2": 1, "3": 1}  # COSTS[-1]'s tree
-    assert r["per_minute"] == pytest.approx(7 / (theirs["run"]["end"] / 60))
-    analysis = causal_run / "analysis"
-    assert (analysis / "optimizer.png").stat().st_size > 0
-    assert (analysis / "reconfigurations.png").stat().st_size > 0
+    assert r["done"] == done and r["per_minute"] == pytest.approx(done / (ours["run"]["end"] / 60))
+    # the cost per notification of each window, as the simulator's own optimizer digest has it
+    series = json.loads((optimizer_run / "summary.json").read_text())["optimizer"]["series"]
+    per = [s["cost"] / s["notifications"] for s in series]
+    assert r["tree_cost"]["first"] == pytest.approx(per[0])
+    assert r["tree_cost"]["last"] == pytest.approx(per[-1])
+    assert r["tree_cost"]["windows"] == len(series) and r["tree_cost"]["heuristic"] == "ci"
+    assert r["tree_cost"]["last"] < r["tree_cost"]["first"]  # the optimizer lowered it
+    # the degrees of the last recorded tree: a spanning tree of the 20 brokers
+    degrees = {int(k): v for k, v in r["degrees"].items()}
+    assert sum(degrees.values()) == 20 and sum(k * v for k, v in degrees.items()) == 2 * 19
+    assert r["degrees_of"] == "the last recorded tree"
+    assert (optimizer_run / "analysis" / "optimizer.png").stat().st_size > 0
 
 
 def test_a_loss_inside_a_window_fails_its_row_and_the_run_in_both(spark: Any,

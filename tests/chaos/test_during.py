@@ -224,3 +224,19 @@ def test_the_live_phase_watch_wakes_a_fault_when_the_phase_is_flushed(tmp_path: 
     t, n, seen = asyncio.run(main())
     assert t == 4_000
     assert n == 5 and ("chaos" not in {node for *_, node in seen})
+
+
+def test_a_fault_during_an_optimizer_decision_strikes_at_its_phase(tmp_path: Path) -> None:
+    """The optimizer's exchanges are named by their decision (ci:<broker>:<n>), made up while
+    the run goes: `during` names one, and the fault strikes when b18 takes its lock."""
+    optimizer = REPO / "scenarios" / "optimizer.yaml"
+    scenario = _scenario(optimizer, [
+        {"name": "ci", "kind": "corrupt", "target": "b18", "field": "entry.flag",
+         "during": {"reconfiguration": "ci:b17:1", "phase": "lock", "broker": "b18"}}],
+        duration=30)
+    summary, trace = _run(scenario, tmp_path)
+    fault, = summary["faults"]
+    lock, = _phase_times(trace["b18"], "ci:b17:1", "lock")
+    assert fault["began"] == pytest.approx(lock, abs=1e-9) and fault["took_effect"] is True
+    r = next(r for r in summary["reconfigurations"] if r["rid"] == "ci:b17:1")
+    assert r["start"] <= fault["began"] < r["end"] and r["during_faults"] is True

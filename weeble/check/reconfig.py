@@ -141,25 +141,25 @@ class Reconfigurations:
                 "bound": self.bound, "after_faults": after}
 
 
-PASS, FAIL, DURING_FAULTS = "pass", "fail", "during faults"
+PASS, FAIL, DURING_FAULTS, NOT_DONE = "pass", "fail", "during faults", "not done"
 
 
 def verdict_of(outcome: str, why: str, *, lost: int, duplicated: int, spurious: int,
                reordered: int, during_faults: bool) -> dict[str, str]:
-    """R15's verdict on one reconfiguration (the checker's and the PySpark job's): it passes
-    when it finished (`done`) and its window lost, duplicated, delivered spuriously and
-    reordered nothing; otherwise it fails, unless a fault overlaps its window (`during
-    faults`: its figures are shown, the fault's episode is judged by R14)."""
+    """R15's verdict on one reconfiguration (the checker's and the PySpark job's), on the
+    service over its window: it fails when the window lost, duplicated, delivered spuriously
+    or reordered anything, unless a fault overlaps it (`during faults`: its figures are shown,
+    the fault's episode is judged by R14). Otherwise it passes when it finished (`done`), and
+    is `not done` when it was given up (failed, refused: another one changed the tree first)
+    or still pending at the end: harmless to the service, so not a failure of the run."""
     problems = [f"{n:,} {what}" for what, n in (
         ("lost", lost), ("duplicated", duplicated), ("spurious", spurious),
         ("reordered", reordered)) if n]
-    if outcome != "done":
-        problems.insert(0, f"{outcome}{f' ({why})' if why else ''}")
-    if not problems:
-        return {"verdict": PASS, "reason": ""}
-    if during_faults:
-        return {"verdict": DURING_FAULTS, "reason": "; ".join(problems)}
-    return {"verdict": FAIL, "reason": "; ".join(problems)}
+    unfinished = f"{outcome}{f' ({why})' if why else ''}" if outcome != "done" else ""
+    reason = "; ".join([*([unfinished] if unfinished else []), *problems])
+    if problems:
+        return {"verdict": DURING_FAULTS if during_faults else FAIL, "reason": reason}
+    return {"verdict": NOT_DONE if unfinished else PASS, "reason": reason}
 
 
 # The verdict table's rows per reconfiguration (`weeble run`, `weeble analyze`, report.md):

@@ -131,9 +131,10 @@ violations (R7) with delivery time in [start − D, end + 2D), plus, when the he
 causally precedes one the client already received; n1 → n2 when one client published n1
 before n2, or received n1 before publishing n2). Its coordination messages are the
 `finished` record's `coordination`. It is *during faults* if [start − D, end + 2D] overlaps a
-fault (R10) or the Δ after its end. Its *verdict*: *pass* if its outcome is `done` and it lost,
-duplicated, spuriously delivered and reordered nothing; otherwise *during faults* if it is
-(the figures are shown; the fault's episode is judged by R14), else *fail*. A fault record
+fault (R10) or the Δ after its end. Its *verdict*, on the service over its window: if it
+lost, duplicated, spuriously delivered or reordered anything, *during faults* when it is (the
+figures are shown; the fault's episode is judged by R14), else *fail*; otherwise *pass* when
+its outcome is `done`, *not done* when it was given up or is pending at the end. A fault record
 with `rid` and `phase` was scheduled at that phase of that reconfiguration (`during`).
 A timing violation (R13) inside the span
 [start − D, end + 2D] of a reconfiguration is that reconfiguration's doing (an exchange holds

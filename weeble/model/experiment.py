@@ -31,6 +31,7 @@ and in simulation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Union
@@ -139,7 +140,9 @@ class Experiment(BaseModel):
             raise ExperimentError(where, f"a {fault.kind} with `target` prepares {fault.lead:g} s"
                                   " before it strikes, which a reconfiguration's phase cannot"
                                   " tell in advance: use `clients:` or `at`", source)
-        if reconfigurations is not None:
+        # r<n> names the scenario's n-th operation; other ids (an optimizer's decisions,
+        # ci:<broker>:<n>) are made up while the run goes and cannot be checked here
+        if reconfigurations is not None and re.fullmatch(r"r\d+", during.reconfiguration):
             n = during.reconfiguration
             known = [f"r{k}" for k in range(1, reconfigurations + 1)]
             if n not in known:

@@ -93,8 +93,9 @@ class During(_Model):
         during: r2                                   # when reconfiguration r2 starts
         during: {reconfiguration: 2, phase: locked, broker: b3, delay: 0.01}
 
-    The fault strikes `delay` s after reconfiguration `reconfiguration` (its rid, `r<n>`, or n:
-    the n-th the run starts, as R15's table numbers them) reaches `phase`: the manager's
+    The fault strikes `delay` s after reconfiguration `reconfiguration` (its rid: `r<n>`, or n,
+    for the scenario's n-th operation as R15's table names it; or an optimizer decision's id,
+    `ci:<broker>:<n>`) reaches `phase`: the manager's
     `started`/`finished`, or a phase a broker records (`reconfig` records: lock, locked, begin,
     gray, end, unlocked, ... of the link exchange; submitted, disseminated, activated of the
     3-colour scheme), at `broker` if given (else wherever it happens first). It never strikes

@@ -168,10 +168,6 @@ KIND_LIST = [
     Kind("overlay_legitimacy", "the simulator's check of the overlay layer (a spanning tree, "
          "parents towards the root, no broker locked; the coloured overlay: spec ch. 4 §5.5)",
          "sim", {"ok": B, "problems": N}, {"sample": J}),
-    Kind("tree_cost", "the cost of the overlay tree as the optimizer's controller sees it "
-         "(thesis ch. 5: link and processing costs; Cost-and-Interest, ℓMST, ℓMIT), written "
-         "when it measures or changes the tree: the analysis plots it over time",
-         "sim, live", {"cost": F}, {"controller": S, "edges": J}),
     Kind("leave", "this leaf broker leaves the overlay (RemoveLeaf, thesis 4.2)", "sim, live"),
     Kind("recolor", "3-colour scheme (thesis 4.5): this broker rotated its colours on a recolor "
          "from `from` (`root`: R's own period); its colours after it", "sim, live",
@@ -291,9 +287,6 @@ FIELD_DOC: Mapping[str, str] = {
     "c_old": "the colour of the previous tree", "c_cur": "the colour of the current tree",
     "c_new": "the colour of the tree being prepared", "moves": "reconfiguration moves carried",
     "timeout": "ξ′, s",
-    "cost": "the tree's cost (the sum the optimizer minimizes)",
-    "controller": "the optimizer that recorded it: ci, mst or mit",
-    "edges": "the tree's links at that moment, [[a, b], ...]",
     "outcome": "how a reconfiguration ended: done, failed (see `why`) or pending at the end",
     "coordination": "coordination messages sent for a reconfiguration, by message kind (lock, "
                     "begin, separator, end, unlock, relayed, reroute, bye; the 3-colour "

@@ -14,8 +14,9 @@ Causal order needs vector clocks along every client's history, which is sequenti
 header's `ordering` is causal, the publications and deliveries are streamed to the driver in
 trace order and judged by the checker's `Causal` (weeble/check/causal.py), one definition.
 
-Optimizer: `tree_cost` records (`cost`, optional `controller`, `edges`) give the cost over time;
-the degree distribution is the last recorded tree's (`edges`), else the run's first tree.
+Optimizer: the `tree_cost` records (the simulator's measure of the tree optimizer: what the
+notifications of each window cost, eq. 5.2) give the cost per notification over time; the degree
+distribution is the last recorded tree's (`tree`), else the run's first tree.
 
 Tables: `reconfigurations` (one row per reconfiguration), `tree_cost` (when recorded).
 """
@@ -139,14 +140,20 @@ def _causal(ctx: Context) -> list[float]:
 def _optimizer(ctx: Context, ops: list[dict[str, Any]]) -> dict[str, Any]:
     """The tree's cost over time (when recorded), how often the tree changed, and the degree
     distribution of the last tree."""
-    costs = ctx.rows(ctx.events("tree_cost", "cost", "controller", "edges").orderBy("ts", "ord"))
+    costs = ctx.rows(ctx.events("tree_cost", "since", "cost", "notifications", "heuristic",
+                                "tree").orderBy("ts", "ord"))
+    for c in costs:  # what a notification cost in the window: comparable across windows
+        c["per_notification"] = (float(c["cost"]) / c["notifications"]
+                                 if c["notifications"] else None)
     if costs:
         ctx.write("tree_cost", ctx.spark.createDataFrame(
-            [(c["ts"], float(c["cost"]), c["controller"]) for c in costs],
-            "ts double, cost double, controller string"))
-    edges = next((json.loads(c["edges"]) for c in reversed(costs) if c["edges"]), None)
-    if edges is None:
-        edges = ctx.header.topology.links
+            [(c["ts"], c["since"], float(c["cost"]), int(c["notifications"] or 0),
+              c["per_notification"], c["heuristic"]) for c in costs],
+            "ts double, since double, cost double, notifications long,"
+            " per_notification double, heuristic string"))
+    tree = next((c["tree"] for c in reversed(costs) if c["tree"]), None)
+    edges = ([link.split("-", 1) for link in tree] if tree is not None
+             else ctx.header.topology.links)
     degree: Counter[str] = Counter()
     for a, b in edges:
         degree[a] += 1
@@ -157,12 +164,18 @@ def _optimizer(ctx: Context, ops: list[dict[str, Any]]) -> dict[str, Any]:
         "count": len(ops), "done": len(changes),
         "per_minute": len(changes) / minutes if minutes else None,
         "per_1000_s": len(changes) / ctx.end * 1000 if ctx.end > 0 else None,
-        "tree_cost": {"first": costs[0]["cost"], "last": costs[-1]["cost"],
-                      "min": min(c["cost"] for c in costs), "records": len(costs)}
-        if costs else None,
+        "tree_cost": _series(costs) if costs else None,
         "degrees": {str(k): v for k, v in sorted(Counter(degree.values()).items())},
-        "degrees_of": "the last recorded tree" if costs and edges else "the first tree",
+        "degrees_of": "the last recorded tree" if tree is not None else "the first tree",
     }
+
+
+def _series(costs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cost per notification of the first and the last window, the least, and how many."""
+    per = [c["per_notification"] for c in costs if c["per_notification"] is not None]
+    return {"first": per[0] if per else None, "last": per[-1] if per else None,
+            "min": min(per) if per else None, "windows": len(costs),
+            "heuristic": costs[-1]["heuristic"]}
 
 
 _COLUMNS = ("rid", "op", "outcome", "start", "end", "duration", "publications", "lost",
