@@ -132,7 +132,8 @@ def _reconfigurations_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
     if not (df["missing"].sum() or df["duplicate"].sum()):
         bottom.set_ylim(0, 1)
         bottom.text(0.5, 0.5, "nothing lost or duplicated", transform=bottom.transAxes,
-                    ha="center", va="center", color="tab:gray")
+                    ha="center", va="center", color="tab:gray",
+                    bbox={"facecolor": "white", "edgecolor": "none"})
     else:
         bottom.set_ylim(bottom=0)
     bottom.set_ylabel(f"per {ctx.bin:g} s")
@@ -169,6 +170,7 @@ def _optimizer_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
     left.legend(fontsize="small")
     degrees = {int(k): v for k, v in r["degrees"].items()}
     right.bar(list(degrees), list(degrees.values()), color="tab:purple")
+    right.set_xticks(sorted(degrees))
     right.set_xlabel("degree")
     right.set_ylabel("brokers")
     right.set_title(f"Degrees ({r['degrees_of']})", fontsize="small")

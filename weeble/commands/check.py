@@ -71,16 +71,17 @@ def print_report(report: dict[str, Any]) -> None:
         f"{d['phantom']:,}; FIFO violations {d['fifo']:,}")
     operations = report.get("operations") or []
     if operations:
+        from weeble.check.reconfig import TABLE_COLUMNS, table_cells
+
         ops = Table(title="reconfigurations (R15: lost, duplicated, reordered in each window)")
-        for column in ("rid", "operation", "outcome", "start", "duration", "coordination",
-                       "publications", "lost", "duplicated", "reordered"):
+        for column in TABLE_COLUMNS:
             ops.add_column(column)
         for r in operations:
-            ops.add_row(r["rid"], r["op"], r["outcome"], f"{r['start']:.3f}",
-                        "-" if r["duration"] is None else f"{r['duration']:.3f} s",
-                        str(r["coordination"]["total"]), str(r["publications"]),
-                        str(r["lost"]), str(r["duplicated"]), str(r["reordered"]))
+            ops.add_row(*table_cells(r))
         console.print(ops)
+        for r in operations:
+            if r.get("reason"):
+                console.print(f"  {r['rid']}: {r['verdict']}: {r['reason']}")
     overlay = report.get("overlay")
     if overlay:
         console.print(f"overlay: {overlay['checks']} checks, {overlay['illegitimate']} "

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
                 **{k: sum(r[k] for r in rs) for k in ("lost", "duplicated", "reordered")}}
         elif summary.reconfigurations:  # R15, one line each
             digest["reconfigurations"] = [
-                {k: r[k] for k in ("rid", "op", "outcome", "lost", "duplicated", "reordered")}
+                {k: r[k] for k in ("rid", "op", "outcome", "lost", "duplicated", "reordered",
+                                   "verdict")}
                 | {"duration": None if r["duration"] is None else round(r["duration"], 4),
                    "coordination": r["coordination"]["total"]}
                 for r in summary.reconfigurations]

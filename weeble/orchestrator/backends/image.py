@@ -40,7 +40,8 @@ VENV = "/opt/weeble"
 PYTHON = f"{VENV}/bin/python"
 # What `python -m weeble.broker.runtime` imports (checked in the image at build time).
 RUNTIME = ("grpcio", "grpcio-health-checking", "grpcio-reflection", "protobuf", "pydantic",
-           "pyyaml", "orjson", "tenacity", "prometheus-client", "cryptography", "rich")
+           "pyyaml", "orjson", "tenacity", "prometheus-client", "cryptography", "rich",
+           "mmh3", "numpy")  # the core's Bloom filters (sketch) and the optimizer (optimize)
 REPO = Path(__file__).resolve().parents[3]
 CACHE = Path(os.environ.get("WEEBLE_CACHE", Path.home() / ".cache" / "weeble"))
 
