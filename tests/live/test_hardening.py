@@ -366,3 +366,101 @@ def test_a_subscriber_that_does_not_read_costs_notifications_not_memory(
             assert stream.closed or not server.clients.streams.get("sloth")
 
     run(scenario())
+
+
+def test_what_a_dead_peer_never_acknowledged_is_dropped_and_counted(configs: Configs) -> None:
+    # The probe: a broker killed by chaos, and the sender's trace marked what it lost `fate:
+    # sent`, with no counter. Now the receiver acknowledges what it received (Envelope.ack);
+    # what a session leaves unacknowledged gets a `drop` record (unacked) and a counter.
+    cfg = configs("b1", neighbors={"b0": address(next_host())})
+    n = 40
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                Publisher(cfg.listen_address, "pub") as pub:
+            link = server.links["b0"]
+            # b0 (this test) subscribes, then reads what b1 forwards but never acknowledges,
+            # like a broker killed with them in its socket
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await call.write(link_pb2.Envelope(
+                seq=1, sub=link_pb2.SubMsg(sub_id="s0", filter="k >= 0")).SerializeToString())
+            await wait_until(lambda: link.counters["received"] == 1)
+            for k in range(n):
+                await pub.publish({"k": k})
+            await wait_until(lambda: link.counters["sent"] == n)
+            call.cancel()  # the peer dies
+            await channel.close()
+            await wait_until(lambda: link.counters["dropped_unacked"] == n)
+            # a second peer acknowledges what it read: nothing of that is counted
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await call.write(link_pb2.Envelope(
+                seq=1, sub=link_pb2.SubMsg(sub_id="s0", filter="k >= 0")).SerializeToString())
+            await asyncio.sleep(0.2)
+            for k in range(n):
+                await pub.publish({"k": n + k})
+            last = 0
+            async with asyncio.timeout(5):
+                while last < 2 * n:
+                    env = link_pb2.Envelope.FromString(await call.read())
+                    envs = env.batch.envelopes if env.HasField("batch") else [env]
+                    last = max([last, *(e.notify.notification.seq for e in envs
+                                        if e.HasField("notify"))])
+                    ack = max(e.seq for e in envs)
+                    if ack:  # (not for an ack alone from b1)
+                        await call.write(link_pb2.Envelope(ack=ack).SerializeToString())
+            await wait_until(lambda: link.status()["unacked"] == 0)
+            call.cancel()
+            await channel.close()
+            await wait_until(lambda: not link.connected)
+            assert link.counters["dropped_unacked"] == n
+            assert server.metrics.counters["dropped_unacked"] == n
+
+    run(scenario())
+    assert cfg.trace_path is not None
+    records = list(read_trace(cfg.trace_path))
+    sends = [r for r in records if r["kind"] == "send" and r.get("msg") == "notify"]
+    assert len(sends) == 2 * n and {r["fate"] for r in sends} == {"queued"}
+    dropped = [r for r in records if r["kind"] == "drop" and r.get("reason") == "unacked"]
+    assert sorted(r["seq"] for r in dropped) == list(range(1, n + 1))
+    assert {r["lseq"] for r in dropped} <= {r["lseq"] for r in sends}
+
+
+def test_the_trace_stops_at_its_cap_and_link_filters_are_clipped(configs: Configs) -> None:
+    # The probe: a trace reached 30 MB in the fuzz run, mostly repeated copies of one filter.
+    # A Sub's filter in link records is clipped with its digest; the file stops at its cap.
+    cap = 64 * 1024
+    cfg = configs("b1", neighbors={"b0": address(next_host())},
+                  tuning={"trace_max_bytes": cap})
+    text = " && ".join(f"x != {i}" for i in range(200))  # ~2 KB, within the limits
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                Publisher(cfg.listen_address, "pub") as pub:
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            for seq in range(1, 4):  # a subscription and two refreshes of it, from b0
+                await call.write(link_pb2.Envelope(seq=seq, sub=link_pb2.SubMsg(
+                    sub_id="s0", filter=text)).SerializeToString())
+            await wait_until(lambda: server.links["b0"].counters["received"] == 3)
+            for k in range(1000):  # ~300 bytes of trace each, far beyond the cap
+                await pub.publish({"k": k})
+            await wait_until(lambda: server.trace.dropped > 0, timeout=10)
+            assert server.links["b0"].counters["queued"] == 1000  # the broker goes on
+            call.cancel()
+            await channel.close()
+            assert server.trace.dropped > 0
+
+    run(scenario())
+    assert cfg.trace_path is not None
+    size = cfg.trace_path.stat().st_size
+    records = list(read_trace(cfg.trace_path))
+    assert cap <= size <= cap + 300 and records[-1]["kind"] == "trace_capped"
+    assert records[-1]["max_bytes"] == cap and records[-1]["written"] <= cap
+    canonical = str(Filter.parse(text))
+    subs = [r for r in records if r["kind"] == "receive" and r["msg"] == "sub"]
+    assert len(subs) == 3
+    for r in subs:
+        assert len(r["filter"]) <= 257 and canonical.startswith(r["filter"][:-1])
+        assert r["filter_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()

@@ -19,7 +19,7 @@ from weeble.broker.core import filters, legitimacy
 from weeble.check.rules import RULES, TIMING_TOLERANCE
 from weeble.trace import schema
 from weeble.trace.header import RUN_FIELDS
-from weeble.trace.writer import LiveSink
+from weeble.trace.writer import CLIP_CHARS, LiveSink
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "trace-schema.md"
 
@@ -103,6 +103,15 @@ def render() -> str:
         f"{flush:g} s) and may end with a torn line (no final newline, not valid JSON): "
         "skip a torn *last* line; any other line that does not parse is an error. Records of "
         "one file are in time order.",
+        "",
+        f"Long values are truncated: a free-text value longer than {CLIP_CHARS} characters (an "
+        "error text `why` or `detail`, a refresh's filter, the filter of a `sub`/`unsub` link "
+        f"message in `send`, `receive` and `drop` records) is cut to its first {CLIP_CHARS} "
+        "characters followed by `…`, and the record gains `<field>_sha256`: the SHA-256 (hex) "
+        "of the whole value's UTF-8 bytes, to join it with the record that has it whole (a "
+        "`subscribe` record keeps its filter whole; publications keep their attributes; both "
+        "are bounded by the brokers' size limits). A live node's file is also capped in size: "
+        "it then ends with a `trace_capped` record and lacks that node's later records.",
         "",
         "Every record has these fields:",
         "",

@@ -47,6 +47,7 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
     fault_records: list[tuple[float, dict[str, Any]]] = []
     checks: list[Check] = []
     snapshots: list[tuple[float, dict[str, Any]]] = []
+    capped: dict[str, float] = {}  # node -> when its trace reached its cap
     for r in run.records:
         t = run.seconds(r["t"])
         kind = r["kind"]
@@ -83,6 +84,8 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
             reconfigurations.record(t, r)
         elif kind == "overlay_legitimacy":
             reconfigurations.overlay_check(t, r)
+        elif kind == "trace_capped":
+            capped.setdefault(r["node"], t)
     d.finish(run.end)
     checks += snapshot_checks(snapshots, h.topology.brokers, intervals, settle=h.settle,
                               linger=h.linger)
@@ -91,6 +94,8 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
                     timing.summarize(), reconfigurations)
     report["run"]["dir"] = str(run.dir)
     report["run"]["torn_files"] = run.torn
+    # a capped trace lacks this node's records after its time: what depends on them is unjudged
+    report["run"]["capped"] = capped
     return report
 
 

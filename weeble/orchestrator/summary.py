@@ -34,7 +34,7 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
                     continue
                 if kind == "send":
                     fate = rec.get("fate", "sent")
-                    if fate in ("sent", "duplicated"):
+                    if fate in ("queued", "sent", "duplicated"):
                         sent[rec.get("msg", "?")] += 2 if fate == "duplicated" else 1
                     else:
                         dropped[fate] += 1

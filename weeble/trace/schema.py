@@ -55,7 +55,8 @@ S, N, F, B, L, J = Type.STR, Type.INT, Type.FLOAT, Type.BOOL, Type.STR_LIST, Typ
 
 # The ids that join a link message with others.
 MESSAGE_IDS: Mapping[str, Type] = {
-    "msg": S, "nid": S, "publisher": S, "seq": N, "sub_id": S, "filter": S, "tag": N, "lseq": N}
+    "msg": S, "nid": S, "publisher": S, "seq": N, "sub_id": S, "filter": S, "filter_sha256": S,
+    "tag": N, "lseq": N}
 # What a fault record says about the fault: see FIELD_DOC.
 FAULT_FIELDS: Mapping[str, Type] = {
     "type": S, "target": S, "targets": L, "field": S, "broker": S, "client": S, "sub_id": S,
@@ -104,12 +105,17 @@ KIND_LIST = [
          "all of its subscriptions. Written by the client side (the broker cannot see it)",
          "sim, client, chaos", {"client": S, "broker": S}, {"sub_id": S}),
     # ---- links (overhead, hop delays) ----
-    Kind("send", "`from` (this node) sent a message to its neighbour `to`; `fate`: what the "
-         "emulated link did with it", "sim, live", {"from": S, "to": S, "msg": S},
+    Kind("send", "`from` (this node) sent a message to its neighbour `to`; `fate` (live): what "
+         "the emulated link did with it. Live, a send record is written when the message "
+         "enters the link's outgoing queue: a later `drop` record with the same `from`, `to` "
+         "and `lseq` says it did not reach the peer after all, or may not have (reason "
+         "in_flight, oversize, unacked, cut)", "sim, live", {"from": S, "to": S, "msg": S},
          {"fate": S, **MESSAGE_IDS}),
     Kind("receive", "`to` (this node) received a message from its neighbour `from`",
          "sim, live", {"from": S, "to": S, "msg": S}, dict(MESSAGE_IDS)),
-    Kind("drop", "a message from `from` to `to` was lost (link fault, cut link)", "sim, live",
+    Kind("drop", "a message from `from` to `to` was lost (link fault, cut link), or (reason "
+         "unacked) written but never acknowledged by the peer before the session ended: its "
+         "process may have died with it", "sim, live",
          {"from": S, "to": S}, {"reason": S, **MESSAGE_IDS}),
     # ---- faults ----
     Kind("fault_begin", "an injected fault starts", "sim, chaos, live",
@@ -188,6 +194,11 @@ KIND_LIST = [
          {"algorithm": S, "listen": S, "admin": S, "neighbors": L, "addresses": J,
           "snapshot_period": F}),
     Kind("stop", "broker process stopping", "live", {}, {"undrained": N, "counters": J}),
+    Kind("trace_capped", "this node's trace file reached its cap (`max_bytes`, the broker's "
+         "tuning.trace_max_bytes) after `written` bytes: no later record of this node is in "
+         "it (the broker counts them, `trace_dropped` in its stop record's counters); a "
+         "checker cannot judge what depends on this node after `t`", "live", {},
+         {"max_bytes": N, "written": N}),
     Kind("link_up", "the link to neighbour `peer` is established", "sim, live", {"peer": S},
          {"dialer": B}),
     Kind("link_down", "the link to neighbour `peer` was lost", "sim, live", {"peer": S},
@@ -221,6 +232,8 @@ KINDS: Mapping[str, Kind] = {k.name: k for k in KIND_LIST}
 # What each field means wherever it appears (one meaning per name).
 FIELD_DOC: Mapping[str, str] = {
     "detail": "what went wrong with an undeliverable delivery (an error text, clipped)",
+    "max_bytes": "the size cap of this node's trace file, in bytes",
+    "written": "bytes of this node's trace file when it reached its cap",
     "filter_sha256": "SHA-256 of a filter clipped in this record (its subscribe has it whole)",
     "why_sha256": "SHA-256 of a `why` clipped in this record",
     "detail_sha256": "SHA-256 of a `detail` clipped in this record",
@@ -241,9 +254,11 @@ FIELD_DOC: Mapping[str, str] = {
     "msg": "link message type: notify, sub, unsub, switch, ...",
     "lseq": "per-link sequence number of the message (live; restarts at 1 with the process)",
     "tag": "routing-table tag (periodic-rebuild wrapper) of a message or switch",
-    "fate": "what the emulated link did with a sent message: sent, dropped, duplicated, "
-            "corrupted, cut",
-    "reason": "why (a drop, an undeliverable delivery, the end of a run)",
+    "fate": "what the emulated link did with a sent message: queued (entered the outgoing "
+            "queue; traces before issue 12 said sent), duplicated, corrupted (queued twice, "
+            "garbled), lost, overflow, cut (dropped at once)",
+    "reason": "why (a drop: lost, overflow, cut, in_flight, oversize, unacked; an "
+              "undeliverable delivery; the end of a run)",
     "fault_id": "the fault's id, the same in its fault_begin, fault_end and fault records",
     "type": "the fault's kind in the chaos vocabulary (corrupt, clock, crash, cut, drop, ...)",
     "target": "what the fault hit, as text: broker ids, client ids or links `a-b`, "

@@ -10,7 +10,9 @@ Two sinks share the record format and encoder:
   for all its sinks) builds the JSON and writes it every `flush_interval` seconds (0.2 s by
   default), or sooner when `max_buffer` records are waiting. A process killed with SIGKILL loses
   at most the records of its last `flush_interval` (those not yet written), and may leave a torn
-  last line, which the reader skips.
+  last line, which the reader skips. With `max_bytes`, the file stops growing there: the
+  record that would pass the cap is replaced by one `trace_capped` record, and every later one
+  is counted (`dropped`), not written.
 
 A restarted live node appends to its own file (its `start` record marks the restart); a torn
 tail left by the killed predecessor is cut first.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import threading
@@ -82,14 +85,38 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+CLIP_CHARS = 256  # free-text trace values longer than this are cut (their digest is kept)
+
+
+def clip(value: Any, limit: int = CLIP_CHARS) -> tuple[Any, str | None]:
+    """(value, None) for a short value; (its first `limit` characters + '…', the SHA-256 hex
+    of the whole) for a longer string."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return value, None
+    return value[:limit] + "…", hashlib.sha256(value.encode()).hexdigest()
+
+
+def clipped(**fields: Any) -> dict[str, Any]:
+    """Trace fields with each long string clipped; a clipped `name` gains `name_sha256`."""
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        short, digest = clip(value)
+        out[name] = short
+        if digest is not None:
+            out[f"{name}_sha256"] = digest
+    return out
+
+
 def message_ids(message: Message) -> dict[str, Any]:
-    """The ids of a link message, for send/receive/drop records."""
+    """The ids of a link message, for send/receive/drop records. A Sub's filter is clipped
+    (with its digest): a refresh repeats it on every hop every ρ, and the `subscribe` record
+    has it whole."""
     if isinstance(message, Notify):
         n = message.notification
         return {"msg": "notify", "nid": n.id, "publisher": n.publisher, "seq": n.seq}
     if isinstance(message, Sub | Unsub):
         return {"msg": "sub" if isinstance(message, Sub) else "unsub", "sub_id": message.sub_id,
-                "filter": str(message.filter), "tag": message.tag}
+                **clipped(filter=str(message.filter)), "tag": message.tag}
     if isinstance(message, Switch):
         return {"msg": "switch", "tag": message.tag}
     return {"msg": type(message).__name__.lower()}
@@ -182,11 +209,14 @@ class LiveSink:
     """
 
     def __init__(self, path: Path | str | None, node: str, *, flush_interval: float = 0.2,
-                 max_buffer: int = 4096) -> None:
+                 max_buffer: int = 4096, max_bytes: int | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.node = node
         self.flush_interval = flush_interval
         self.max_buffer = max_buffer
+        self.max_bytes = max_bytes  # None: unbounded
+        self.dropped = 0  # records not written because the file reached max_bytes
+        self._size = 0
         # (t_ns, kind, fields, more): deque append/popleft are atomic, so the hot path takes
         # no lock; the flusher drains what was there when it looked.
         self._queue: deque[tuple[int, str, dict[str, Any] | None, dict[str, Any]]] = deque()
@@ -197,6 +227,7 @@ class LiveSink:
             if self.path.exists():
                 drop_torn_tail(self.path)
             self._file = self.path.open("ab")
+            self._size = self._file.tell()
             _FLUSHER.add(self)
 
     @property
@@ -228,16 +259,38 @@ class LiveSink:
             n = len(queue)
             if not n:
                 return
+            cap = self.max_bytes
+            if cap is not None and self._size >= cap:  # capped already: count, do not write
+                for _ in range(n):
+                    queue.popleft()
+                self.dropped += n
+                return
             lines = []
-            for _ in range(n):
+            size = self._size
+            for i in range(n):
                 t, kind, fields, more = queue.popleft()
-                lines.append(encode(make_record(t, node, kind, fields, more)))
+                line = encode(make_record(t, node, kind, fields, more))
+                size += len(line) + 1
+                if cap is not None and size > cap:
+                    # the cap: one record says so (it may pass the cap by its own length)
+                    lines.append(encode(make_record(t, node, "trace_capped", {
+                        "max_bytes": cap, "written": size - len(line) - 1})))
+                    size = cap
+                    for _ in range(n - i - 1):
+                        queue.popleft()
+                    self.dropped += n - i
+                    log.error("trace %s: reached its cap of %d bytes; later records are "
+                              "counted, not written", self.path, cap)
+                    break
+                lines.append(line)
             lines.append(b"")
+            data = b"\n".join(lines)
             try:
-                file.write(b"\n".join(lines))
+                file.write(data)
                 file.flush()
             except OSError as e:  # a full disk must not take the node down
                 log.error("trace %s: write failed: %s", self.path, e)
+            self._size = max(size, self._size + len(data))
 
     def start(self) -> None:
         """Kept for callers that start the sink with their event loop: the flusher thread of

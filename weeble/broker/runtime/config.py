@@ -112,6 +112,9 @@ class Tuning(_Strict):
     hello_timeout_s: float = Field(default=5.0, gt=0)
     drain_timeout_s: float = Field(default=2.0, ge=0)
     trace_flush_interval_s: float = Field(default=0.2, gt=0)
+    # The trace file stops growing at this size (a `trace_capped` record, then counted only);
+    # None: unbounded. At ~200 bytes a record, 4 GiB is ~20 million records.
+    trace_max_bytes: int | None = Field(default=4 * 1024**3, ge=4096)
     metrics_interval_s: float = Field(default=1.0, gt=0)  # how often table sizes are sampled
     # Trace a `snapshot` of the core's state every this many seconds (None: never); the
     # testbed sets it to the scenario's trace.snapshots_every, else to Δ/10.

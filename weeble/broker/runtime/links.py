@@ -11,8 +11,13 @@ session has ended.
 Outgoing messages pass the link shaper (delay, jitter, loss, duplication, rate) into a bounded
 queue that also holds them while the link is down; a message that finds the queue full is
 dropped and counted (`overflow`), as is one lost by the shaper, one sent over a cut link, or one
-in flight when a stream breaks. Incoming bytes are decoded here: a garbage envelope, an unknown
-kind or a field the core cannot represent is counted, logged and dropped, and the link stays up.
+in flight when a stream breaks. The receiver acknowledges what it received (Envelope.ack, on
+its own writes, or alone every ACK_EVERY messages and every 0.1 s); what a broken session
+leaves unacknowledged (the peer was killed with it in its socket or its read buffer) is
+dropped and counted as `unacked`, with a `drop` record each, so a sender's trace never leaves
+at its `send` record a message it cannot vouch for. Incoming bytes are decoded here: a garbage
+envelope, an unknown kind or a field the core cannot represent is counted, logged and dropped,
+and the link stays up.
 
 Streams carry raw bytes (no gRPC deserializer) precisely so that undecodable input reaches this
 code instead of failing the RPC.
@@ -26,6 +31,7 @@ import hmac
 import logging
 import random
 from collections import Counter as Tally
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -45,11 +51,13 @@ from weeble.broker.runtime.wire import (
     batch_bytes,
     check_notification_size,
     decode_notification,
+    envelope_seq,
     envelope_to_message,
     hello,
     kind_of,
     message_to_envelope,
     notify_envelope,
+    with_ack,
 )
 from weeble.proto.v1 import link_pb2
 from weeble.trace.writer import LiveSink, message_ids
@@ -59,6 +67,9 @@ CONNECT_METHOD = f"/{LINK_SERVICE}/Connect"
 _ENVELOPE_SLACK = 64  # room for a batch header around a message at the size limit
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024  # what a peer that states no limit accepts
 _FRAMING = 6  # at most: the tag and length varint of one envelope inside a Batch
+# The receiver acknowledges at least every ACK_EVERY messages (and every 0.1 s, server.py):
+# what the sender keeps for a possible `unacked` drop is about that many messages.
+ACK_EVERY = 128
 
 # receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
 Receiver = Callable[[str, Message, bytes | None], None]
@@ -130,7 +141,13 @@ class Link:
         self._state = LinkState.DOWN
         self._session: Session | None = None
         self._seq = 0
-        self._last_in_seq = 0
+        self._last_in_seq = 0  # the peer's highest seq received (and accounted for) this session
+        self._acked_out = 0  # the highest of them acknowledged to the peer
+        self._peer_ack = 0  # the highest of our seqs the peer acknowledged this session
+        # what was written and not yet acknowledged: (seq of the write's last item, items);
+        # bounded by link_queue_limit items (beyond it the oldest are forgotten, counted)
+        self._unacked: deque[tuple[int, list[bytes]]] = deque()
+        self._unacked_items = 0
         self.counters: Tally[str] = Tally()
         self._channel: grpc.aio.Channel | None = None
         self._dial_task: asyncio.Task[None] | None = None
@@ -227,9 +244,11 @@ class Link:
         else:
             self._drop(fate.value)
         if self._trace.enabled:
+            # `queued`, not `sent`: it entered the queue; a `drop` record follows if the link
+            # cannot vouch that it reached the peer (in_flight, oversize, unacked, cut)
             self._trace.record("send", message_ids(message), lseq=seq,
                                **{"from": self.config.broker_id, "to": self.neighbor},
-                               fate=fate.value)
+                               fate="queued" if fate is Fate.SENT else fate.value)
 
     def batch_limit(self) -> int:
         """Bytes a batch may have: the tuning's bound, within both sides' message limits."""
@@ -244,6 +263,10 @@ class Link:
             # the queue counts item bytes; a batch adds a tag and a length to each
             payload = max(1, limit - _FRAMING * batch_max)
             items = await queue.get_batch(batch_max, payload)
+            if not items:  # nudged: an acknowledgement is due and nothing else is
+                if self._last_in_seq > self._acked_out:
+                    await self._write(session, b"", items)
+                continue
             if linger > 0 and len(items) < batch_max:
                 # wait a little for more to share this gRPC message (throughput over latency)
                 size = sum(len(i) for i in items)
@@ -260,16 +283,69 @@ class Link:
                 await self._write(session, batch_bytes(items), items)
 
     async def _write(self, session: Session, data: bytes, items: list[bytes]) -> None:
+        ack = self._last_in_seq
+        if ack > self._acked_out:
+            data = with_ack(data, ack)
         try:
             await session.write(data)
         except BaseException:
             self._drop("in_flight", len(items))
             self._trace_lost(items, "in_flight")
             raise
+        if ack > self._acked_out:
+            self._acked_out = ack
+        if not items:
+            return
+        self._track(items)
         # `sent` counts what gRPC took, `queued` what entered the queue (send())
         self.counters["sent"] += len(items)
         self._metrics.written(self.neighbor, len(items))
         self.counters["writes"] += 1  # gRPC messages: sent / writes is the mean batch size
+
+    def _track(self, items: list[bytes]) -> None:
+        """Keep written items until the peer acknowledges them (see _lose_unacked)."""
+        for item in reversed(items):
+            last = envelope_seq(item)
+            if last:
+                break
+        else:
+            return  # only garbled copies: nothing to vouch for
+        if last <= self._peer_ack:
+            return
+        self._unacked.append((last, items))
+        self._unacked_items += len(items)
+        limit = self.config.tuning.link_queue_limit
+        while self._unacked_items > limit and len(self._unacked) > 1:
+            # a peer that never acknowledges (or a very long silence): bounded memory; the
+            # forgotten ones are counted, they can no longer be vouched for either way
+            _, old = self._unacked.popleft()
+            self._unacked_items -= len(old)
+            self.counters["unacked_forgotten"] += len(old)
+
+    def _on_ack(self, ack: int) -> None:
+        if ack <= self._peer_ack:
+            return
+        self._peer_ack = ack
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= ack:
+            self._unacked_items -= len(unacked.popleft()[1])
+
+    def _lose_unacked(self) -> None:
+        """The session ended: what the peer did not acknowledge may never have arrived (its
+        process died with it in the socket or its read buffer). Dropped, counted, traced."""
+        ack = self._peer_ack
+        lost = [item for _, items in self._unacked for item in items
+                if envelope_seq(item) > ack]
+        self._unacked.clear()
+        self._unacked_items = 0
+        if lost:
+            self._drop("unacked", len(lost))
+            self._trace_lost(lost, "unacked")
+
+    def ack_if_due(self) -> None:
+        """Acknowledge now what arrived since the last acknowledgement (called every 0.1 s)."""
+        if self._session is not None and self._last_in_seq > self._acked_out:
+            self.queue.nudge()
 
     def _trace_lost(self, items: list[bytes], reason: str) -> None:
         """A `drop` record for each queued message that will not reach the peer, so the trace
@@ -298,20 +374,34 @@ class Link:
             self.receive_bytes(data)
 
     def receive_bytes(self, data: bytes) -> None:
-        if self.cut:
-            self._drop("cut")
-            return
         try:
             env = link_pb2.EnvelopeView.FromString(data)
         except DecodeError as e:
-            self._drop("malformed")
-            log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor, len(data), e)
-            self._trace.record("garbage", peer=self.neighbor, why="undecodable", size=len(data))
+            self._drop("cut" if self.cut else "malformed")
+            if not self.cut:
+                log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor,
+                            len(data), e)
+                self._trace.record("garbage", peer=self.neighbor, why="undecodable",
+                                   size=len(data))
             return
-        envelopes = env.batch.envelopes if env.WhichOneof("kind") == "batch" else (env,)
+        if env.ack:
+            self._on_ack(env.ack)
+        kind = env.WhichOneof("kind")
+        envelopes = env.batch.envelopes if kind == "batch" else (env,)
+        if self.cut:
+            # dropped here, and counted here: acknowledged, so the sender does not count them
+            # again as unacked
+            self._drop("cut", len(envelopes))
+            last = envelopes[-1].seq if envelopes else 0
+            if last > self._last_in_seq:
+                self._last_in_seq = last
+            return
+        if kind is None and env.seq == 0 and env.ack:
+            return  # an acknowledgement alone
         if self._trace.enabled:
             for e in envelopes:
                 self._receive_envelope(e)
+            self._ack_soon()
             return
         # The hot path: a batch of notifications, decoded once and handed on with their bytes.
         # Same checks and counts as _receive_envelope, counted once per batch.
@@ -338,6 +428,11 @@ class Link:
         if notifies:
             self.counters["received"] += notifies
             self._metrics.message("in", "notify", neighbor, notifies)
+        self._ack_soon()
+
+    def _ack_soon(self) -> None:
+        if self._last_in_seq - self._acked_out >= ACK_EVERY:
+            self.queue.nudge()
 
     def _receive_envelope(self, env: link_pb2.EnvelopeView) -> None:
         kind = env.WhichOneof("kind")
@@ -391,7 +486,7 @@ class Link:
             self._session.replaced.set()
         self._session = session
         self._peer_max = peer_max or GRPC_DEFAULT_MAX
-        self._last_in_seq = 0
+        self._last_in_seq = self._acked_out = self._peer_ack = 0
         self._set_state(LinkState.UP)
         self.counters["sessions"] += 1
         self._trace.record("link_up", peer=self.neighbor, dialer=self.dialer)
@@ -413,8 +508,15 @@ class Link:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if why == "replaced" and self._last_in_seq > self._acked_out:
+                # we end it (close, stop): acknowledge what arrived, so that the peer does not
+                # count it as unacked
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(0.05):
+                        await session.write(with_ack(b"", self._last_in_seq))
             with contextlib.suppress(Exception):
                 session.close()
+            self._lose_unacked()
             if self._session is session:
                 self._session = None
                 self._set_state(LinkState.DOWN)
@@ -491,6 +593,13 @@ class Link:
         loop = asyncio.get_running_loop()
         while len(self.queue) and self.connected and not self.cut and loop.time() < deadline:
             await asyncio.sleep(0.01)
+        # acknowledge what arrived last, so the peer does not count it as unacked when this
+        # session ends; and give the peer's last acknowledgement a moment to arrive
+        self.ack_if_due()
+        end = min(deadline, loop.time() + 0.05)
+        while (self.connected and (self._last_in_seq > self._acked_out or self._unacked)
+               and loop.time() < end):
+            await asyncio.sleep(0.005)
 
     async def close(self) -> None:
         if self._dial_task is not None:
@@ -512,6 +621,7 @@ class Link:
             "dialer": self.dialer,
             "shape": self.shape.as_dict(),
             "queued": len(self.queue),
+            "unacked": self._unacked_items,
             "counters": dict(self.counters),
         }
 

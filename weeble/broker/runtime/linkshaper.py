@@ -101,6 +101,7 @@ class ShapedQueue(Generic[T]):
         self._last_release = 0.0  # FIFO: nothing leaves before its predecessor
         self._busy_until = 0.0  # rate: when the emulated wire finishes the previous message
         self._wakeup = asyncio.Event()
+        self._nudged = False  # nudge(): the consumer's get_batch returns even if empty
         self.counters: dict[str, int] = {fate.value: 0 for fate in Fate}
 
     def __len__(self) -> int:
@@ -164,7 +165,8 @@ class ShapedQueue(Generic[T]):
         return fate
 
     async def get_batch(self, max_items: int = 1, max_bytes: int | None = None) -> list[T]:
-        """Wait for the head to come due, then take it and up to max_items-1 more that are due.
+        """Wait for the head to come due, then take it and up to max_items-1 more that are due
+        (or return [] after a nudge() while nothing is queued).
 
         With `max_bytes` (items must then be sized: bytes), the batch also stops before the
         item that would make it larger than max_bytes; the first item is always taken.
@@ -174,11 +176,23 @@ class ShapedQueue(Generic[T]):
                 delay = self._items[0][0] - self._clock()
                 if delay <= 0:
                     return self.take_due(max_items, max_bytes)
+                if self._nudged:
+                    self._nudged = False
+                    return []
                 # a newly admitted item never overtakes the head, so sleeping is safe
                 await asyncio.sleep(delay)
+            elif self._nudged:
+                self._nudged = False
+                return []
             else:
                 self._wakeup.clear()
                 await self._wakeup.wait()
+
+    def nudge(self) -> None:
+        """Wake the consumer now: its waiting get_batch returns [] if nothing is due (the
+        link's writer then sends what it owes besides messages, an acknowledgement)."""
+        self._nudged = True
+        self._wakeup.set()
 
     async def get(self) -> T:
         return (await self.get_batch(1))[0]

@@ -14,16 +14,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections import Counter as Tally
-from typing import Any
 
+from weeble.trace.writer import CLIP_CHARS, clip, clipped
+
+__all__ = ["BURST", "CLIP_CHARS", "LIMIT", "PERIOD", "RateLimit", "clip", "clipped",
+           "rate_limited"]
 BURST = 5  # messages of one kind that always pass
 PERIOD = 10.0  # seconds: then one of that kind per period
-CLIP_CHARS = 256  # free-text trace values longer than this are cut
 
 
 class RateLimit(logging.Filter):
@@ -73,22 +74,3 @@ def rate_limited(logger: logging.Logger) -> logging.Logger:
     if LIMIT not in logger.filters:
         logger.addFilter(LIMIT)
     return logger
-
-
-def clip(value: Any, limit: int = CLIP_CHARS) -> tuple[Any, str | None]:
-    """(value, None) for a short value; (its first `limit` characters + '…', the SHA-256 hex
-    of the whole) for a longer string."""
-    if not isinstance(value, str) or len(value) <= limit:
-        return value, None
-    return value[:limit] + "…", hashlib.sha256(value.encode()).hexdigest()
-
-
-def clipped(**fields: Any) -> dict[str, Any]:
-    """Trace fields with each long string clipped; a clipped `name` gains `name_sha256`."""
-    out: dict[str, Any] = {}
-    for name, value in fields.items():
-        short, digest = clip(value)
-        out[name] = short
-        if digest is not None:
-            out[f"{name}_sha256"] = digest
-    return out

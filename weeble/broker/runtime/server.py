@@ -83,7 +83,8 @@ class BrokerServer:
         self.broker = broker if broker is not None else Broker(config.to_rom())
         t = config.tuning
         self.trace = LiveSink(config.trace_path, config.broker_id,
-                              flush_interval=t.trace_flush_interval_s)
+                              flush_interval=t.trace_flush_interval_s,
+                              max_bytes=t.trace_max_bytes)
         self.metrics = Metrics(config.broker_id)
         seeds = random.Random(t.seed)
         self.links: dict[str, Link] = {
@@ -304,6 +305,8 @@ class BrokerServer:
         next_sample = loop.time()
         while True:
             await self._update_link_health()
+            for link in self.links.values():
+                link.ack_if_due()  # the link layer's acknowledgements: at least every 0.1 s
             if loop.time() >= next_sample:
                 next_sample = loop.time() + interval
                 self._sample_gauges()
@@ -382,7 +385,8 @@ class BrokerServer:
             await link.close()
         await self._stop_servers(grace=0.2)
         self.metrics.close()
-        self.trace.record("stop", undrained=queued, counters=dict(self.metrics.counters))
+        self.trace.record("stop", undrained=queued,
+                          counters={**self.metrics.counters, "trace_dropped": self.trace.dropped})
         await self.trace.aclose()
         self._stopped.set()
         log.info("broker %s stopped", self.config.broker_id)

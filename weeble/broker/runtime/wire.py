@@ -305,6 +305,30 @@ def batch_bytes(envelopes: list[bytes]) -> bytes:
     return _ENVELOPE_BATCH_TAG + _length_delimited(_BATCH_ENVELOPES_TAG, envelopes)
 
 
+_ENVELOPE_ACK_TAG = b"\x10"  # Envelope.ack: field 2, varint
+
+
+def with_ack(envelope: bytes, ack: int) -> bytes:
+    """An encoded Envelope with its `ack` set: appending a field to an encoded message sets
+    it (the protobuf wire format merges), so nothing is encoded again. ack > 0."""
+    return envelope + _ENVELOPE_ACK_TAG + _varint(ack)
+
+
+def envelope_seq(envelope: bytes) -> int:
+    """The `seq` of an encoded Envelope written by this module or by protobuf (field 1 comes
+    first); 0 when it does not start with one (a garbled copy, an ack alone)."""
+    if not envelope or envelope[0] != 0x08:
+        return 0
+    n = shift = 0
+    for i in range(1, min(len(envelope), 11)):
+        byte = envelope[i]
+        n |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return n
+        shift += 7
+    return 0
+
+
 # Envelope{seq = 1 (varint), notify = 13 {notification = 1 {...}}}
 _ENVELOPE_SEQ_TAG = b"\x08"
 _ENVELOPE_NOTIFY_TAG = b"\x6a"

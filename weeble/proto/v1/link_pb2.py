@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 from . import client_pb2 as weeble_dot_v1_dot_client__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14weeble/v1/link.proto\x12\tweeble.v1\x1a\x16weeble/v1/client.proto\"c\n\x05Hello\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x12\n\nlink_token\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\r\"5\n\x06SubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\"7\n\x08UnsubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\":\n\tNotifyMsg\x12-\n\x0cnotification\x18\x01 \x01(\x0b\x32\x17.weeble.v1.Notification\"\x18\n\tSwitchMsg\x12\x0b\n\x03tag\x18\x01 \x01(\r\"/\n\x05\x42\x61tch\x12&\n\tenvelopes\x18\x01 \x03(\x0b\x32\x13.weeble.v1.Envelope\"\xfd\x01\n\x08\x45nvelope\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12&\n\x06notify\x18\r \x01(\x0b\x32\x14.weeble.v1.NotifyMsgH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12!\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x10.weeble.v1.BatchH\x00\x42\x06\n\x04kind\"\x86\x02\n\x0c\x45nvelopeView\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12\'\n\x06notify\x18\r \x01(\x0b\x32\x15.weeble.v1.NotifyViewH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12%\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x14.weeble.v1.BatchViewH\x00\x42\x06\n\x04kind\"\"\n\nNotifyView\x12\x14\n\x0cnotification\x18\x01 \x01(\x0c\"7\n\tBatchView\x12*\n\tenvelopes\x18\x01 \x03(\x0b\x32\x17.weeble.v1.EnvelopeView2?\n\x04Link\x12\x37\n\x07\x43onnect\x12\x13.weeble.v1.Envelope\x1a\x13.weeble.v1.Envelope(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14weeble/v1/link.proto\x12\tweeble.v1\x1a\x16weeble/v1/client.proto\"c\n\x05Hello\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x12\n\nlink_token\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\r\"5\n\x06SubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\"7\n\x08UnsubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\":\n\tNotifyMsg\x12-\n\x0cnotification\x18\x01 \x01(\x0b\x32\x17.weeble.v1.Notification\"\x18\n\tSwitchMsg\x12\x0b\n\x03tag\x18\x01 \x01(\r\"/\n\x05\x42\x61tch\x12&\n\tenvelopes\x18\x01 \x03(\x0b\x32\x13.weeble.v1.Envelope\"\x8a\x02\n\x08\x45nvelope\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12&\n\x06notify\x18\r \x01(\x0b\x32\x14.weeble.v1.NotifyMsgH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12!\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x10.weeble.v1.BatchH\x00\x42\x06\n\x04kind\"\x93\x02\n\x0c\x45nvelopeView\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12\'\n\x06notify\x18\r \x01(\x0b\x32\x15.weeble.v1.NotifyViewH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12%\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x14.weeble.v1.BatchViewH\x00\x42\x06\n\x04kind\"\"\n\nNotifyView\x12\x14\n\x0cnotification\x18\x01 \x01(\x0c\"7\n\tBatchView\x12*\n\tenvelopes\x18\x01 \x03(\x0b\x32\x17.weeble.v1.EnvelopeView2?\n\x04Link\x12\x37\n\x07\x43onnect\x12\x13.weeble.v1.Envelope\x1a\x13.weeble.v1.Envelope(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,13 +47,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BATCH']._serialized_start=358
   _globals['_BATCH']._serialized_end=405
   _globals['_ENVELOPE']._serialized_start=408
-  _globals['_ENVELOPE']._serialized_end=661
-  _globals['_ENVELOPEVIEW']._serialized_start=664
-  _globals['_ENVELOPEVIEW']._serialized_end=926
-  _globals['_NOTIFYVIEW']._serialized_start=928
-  _globals['_NOTIFYVIEW']._serialized_end=962
-  _globals['_BATCHVIEW']._serialized_start=964
-  _globals['_BATCHVIEW']._serialized_end=1019
-  _globals['_LINK']._serialized_start=1021
-  _globals['_LINK']._serialized_end=1084
+  _globals['_ENVELOPE']._serialized_end=674
+  _globals['_ENVELOPEVIEW']._serialized_start=677
+  _globals['_ENVELOPEVIEW']._serialized_end=952
+  _globals['_NOTIFYVIEW']._serialized_start=954
+  _globals['_NOTIFYVIEW']._serialized_end=988
+  _globals['_BATCHVIEW']._serialized_start=990
+  _globals['_BATCHVIEW']._serialized_end=1045
+  _globals['_LINK']._serialized_start=1047
+  _globals['_LINK']._serialized_end=1110
 # @@protoc_insertion_point(module_scope)

@@ -60,8 +60,9 @@ class Batch(_message.Message):
     def __init__(self, envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("seq", "hello", "sub", "unsub", "notify", "switch", "batch")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
     SUB_FIELD_NUMBER: _ClassVar[int]
     UNSUB_FIELD_NUMBER: _ClassVar[int]
@@ -69,17 +70,19 @@ class Envelope(_message.Message):
     SWITCH_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     seq: int
+    ack: int
     hello: Hello
     sub: SubMsg
     unsub: UnsubMsg
     notify: NotifyMsg
     switch: SwitchMsg
     batch: Batch
-    def __init__(self, seq: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
 
 class EnvelopeView(_message.Message):
-    __slots__ = ("seq", "hello", "sub", "unsub", "notify", "switch", "batch")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
     SUB_FIELD_NUMBER: _ClassVar[int]
     UNSUB_FIELD_NUMBER: _ClassVar[int]
@@ -87,13 +90,14 @@ class EnvelopeView(_message.Message):
     SWITCH_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     seq: int
+    ack: int
     hello: Hello
     sub: SubMsg
     unsub: UnsubMsg
     notify: NotifyView
     switch: SwitchMsg
     batch: BatchView
-    def __init__(self, seq: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ...) -> None: ...
 
 class NotifyView(_message.Message):
     __slots__ = ("notification",)
