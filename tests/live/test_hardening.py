@@ -7,18 +7,21 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.live.helpers import address, dial_as, next_host, run, wait_until
-from weeble.broker.client import Publisher, Subscriber
+from tests.live.helpers import LINK_TOKEN, address, dial_as, next_host, run, wait_until
+from weeble.broker.client import ClientTls, Publisher, Subscriber
 from weeble.broker.core.filters import Filter
+from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.clientauth import TOKEN_KEY, client_token
 from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.links import CONNECT_METHOD
 from weeble.broker.runtime.quiet import BURST, LIMIT
 from weeble.broker.runtime.server import BrokerServer
-from weeble.broker.runtime.wire import FILTERS
+from weeble.broker.runtime.wire import FILTERS, hello
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
 from weeble.trace.reader import read_trace
 
@@ -464,3 +467,91 @@ def test_the_trace_stops_at_its_cap_and_link_filters_are_clipped(configs: Config
     for r in subs:
         assert len(r["filter"]) <= 257 and canonical.startswith(r["filter"][:-1])
         assert r["filter_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# ---- link identity with TLS ------------------------------------------------------------------
+
+
+def test_with_tls_a_link_session_needs_the_certificate_of_the_broker_it_claims(
+        configs: Configs, tmp_path: Path) -> None:
+    # The link token is the run's: anyone with it could claim any neighbour's id. With TLS,
+    # each broker's certificate names it; b1 accepts a session as "b0" only from b0's
+    # certificate, and b0 dials b1 only if the certificate there names b1.
+    hosts = {b: next_host() for b in ("b0", "b1", "b2")}
+    certs = generate_run_certs(tmp_path / "tls", [], brokers={b: [h] for b, h in hosts.items()})
+
+    def tls(b: str) -> dict[str, str]:
+        cert, key = certs.brokers[b]
+        return {"cert": str(cert), "key": str(key), "ca": str(certs.ca)}
+
+    b0_addr, b1_addr = address(hosts["b0"]), address(hosts["b1"])
+    b1 = configs("b1", listen=b1_addr, neighbors={"b0": b0_addr}, link_tls=tls("b1"))
+    b0 = configs("b0", listen=b0_addr, neighbors={"b1": b1_addr}, link_tls=tls("b0"))
+    client = ClientTls.from_files(certs.ca, certs.client_cert, certs.client_key)
+
+    async def claim_b0(cert: tuple[Path, Path] | None) -> grpc.aio.AioRpcError:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=certs.ca.read_bytes(),
+            private_key=cert[1].read_bytes() if cert else None,
+            certificate_chain=cert[0].read_bytes() if cert else None)
+        async with grpc.aio.secure_channel(b1_addr, creds, options=[
+                ("grpc.ssl_target_name_override", "b1")]) as channel:
+            call = channel.stream_stream(CONNECT_METHOD)()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call.write(hello("b0", LINK_TOKEN).SerializeToString())
+                while True:
+                    await call.read()
+            return err.value
+
+    async def scenario() -> None:
+        async with BrokerServer(b1) as server:
+            # another broker of the run (b2's certificate), and a client (the run's client
+            # certificate), each claiming to be b0: refused, naming the certificate
+            for cert, named in ((certs.brokers["b2"], "'b2'"),
+                                ((certs.client_cert, certs.client_key), "'weeble clients'")):
+                err = await claim_b0(cert)
+                assert err.code() == grpc.StatusCode.UNAUTHENTICATED, err
+                assert "claims 'b0'" in (err.details() or "") and named in (err.details() or "")
+            assert (await claim_b0(None)).code() == grpc.StatusCode.UNAVAILABLE  # no cert
+            async with grpc.aio.insecure_channel(b1_addr) as plain:  # no TLS at all
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await client_pb2_grpc.ClientStub(plain).Refresh(
+                        client_pb2.SubscribeRequest(client="c", sub_id="s", filter="k == 1"),
+                        timeout=2)
+            assert server.metrics.counters["dropped_session_unauthenticated"] == 2
+            assert not server.links["b0"].connected
+            # the real b0 gets in; clients with the run's certificate publish across the link
+            async with BrokerServer(b0) as server0:
+                await wait_until(lambda: server.links["b0"].connected, timeout=10)
+                async with Subscriber(b1_addr, "alice", rho=1, tls=client) as sub, \
+                        Publisher(b0_addr, "pub", tls=client) as pub:
+                    await sub.subscribe("k >= 0")
+                    await asyncio.sleep(0.3)  # the subscription reaches b0 (flooding: no need)
+                    await pub.publish({"k": 1})
+                    assert (await sub.get(timeout=5)).notification.attributes == {"k": 1}
+                assert server0.links["b1"].connected
+
+    run(scenario())
+
+
+def test_with_tls_a_dialer_refuses_an_acceptor_that_is_not_its_neighbour(
+        configs: Configs, tmp_path: Path) -> None:
+    # b0 dials b1's address, but the broker there holds b2's certificate: no link.
+    hosts = {b: next_host() for b in ("b0", "b2")}
+    certs = generate_run_certs(tmp_path / "tls", [], brokers={b: [h] for b, h in hosts.items()})
+    b0_addr, fake_addr = address(hosts["b0"]), address(hosts["b2"])
+
+    def tls(b: str) -> dict[str, str]:
+        cert, key = certs.brokers[b]
+        return {"cert": str(cert), "key": str(key), "ca": str(certs.ca)}
+
+    fake = configs("b1", listen=fake_addr, neighbors={"b0": b0_addr}, link_tls=tls("b2"))
+    b0 = configs("b0", listen=b0_addr, neighbors={"b1": fake_addr}, link_tls=tls("b0"))
+
+    async def scenario() -> None:
+        async with BrokerServer(fake) as impostor, BrokerServer(b0) as server0:
+            await asyncio.sleep(1.5)  # a few redials
+            assert not server0.links["b1"].connected
+            assert not impostor.links["b0"].connected
+
+    run(scenario())

@@ -131,6 +131,21 @@ def test_admin_over_tls_needs_the_run_certificates(tmp_path: Path) -> None:
                     await plain.snapshot()  # no TLS: refused
             finally:
                 await plain.close()
+            # links and clients speak TLS too: the run's clients present its client certificate
+            tls = bed.client_tls()
+            assert tls is not None
+            async with Subscriber(bed.address("b1").listen, "alice", rho=1, tls=tls,
+                                  token=bed.client_token("alice")) as sub, \
+                    Publisher(bed.address("b0").listen, "pub", tls=tls,
+                              token=bed.client_token("pub")) as pub:
+                await sub.subscribe("k >= 0")
+                await asyncio.sleep(0.5)  # the subscription reaches b0
+                await pub.publish({"k": 1})
+                assert (await sub.get(timeout=5)).notification.attributes == {"k": 1}
+            async with Publisher(bed.address("b0").listen, "pub", timeout=3,
+                                 token=bed.client_token("pub")) as plain_pub:
+                with pytest.raises((grpc.aio.AioRpcError, TimeoutError)):
+                    await plain_pub.publish({"k": 2})  # no TLS: refused
 
         run(check(), timeout=30)
         bed.cut("b0", "b1")  # the synchronous admin path speaks TLS too

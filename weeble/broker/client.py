@@ -54,8 +54,29 @@ def credentials(token: str | None) -> tuple[tuple[str, str], ...] | None:
     return ((TOKEN_KEY, token),) if token else None
 
 
-def _channel(target: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(target, options=[
+@dataclass(frozen=True, slots=True)
+class ClientTls:
+    """TLS to brokers whose listen port requires it (a run with `live.tls`): the run's CA and
+    the run's client certificate and key (PEM). The certificate admits the client to the port;
+    its id is still proved by its token."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+    @classmethod
+    def from_files(cls, ca: Any, cert: Any, key: Any) -> ClientTls:
+        from pathlib import Path
+
+        return cls(Path(ca).read_bytes(), Path(cert).read_bytes(), Path(key).read_bytes())
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(root_certificates=self.ca, private_key=self.key,
+                                            certificate_chain=self.cert)
+
+
+def _channel(target: str, tls: ClientTls | None = None) -> grpc.aio.Channel:
+    options = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.initial_reconnect_backoff_ms", 100),
@@ -65,7 +86,10 @@ def _channel(target: str) -> grpc.aio.Channel:
         ("grpc.keepalive_timeout_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
-    ])
+    ]
+    if tls is not None:
+        return grpc.aio.secure_channel(target, tls.credentials(), options=options)
+    return grpc.aio.insecure_channel(target, options=options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +117,11 @@ class Publisher:
     def __init__(self, target: str, publisher_id: str, *, token: str | None = None,
                  start_seq: int = 1, trace: LiveSink | None = None, timeout: float = 10.0,
                  max_batch: int = 256, max_batch_bytes: int = MAX_MESSAGE_BYTES,
-                 window: int = 10_000) -> None:
+                 window: int = 10_000, tls: ClientTls | None = None) -> None:
         if max_batch < 1 or window < 1:
             raise ValueError("max_batch and window: must be >= 1")
         self.target = target
+        self.tls = tls
         self.publisher_id = publisher_id
         self._metadata = credentials(token)
         self.next_seq = start_seq
@@ -166,7 +191,7 @@ class Publisher:
 
     def _open(self) -> Any:
         if self._channel is None:
-            self._channel = _channel(self.target)
+            self._channel = _channel(self.target, self.tls)
         call = self._channel.stream_stream(
             PUBLISH_STREAM, request_serializer=None,
             response_deserializer=client_pb2.PublishAck.FromString)(metadata=self._metadata)
@@ -287,6 +312,7 @@ class Subscriber:
         max_batch: int = 256,
         trace: LiveSink | None = None,
         on_status: Callable[[str], None] | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         """max_batch: the broker may send up to this many waiting notifications in one stream
         message (1 = never batch); batching never holds a notification back. Batches are never
@@ -299,6 +325,7 @@ class Subscriber:
         if rho <= 0:
             raise ValueError(f"rho: must be > 0, got {rho}")
         self.target = target
+        self.tls = tls
         self.client_id = client_id
         self._metadata = credentials(token)
         self.rho = rho
@@ -318,7 +345,7 @@ class Subscriber:
 
     def _client(self) -> client_pb2_grpc.ClientStub:
         if self._stub is None:
-            self._channel = _channel(self.target)
+            self._channel = _channel(self.target, self.tls)
             self._stub = client_pb2_grpc.ClientStub(self._channel)
         return self._stub
 
@@ -489,11 +516,13 @@ class Subscriber:
 
 
 def publish_sync(target: str, publisher_id: str, batch: Iterable[Mapping[str, Value]], *,
-                 start_seq: int = 1, token: str | None = None) -> list[Notification]:
+                 start_seq: int = 1, token: str | None = None,
+                 tls: ClientTls | None = None) -> list[Notification]:
     """Publish notifications from synchronous code (one RPC); returns them with their seqs."""
 
     async def run() -> list[Notification]:
-        async with Publisher(target, publisher_id, start_seq=start_seq, token=token) as pub:
+        async with Publisher(target, publisher_id, start_seq=start_seq, token=token,
+                             tls=tls) as pub:
             return await pub.publish_many(list(batch))
 
     return asyncio.run(run())
@@ -509,6 +538,7 @@ def subscribe_sync(
     timeout: float | None = None,
     unsubscribe_at_end: bool = True,
     token: str | None = None,
+    tls: ClientTls | None = None,
 ) -> Iterator[Delivery]:
     """Yield deliveries of one subscription from synchronous code (a background loop thread
     runs the Subscriber). Stops after max_count deliveries, after `timeout` seconds, or when
@@ -518,7 +548,7 @@ def subscribe_sync(
     done = object()
 
     async def run() -> None:
-        async with Subscriber(target, client_id, rho=rho, token=token) as sub:
+        async with Subscriber(target, client_id, rho=rho, token=token, tls=tls) as sub:
             try:
                 await sub.subscribe(filter_text)
             except BaseException as e:

@@ -290,7 +290,8 @@ class LiveTarget:
         trace = LiveSink(self.bed.trace_dir / f"{client}.jsonl", client)
         trace.record("client_start", broker=broker, address=self.bed.address(broker).listen)
         sub = Subscriber(self.bed.address(broker).listen, client, rho=self.params.rho,
-                         trace=trace, token=self.bed.client_token(client))
+                         trace=trace, token=self.bed.client_token(client),
+                         tls=self.bed.client_tls())
         trace.record("client_subscribe", client=client, sub_id=sub_id, broker=broker,
                      filter=filter_text)
         try:

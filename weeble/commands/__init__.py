@@ -8,10 +8,15 @@ the modules. Errors the user can fix are raised as one of `USER_ERRORS`: the CLI
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from weeble.broker.core.filters import FilterSyntaxError
 from weeble.broker.core.rom import ConfigError
 from weeble.model.scenario import ScenarioError
 from weeble.orchestrator.backend import BackendError
+
+if TYPE_CHECKING:
+    from weeble.broker.client import ClientTls
 
 
 class UsageError(Exception):
@@ -36,27 +41,58 @@ def client_token(broker: str, client: str, token: str | None, *,
     this user only) whose broker listens there. None: no run found (an open broker needs none;
     one that authenticates refuses the client with UNAUTHENTICATED, naming the metadata)."""
     import os
-    from pathlib import Path
 
     from weeble.broker.runtime.clientauth import client_token as derive
     from weeble.broker.runtime.config import BrokerConfig
-    from weeble.orchestrator.testbed import STATE_FILE, read_state
 
     if token:
         return token
     if os.environ.get("WEEBLE_CLIENT_TOKEN"):
         return os.environ["WEEBLE_CLIENT_TOKEN"]
+    found = _run_of(broker, runs_dir)
+    if found is None:
+        return None
+    try:
+        secret = BrokerConfig.load(found[1]["config"]).client_secret
+    except (OSError, KeyError, ConfigError):
+        return None
+    return None if secret is None else derive(secret, client)
+
+
+def client_tls(broker: str, *, runs_dir: str = "runs") -> ClientTls | None:
+    """The run's client TLS for the broker at `broker` (a run with `live.tls`), from the run
+    in `runs_dir` whose broker listens there; None: plain, or no run found."""
+    from weeble.broker.client import ClientTls
+
+    found = _run_of(broker, runs_dir)
+    if found is None:
+        return None
+    admin = found[0].get("admin") or {}
+    if not (admin.get("ca") and admin.get("client_cert") and admin.get("client_key")):
+        return None
+    try:
+        return ClientTls.from_files(admin["ca"], admin["client_cert"], admin["client_key"])
+    except OSError:
+        return None
+
+
+def _run_of(broker: str, runs_dir: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(state, broker info) of the newest run in `runs_dir` with a broker listening at
+    `broker`."""
+    from pathlib import Path
+
+    from weeble.orchestrator.testbed import STATE_FILE, read_state
+
     runs = Path(runs_dir)
     states = sorted(runs.glob(f"*/{STATE_FILE}"), key=lambda p: p.stat().st_mtime,
                     reverse=True) if runs.is_dir() else []
     for state in states[:100]:  # the newest runs: the one up now is among them
         try:
-            brokers = read_state(state.parent)["brokers"]
-            info = next((i for i in brokers.values() if i.get("listen") == broker), None)
-            if info is None:
-                continue
-            secret = BrokerConfig.load(info["config"]).client_secret
-        except (OSError, KeyError, ValueError, ConfigError, BackendError):
+            data = read_state(state.parent)
+            info = next((i for i in data["brokers"].values() if i.get("listen") == broker),
+                        None)
+        except (OSError, KeyError, ValueError, BackendError):
             continue
-        return None if secret is None else derive(secret, client)
+        if info is not None:
+            return data, info
     return None

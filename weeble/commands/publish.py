@@ -78,10 +78,11 @@ async def _publish(args: argparse.Namespace, client: str, attributes: dict[str, 
     import grpc
 
     from weeble.broker.client import Publisher
-    from weeble.commands import UsageError, client_token
+    from weeble.commands import UsageError, client_tls, client_token
 
     token = client_token(args.broker, client, args.token)
-    async with Publisher(args.broker, client, token=token) as pub:
+    async with Publisher(args.broker, client, token=token,
+                         tls=client_tls(args.broker)) as pub:
         for i in range(args.repeat):
             if i and args.interval > 0:
                 await asyncio.sleep(args.interval)

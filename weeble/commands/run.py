@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             addresses = {b: a.listen for b, a in bed.addresses().items()}
             workload = LiveWorkload(scenario, addresses,
                                     bed.trace_dir if scenario.trace.enabled else None,
-                                    tokens=bed.client_token)
+                                    tokens=bed.client_token, tls=bed.client_tls())
             chaos = None
             if scenario.chaos is not None and not args.no_chaos:
                 from weeble.chaos.runner import ChaosRunner

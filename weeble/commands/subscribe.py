@@ -66,13 +66,14 @@ async def follow(args: argparse.Namespace, client: str) -> None:
     import grpc
 
     from weeble.broker.client import Subscriber
-    from weeble.commands import UsageError, client_token
+    from weeble.commands import UsageError, client_tls, client_token
 
     def status(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
     token = client_token(args.broker, client, args.token)
     async with Subscriber(args.broker, client, rho=args.rho, on_status=status,
+                          tls=client_tls(args.broker),
                           token=token) as sub:
         try:
             sub_id = await sub.subscribe(args.filter, timeout=CONNECT_TIMEOUT)

@@ -477,7 +477,10 @@ class Live(_Model):
     listen_port: int = Field(default=7000, ge=0, le=65535)  # links + clients; 0: any free port
     admin_port: int = Field(default=7001, ge=0, le=65535)  # management (admin, health)
     metrics_port: int | None = Field(default=9100, ge=0, le=65535)  # None: no /metrics
-    tls: bool = False  # admin over TLS with per-run certificates and client authentication
+    # TLS with per-run certificates on every port: admin (client certificate required), links
+    # (each broker's certificate names it, and peers check it) and clients (the run's client
+    # certificate, beside each client's token)
+    tls: bool = False
     # Clients prove their id with a per-run token (the orchestrator hands them out). True: no
     # client authentication, any client may claim any id: local play only (`weeble` says so).
     open_clients: bool = False

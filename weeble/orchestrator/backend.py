@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, get_args
 
+from weeble.broker.client import ClientTls
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.model.scenario import Scenario
@@ -85,7 +86,8 @@ class LinkShapeChange:
 @dataclass(frozen=True, slots=True)
 class AdminAccess:
     """What it takes to call a run's admin services: the per-run token, and the run's TLS
-    material when admin speaks TLS (CA to verify the brokers, client certificate to present)."""
+    material when the run speaks TLS (`live.tls`: CA to verify the brokers, client certificate
+    to present), on the admin port and on the listen port alike."""
 
     token: str
     ca: Path | None = None
@@ -96,6 +98,12 @@ class AdminAccess:
         """An async AdminClient for one broker's management address."""
         return AdminClient(address, self.token, ca=self.ca, client_cert=self.client_cert,
                            client_key=self.client_key, timeout=timeout)
+
+    def client_tls(self) -> ClientTls | None:
+        """What a client of the run presents on a broker's listen port (None: plain)."""
+        if self.ca is None or self.client_cert is None or self.client_key is None:
+            return None
+        return ClientTls.from_files(self.ca, self.client_cert, self.client_key)
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,11 +181,17 @@ class _Admin:
 
 
 def wait_serving(address: str, timeout: float, *, links: bool, alive: Any,
-                 name: str) -> None:
-    """Poll gRPC health at `address` until SERVING (the link service: all links up)."""
+                 name: str, access: AdminAccess | None = None) -> None:
+    """Poll gRPC health at `address` until SERVING (the link service: all links up). With
+    `access` holding the run's TLS material, over TLS (a run with `live.tls`)."""
     deadline = time.monotonic() + timeout
     service = LINK_SERVICE if links else ""
-    with grpc.insecure_channel(address) as channel:
+    tls = access.client_tls() if access is not None else None
+    creds = tls.credentials() if tls is not None else None
+    channel = (grpc.insecure_channel(address) if creds is None else
+               grpc.secure_channel(address, creds,
+                                   options=[("grpc.ssl_target_name_override", name)]))
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             if not alive():
@@ -322,7 +328,7 @@ class LocalBackend(Backend):
                 raise BackendError(str(e)) from None
             return
         wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
-                     alive=lambda: self.alive(broker_id))
+                     alive=lambda: self.alive(broker_id), access=self.access)
 
     def _pid(self, broker_id: str) -> int | None:
         proc = self._procs.get(broker_id)

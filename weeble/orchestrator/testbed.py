@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from weeble.broker.client import ClientTls
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.clientauth import client_token, new_client_secret
@@ -67,7 +68,8 @@ def new_run_id(name: str) -> str:
 def broker_configs(scenario: Scenario, places: dict[str, Placement],
                    peer_address: Callable[[str, str], str], *, admin_token: str,
                    link_token: str, client_secret: str | None, tls: TlsConfig | None,
-                   trace_path: Callable[[str], Path]) -> dict[str, BrokerConfig]:
+                   trace_path: Callable[[str], Path],
+                   link_tls: dict[str, TlsConfig] | None = None) -> dict[str, BrokerConfig]:
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
@@ -96,6 +98,7 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             client_secret=client_secret,
             open_clients=client_secret is None,
             tls=tls,
+            link_tls=link_tls.get(b) if link_tls is not None else None,
             trace_path=trace_path(b) if scenario.trace.enabled else None,
             metrics_address=places[b].metrics,
             links={n: shape for n in neighbors} if shaped else {},
@@ -179,11 +182,17 @@ class Testbed:
             backend_obj.close()
             raise
         tls: TlsConfig | None = None
+        link_tls: dict[str, TlsConfig] | None = None
         if live.tls:
             hosts = sorted({split_address(p.reach.admin)[0] for p in places.values()}
                            | {split_address(p.admin)[0] for p in places.values()})
-            certs = generate_run_certs(run_dir / "tls", hosts, run_id=run_id)
+            # each broker's own certificate names it, for its links (and its listen port)
+            named = {b: sorted({split_address(p.listen)[0], split_address(p.reach.listen)[0]})
+                     for b, p in places.items()}
+            certs = generate_run_certs(run_dir / "tls", hosts, run_id=run_id, brokers=named)
             tls = TlsConfig(cert=certs.server_cert, key=certs.server_key, ca=certs.ca)
+            link_tls = {b: TlsConfig(cert=cert, key=key, ca=certs.ca)
+                        for b, (cert, key) in certs.brokers.items()}
             access = AdminAccess(admin_token, certs.ca, certs.client_cert, certs.client_key)
             backend_obj.access = access
 
@@ -191,7 +200,8 @@ class Testbed:
         configs = broker_configs(
             scenario, places, backend_obj.peer_address, admin_token=admin_token,
             link_token=link_token, client_secret=client_secret, tls=tls,
-            trace_path=lambda b: backend_obj.trace_path(run_dir / TRACE_DIR, b))
+            trace_path=lambda b: backend_obj.trace_path(run_dir / TRACE_DIR, b),
+            link_tls=link_tls)
         bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
                   configs=configs, backend=backend_obj, access=access, root=root,
                   edges=edges, link_token=link_token,
@@ -282,6 +292,10 @@ class Testbed:
     def open_clients(self) -> bool:
         """True if the brokers let any client in under any id (scenario live.open_clients)."""
         return any(c.open_clients for c in self.configs.values())
+
+    def client_tls(self) -> ClientTls | None:
+        """What this run's clients present to its brokers' listen ports (None: plain)."""
+        return self.access.client_tls()
 
     def client_token(self, client: str) -> str | None:
         """The token that proves `client`'s id to this run's brokers (None: open mode)."""

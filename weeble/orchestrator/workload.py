@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from weeble.broker.client import Publisher, Subscriber
+from weeble.broker.client import ClientTls, Publisher, Subscriber
 from weeble.broker.core.filters import Value
 from weeble.model.scenario import Scenario
 from weeble.model.workload import Action, Publish, workload_plan
@@ -72,12 +72,15 @@ class _Client:
 class LiveWorkload:
     def __init__(self, scenario: Scenario, addresses: dict[str, str],
                  trace_dir: Path | None, *,
-                 tokens: Callable[[str], str | None] = lambda _client: None) -> None:
+                 tokens: Callable[[str], str | None] = lambda _client: None,
+                 tls: ClientTls | None = None) -> None:
         """`addresses`: broker id -> its listen address (links + clients); `tokens`: client
-        id -> the token that proves it to the brokers (Testbed.client_token; None: open)."""
+        id -> the token that proves it to the brokers (Testbed.client_token; None: open);
+        `tls`: the run's client TLS (Testbed.client_tls; None: plain)."""
         self.scenario = scenario
         self.addresses = addresses
         self.tokens = tokens
+        self.tls = tls
         self.trace_dir = trace_dir
         self.rho = scenario.timing.rho
         self.stats = WorkloadStats()
@@ -216,7 +219,7 @@ class LiveWorkload:
         c = self._client(name, broker)
         if c.subscriber is None:
             c.subscriber = Subscriber(self.addresses[broker], name, rho=self.rho, trace=c.trace,
-                                      token=self.tokens(name))
+                                      token=self.tokens(name), tls=self.tls)
             c.consumer = asyncio.create_task(self._consume(c.subscriber))
         c.trace.record("client_subscribe", client=name, sub_id=sub_id, broker=broker,
                        filter=filter_text)
@@ -280,7 +283,7 @@ class LiveWorkload:
         if c.outbox is None:
             # one sender per publisher: its notifications reach the broker in order (FIFO)
             c.publisher = Publisher(self.addresses[broker], name, trace=c.trace,
-                                    token=self.tokens(name))
+                                    token=self.tokens(name), tls=self.tls)
             c.outbox = asyncio.Queue()
             c.sender = asyncio.create_task(self._send(c))
         c.outbox.put_nowait((seq, attributes))

@@ -1,15 +1,22 @@
-"""Per-run TLS material for the admin servers: a throwaway CA, a server and a client certificate.
+"""Per-run TLS material: a throwaway CA, the admin servers' certificate, a client certificate,
+and (for TLS on links) one certificate per broker that names it.
 
 Generated fresh for every run (never committed, never reused), so a leaked key is worth one
 run. The server certificate names every host the brokers' management addresses use (IPs and
-DNS names), so clients verify it normally.
+DNS names), so clients verify it normally. A broker's certificate has the broker id as its
+common name and as a DNS name (beside its hosts), for both ends of a TLS link: the dialer
+checks that the acceptor's certificate names the neighbour it dialled, the acceptor that the
+dialer's certificate names the broker its hello claims to be (links.py). The client
+certificate (common name `<run> clients`) is what the run's clients present to a broker whose
+listen port requires certificates; it names no broker, so it cannot open a link.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -27,11 +34,14 @@ class RunCerts:
     server_key: Path
     client_cert: Path
     client_key: Path
+    brokers: dict[str, tuple[Path, Path]] = field(default_factory=dict)  # id -> (cert, key)
 
 
 def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7,
-                       run_id: str = "weeble") -> RunCerts:
-    """Write ca.crt, server.crt/key and client.crt/key (PEM) into `directory`."""
+                       run_id: str = "weeble",
+                       brokers: dict[str, list[str]] | None = None) -> RunCerts:
+    """Write ca.crt, server.crt/key and client.crt/key (PEM) into `directory`, and for each
+    of `brokers` (id -> the hosts it is reached at) broker-<id>.crt/key naming it."""
     d = private_dir(directory)
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -52,8 +62,9 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
         .sign(ca_key, hashes.SHA256())
     )
 
-    def leaf(name: str, usage: x509.ObjectIdentifier,
+    def leaf(name: str, usage: x509.ObjectIdentifier | list[x509.ObjectIdentifier],
              sans: list[x509.GeneralName]) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        usages = usage if isinstance(usage, list) else [usage]
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (
             x509.CertificateBuilder()
@@ -64,7 +75,7 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -72,18 +83,31 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
 
     server_cert, server_key = leaf(f"{run_id} brokers", ExtendedKeyUsageOID.SERVER_AUTH,
                                    [_san(h) for h in dict.fromkeys(hosts)])
-    client_cert, client_key = leaf(f"{run_id} orchestrator", ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    client_cert, client_key = leaf(f"{run_id} clients", ExtendedKeyUsageOID.CLIENT_AUTH, [])
 
     out = RunCerts(d / "ca.crt", d / "server.crt", d / "server.key", d / "client.crt",
                    d / "client.key")
+    keys = [(out.server_key, server_key), (out.client_key, client_key)]
+    for broker, broker_hosts in (brokers or {}).items():
+        if not _BROKER_ID.match(broker):
+            raise ValueError(f"broker id {broker!r}: not usable as a certificate DNS name")
+        cert, key = leaf(broker, [ExtendedKeyUsageOID.SERVER_AUTH,
+                                  ExtendedKeyUsageOID.CLIENT_AUTH],
+                         [x509.DNSName(broker), *(_san(h) for h in dict.fromkeys(broker_hosts))])
+        paths = out.brokers[broker] = (d / f"broker-{broker}.crt", d / f"broker-{broker}.key")
+        paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        keys.append((paths[1], key))
     out.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     out.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     out.client_cert.write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
-    for path, key in ((out.server_key, server_key), (out.client_key, client_key)):
+    for path, key in keys:
         write_private(path, key.private_bytes(serialization.Encoding.PEM,
                                               serialization.PrivateFormat.PKCS8,
                                               serialization.NoEncryption()))
     return out
+
+
+_BROKER_ID = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
 def _san(host: str) -> x509.GeneralName:

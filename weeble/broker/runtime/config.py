@@ -13,6 +13,7 @@ The orchestrator builds a BrokerConfig in Python, writes it with `dump()`, and s
       "admin_address": "127.0.0.3:7001",        # management: admin, health (no clients)
       "admin_token": "…", "link_token": "…", "client_secret": "…",   # or "open_clients": true
       "tls": {"cert": "b1.crt", "key": "b1.key", "ca": "ca.crt"},   # optional, admin only
+      "link_tls": {"cert": "broker-b1.crt", "key": "broker-b1.key", "ca": "ca.crt"},  # optional
       "trace_path": "runs/r1/b1.jsonl",                              # optional
       "metrics_address": "127.0.0.3:9100",                           # optional
       "links": {"b0": {"delay_ms": 5, "jitter_ms": 1}},              # initial egress shaping
@@ -144,6 +145,11 @@ class BrokerConfig(_Strict):
     client_secret: str | None = Field(default=None, min_length=16)
     open_clients: bool = False
     tls: TlsConfig | None = None
+    # TLS on the listen port (links and clients): this broker's certificate, which names it
+    # (certs.py), and the run's CA. Every peer must present a certificate of that CA: a
+    # neighbour one that names the broker its hello claims to be (links.py), a client the
+    # run's client certificate (its id is still proved by its token).
+    link_tls: TlsConfig | None = None
     trace_path: Path | None = None
     metrics_address: str | None = None
     links: dict[str, LinkShape] = Field(default_factory=dict)
@@ -181,6 +187,8 @@ class BrokerConfig(_Strict):
                              " only)")
         if self.client_secret is not None and self.open_clients:
             raise ValueError("open_clients: true contradicts client_secret (choose one)")
+        if self.link_tls is not None and self.link_tls.ca is None:
+            raise ValueError("link_tls.ca: required (peers' certificates are checked against it)")
         if self.listen_address == self.admin_address:
             raise ValueError("admin_address: must differ from listen_address")
         try:

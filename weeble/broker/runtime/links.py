@@ -6,7 +6,10 @@ token, which the acceptor checks and answers with its own Hello. Each direction 
 is one FIFO channel. A broken stream is redialled with exponential backoff (tenacity); a stream
 for a neighbour that still has a live session is refused (ALREADY_EXISTS), so that nobody with
 the link token can take over a live neighbour's session; the neighbour redials until its old
-session has ended.
+session has ended. With TLS on links (`link_tls`), identities are certificates: the dialer
+checks that the acceptor's certificate names the neighbour it dialled (as its DNS name), the
+acceptor that the dialer's certificate names (as its common name) the broker its hello claims;
+a session that claims another broker's id is refused (UNAUTHENTICATED).
 
 Outgoing messages pass the link shaper (delay, jitter, loss, duplication, rate) into a bounded
 queue that also holds them while the link is down; a message that finds the queue full is
@@ -42,7 +45,7 @@ from google.protobuf.message import DecodeError
 from tenacity import AsyncRetrying, RetryCallState, wait_exponential, wait_random
 
 from weeble.broker.core.messages import Message, Notify
-from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.runtime.config import BrokerConfig, TlsConfig
 from weeble.broker.runtime.linkshaper import Fate, LinkShape, ShapedQueue
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.quiet import clipped, rate_limited
@@ -113,6 +116,31 @@ def channel_options(config: BrokerConfig) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
     ]
+
+
+def tls_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
+    """A link dialer's (or a health check's) TLS: the run's CA, this broker's certificate."""
+    assert tls.ca is not None
+    return grpc.ssl_channel_credentials(root_certificates=tls.ca.read_bytes(),
+                                        private_key=tls.key.read_bytes(),
+                                        certificate_chain=tls.cert.read_bytes())
+
+
+def listen_credentials(config: BrokerConfig) -> grpc.ServerCredentials | None:
+    """The listen port's TLS (None: plain): every peer must present a certificate of the run's
+    CA; which broker it may claim to be is checked per link session (LinkService)."""
+    tls = config.link_tls
+    if tls is None or tls.ca is None:
+        return None
+    return grpc.ssl_server_credentials([(tls.key.read_bytes(), tls.cert.read_bytes())],
+                                       root_certificates=tls.ca.read_bytes(),
+                                       require_client_auth=True)
+
+
+def peer_common_name(context: grpc.aio.ServicerContext) -> str | None:
+    """The common name of the peer's verified certificate (None without TLS or certificate)."""
+    names = context.auth_context().get("x509_common_name") or []
+    return names[0].decode(errors="replace") if len(names) == 1 else None
 
 
 class Link:
@@ -562,9 +590,15 @@ class Link:
 
     async def _dial_once(self) -> tuple[Session, int]:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(
-                self.address, options=channel_options(self.config)
-            )
+            tls = self.config.link_tls
+            if tls is None:
+                self._channel = grpc.aio.insecure_channel(
+                    self.address, options=channel_options(self.config))
+            else:  # the acceptor's certificate must name the neighbour we mean to reach
+                self._channel = grpc.aio.secure_channel(
+                    self.address, tls_credentials(tls),
+                    options=[*channel_options(self.config),
+                             ("grpc.ssl_target_name_override", self.neighbor)])
         call = self._channel.stream_stream(CONNECT_METHOD)()  # raw bytes both ways
         try:
             await call.write(hello(self.config.broker_id, self.config.link_token,
@@ -643,6 +677,15 @@ class LinkService:
         greeting = await self._await_hello(context)
         if greeting is None:
             return
+        if self.config.link_tls is not None:
+            named = peer_common_name(context)
+            if named != greeting.broker_id:
+                # the link token is shared by the run; the certificate is the broker's own
+                self.metrics.dropped(greeting.broker_id, "session_unauthenticated")
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                    f"{self.config.broker_id}: the hello claims "
+                                    f"{greeting.broker_id!r}, the certificate names {named!r}")
+                return
         link = self.links[greeting.broker_id]
         await context.write(hello(self.config.broker_id, self.config.link_token,
                                   self.config.tuning.max_message_bytes).SerializeToString())

@@ -26,7 +26,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from weeble.broker.runtime.config import BrokerConfig
-from weeble.broker.runtime.links import LINK_SERVICE
+from weeble.broker.runtime.links import LINK_SERVICE, tls_credentials
 from weeble.broker.runtime.private import private_dir
 
 
@@ -89,7 +89,12 @@ class BrokerProcess:
         """Wait until the broker serves (and, with `links`, until all its links are up)."""
         deadline = time.monotonic() + timeout
         service = LINK_SERVICE if links else ""
-        with grpc.insecure_channel(self.health_address) as channel:
+        tls = self.config.link_tls
+        channel = (grpc.insecure_channel(self.health_address) if tls is None else
+                   grpc.secure_channel(self.health_address, tls_credentials(tls),
+                                       options=[("grpc.ssl_target_name_override",
+                                                 self.config.broker_id)]))
+        with channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while True:
                 if not self.alive:

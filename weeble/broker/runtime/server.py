@@ -44,7 +44,13 @@ from weeble.broker.runtime.admin import ADMIN_SERVICE, AdminService, BearerToken
 from weeble.broker.runtime.admin import server_credentials as admin_credentials
 from weeble.broker.runtime.client_service import CLIENT_SERVICE, ClientService
 from weeble.broker.runtime.config import BrokerConfig, split_address
-from weeble.broker.runtime.links import LINK_SERVICE, Link, LinkService, LinkState
+from weeble.broker.runtime.links import (
+    LINK_SERVICE,
+    Link,
+    LinkService,
+    LinkState,
+    listen_credentials,
+)
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.quiet import rate_limited
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, link_pb2
@@ -274,7 +280,8 @@ class BrokerServer:
             ),
             server,
         )
-        self.listen_port = _bind(server, cfg.listen_address, None, "listen_address")
+        self.listen_port = _bind(server, cfg.listen_address, listen_credentials(cfg),
+                                 "listen_address")
         self._server = server
 
         admin = grpc.aio.server(options=options,

@@ -381,6 +381,7 @@ class DockerBackend(LocalBackend):
     def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
         try:
             wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
+                         access=self.access,
                          alive=lambda: self.alive(broker_id))
         except BackendError as e:
             raise BackendError(f"{e}:\n{self.log_tail(broker_id)}") from None

@@ -551,6 +551,7 @@ class KubernetesBackend(LocalBackend):
 
     def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
         wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
+                     access=self.access,
                      alive=lambda: True)  # a pod that is not up yet is coming
 
     def pause_broker(self, broker_id: str) -> BrokerState:
