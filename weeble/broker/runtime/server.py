@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import math
 import random
@@ -118,6 +119,7 @@ class BrokerServer:
         self._stop_task: asyncio.Task[None] | None = None
         self._stopped: asyncio.Event | None = None
         self._links_serving: bool | None = None
+        self._queued_high = 0  # bytes queued (links + streams) at most since the last trim
 
     # ---- time -------------------------------------------------------------------------------
 
@@ -346,6 +348,20 @@ class BrokerServer:
             self.metrics.link_queued(link.neighbor, len(link.queue))
         # per-subscription state of the client service ends with the lease (2π: surely over)
         self.clients.prune(2 * self.config.params.pi)
+        self._return_memory()
+
+    def _return_memory(self) -> None:
+        """When the queues shrank by TRIM_STEP or more (a slow consumer or a silent peer left,
+        a backlog drained), hand the freed memory back to the system: the C allocator keeps
+        freed blocks of large notifications in its heap, and RSS would stay at its peak."""
+        queued = (sum(link.queue.bytes for link in self.links.values())
+                  + sum(s.size for subs in self.clients.streams.values()
+                        for s in subs.values()))
+        if queued + TRIM_STEP <= self._queued_high:
+            _malloc_trim()
+            self._queued_high = queued
+        else:
+            self._queued_high = max(self._queued_high, queued)
 
     async def _update_link_health(self) -> None:
         serving = all(link.connected for link in self.links.values())
@@ -410,6 +426,25 @@ class BrokerServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop(drain_s=0)
+
+
+TRIM_STEP = 8 * 1024 * 1024
+
+
+def _malloc_trim() -> None:
+    """glibc's malloc_trim(0); nothing elsewhere."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None
 
 
 def _bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None,
