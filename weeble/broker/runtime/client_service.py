@@ -60,6 +60,7 @@ GRPC_DEFAULT_MAX = 4 * 1024 * 1024  # what a client that states no limit accepts
 MAX_BATCH = 4096  # notifications per subscribe-stream message, whatever a client asks
 _EVENT_SLACK = 64  # the SubscriptionEvent's own fields around a batch
 _FRAMING = 6  # at most: the tag and length varint of one notification inside a batch
+_KEEP_DECODED = 4096  # bytes: a larger queued notification keeps only its encoded form
 ACCEPTED_KEY = "weeble-accepted"  # trailing metadata of a failed PublishStream
 
 # Carry out a client event: step(event, notification, wire) -> False if the core failed.
@@ -85,10 +86,16 @@ class SubStream:
 
     def offer(self, wire: bytes, n: Notification, matched: str | None) -> bool:
         """Queue one notification; False if the queue is full (count or bytes)."""
-        if len(self.items) >= self.limit or self.size + len(wire) > self.byte_limit:
+        size = len(wire)
+        if len(self.items) >= self.limit or self.size + size > self.byte_limit:
             return False
+        if size > _KEEP_DECODED:
+            # its decoded attributes would double what the queue holds beyond what it counts
+            # (the bytes); the records written from the queue need only its ids
+            n = Notification(publisher=n.publisher, seq=n.seq, attributes={},
+                             published_at=n.published_at)
         self.items.append((wire, n, matched))
-        self.size += len(wire)
+        self.size += size
         self.wakeup.set()
         return True
 

@@ -120,6 +120,7 @@ class BrokerServer:
         self._stopped: asyncio.Event | None = None
         self._links_serving: bool | None = None
         self._queued_high = 0  # bytes queued (links + streams) at most since the last trim
+        self._peers = 0  # open streams and connected links at the last sample
 
     # ---- time -------------------------------------------------------------------------------
 
@@ -357,11 +358,16 @@ class BrokerServer:
         queued = (sum(link.queue.bytes for link in self.links.values())
                   + sum(s.size for subs in self.clients.streams.values()
                         for s in subs.values()))
-        if queued + TRIM_STEP <= self._queued_high:
+        peers = (sum(len(subs) for subs in self.clients.streams.values())
+                 + sum(link.connected for link in self.links.values()))
+        # a peer that left took its queue (and gRPC's buffers for it) with it; the samples of
+        # `queued` are a second apart and may have missed the peak
+        if queued + TRIM_STEP <= self._queued_high or peers < self._peers:
             _malloc_trim()
             self._queued_high = queued
         else:
             self._queued_high = max(self._queued_high, queued)
+        self._peers = peers
 
     async def _update_link_health(self) -> None:
         serving = all(link.connected for link in self.links.values())
