@@ -377,7 +377,7 @@ class Link:
 
     def _trace_lost(self, items: list[bytes], reason: str) -> None:
         """A `drop` record for each queued message that will not reach the peer, so the trace
-        does not leave them at their `send` record (fate: sent = passed the shaper, queued)."""
+        does not leave them at their `send` record (fate: queued)."""
         if not self._trace.enabled:
             return
         ends = {"from": self.config.broker_id, "to": self.neighbor}
@@ -630,7 +630,7 @@ class Link:
         # acknowledge what arrived last, so the peer does not count it as unacked when this
         # session ends; and give the peer's last acknowledgement a moment to arrive
         self.ack_if_due()
-        end = min(deadline, loop.time() + 0.05)
+        end = min(deadline, loop.time() + 0.15)  # the peer acknowledges every 0.1 s
         while (self.connected and (self._last_in_seq > self._acked_out or self._unacked)
                and loop.time() < end):
             await asyncio.sleep(0.005)
