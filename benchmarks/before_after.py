@@ -1,0 +1,132 @@
+"""The same live benchmark on the code before a change and on this tree, taking turns.
+
+    python benchmarks/before_after.py live_latency --pairs 3 -- --rates 1000 --repeat 3
+    python benchmarks/before_after.py live_throughput --pairs 3 -- --count 30000 --repeat 3
+    python benchmarks/before_after.py live_latency --ref <commit> ...
+
+`--ref` (default: b17abc5, the last commit before issue 12's hardening) is checked out into a
+temporary git worktree; the benchmark script runs there (its brokers import that tree's code)
+and here, one after the other, `--pairs` times, alternating which goes first so that a drift
+in the machine's load hits both alike. Each run's final table is read back; printed: every
+run's figures, the median of each figure over the runs of each tree, and after/before. The
+issue-12 target: normal throughput and latency within 10 % of before.
+
+Figures read: live_latency: the broker rows' end-to-end p50 and p99 through 1 and 3 brokers
+and the raw gRPC p50 through 3 relays (the same run's load gauge); live_throughput: each
+(brokers, batch) row's broker n/s, broker/raw and the brokers' CPU µs per notification (the
+figure that depends least on the load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REF = "b17abc5"  # Merge h-speed: the commit before b92c114, issue 12's first
+FIGURES = {
+    "live_latency": [("e2e p50 x1", "broker"), ("e2e p99 x1", "broker"),
+                     ("e2e p50 x3", "broker"), ("e2e p99 x3", "broker"),
+                     ("e2e p50 x3", "raw grpc")],
+    "live_throughput": [("broker n/s", None), ("broker/raw", None), ("broker cpu µs/n", None)],
+}
+
+
+def read_table(out: str) -> list[dict[str, str]]:
+    """The last table a benchmark printed (benchmarks/_live.py `table`: right-aligned columns
+    joined by two spaces), as rows of column -> text."""
+    lines = out.splitlines()
+    start = max(i for i, line in enumerate(lines)
+                if line.strip() and ("system" in line.split() or "brokers" in line.split())
+                and not line.startswith(("latency", "throughput")))
+    header = lines[start]
+    names: list[tuple[str, int, int]] = []  # (column, start, end)
+    pos = 0
+    for name in [c for c in header.split("  ") if c.strip()]:
+        name = name.strip()
+        end = header.index(name, pos) + len(name)
+        names.append((name, pos, end))
+        pos = end
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip() or line.startswith("target"):
+            break
+        rows.append({name: line[a:b].strip() for name, a, b in names})
+    return rows
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", "").rstrip("%")) if text not in ("-", "") else float("nan")
+
+
+def figures(bench: str, out: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for row in read_table(out):
+        for column, system in FIGURES[bench]:
+            if system is None:  # throughput: one row per (brokers, batch)
+                found[f"{column} ({row['brokers']} brokers, batch {row['batch']})"] = \
+                    number(row[column])
+            elif row.get("system") == system:  # latency: one row per (rate, system)
+                found[f"{system} {column} at {row['rate/s']}/s"] = number(row[column])
+    return found
+
+
+def run(tree: Path, bench: str, args: list[str]) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, str(tree / "benchmarks" / f"{bench}.py"), *args],
+                          cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{bench} in {tree} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    for line in done.stdout.splitlines():  # the run's caption: rounds and load average
+        if line.startswith(("latency", "throughput")):
+            print("  " + line, file=sys.stderr, flush=True)
+    return figures(bench, done.stdout)
+
+
+def _each(xs: list[float]) -> str:
+    return ", ".join(f"{x:,.2f}" if abs(x) < 100 else f"{x:,.0f}" for x in xs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bench", choices=sorted(FIGURES))
+    parser.add_argument("--ref", default=DEFAULT_REF, help="the code before (a git commit)")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the benchmark's own")
+    a = parser.parse_args()
+    bench_args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    before_dir = Path(tempfile.mkdtemp(prefix="weeble-before-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_dir),
+                    a.ref], check=True, capture_output=True)
+    results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    try:
+        for i in range(a.pairs):
+            order = [("before", before_dir), ("after", ROOT)]
+            for label, tree in order if i % 2 == 0 else order[::-1]:
+                print(f"pair {i + 1}/{a.pairs}: {label} ({a.ref if label == 'before' else 'HEAD'})",
+                      file=sys.stderr, flush=True)
+                results[label].append(run(tree, a.bench, bench_args))
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                        str(before_dir)], check=False, capture_output=True)
+    keys = list(results["after"][0])
+    print(f"{a.bench} {' '.join(bench_args)}: {a.pairs} runs each, alternating; load average"
+          f" {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} cores)")
+    width = max(len(k) for k in keys)
+    print(f"{'figure':<{width}}  {'before (each run)':>30}  {'after (each run)':>30}  "
+          f"{'median before':>13}  {'median after':>12}  after/before")
+    for k in keys:
+        b = [r.get(k, float("nan")) for r in results["before"]]
+        f = [r.get(k, float("nan")) for r in results["after"]]
+        mb, mf = statistics.median(b), statistics.median(f)
+        print(f"{k:<{width}}  {_each(b):>30}  {_each(f):>30}  {mb:>13,.2f}  {mf:>12,.2f}  "
+              f"{mf / mb if mb else float('nan'):.2f}")
+
+
+if __name__ == "__main__":
+    main()
