@@ -1,24 +1,35 @@
 """Benchmark the simulator on the thesis setup (scenarios/seed000.yaml).
 
-    python benchmarks/sim_seed000.py --duration 30 --repeat 3
+    python benchmarks/sim_seed000.py --duration 20 --repeat 3
+    python benchmarks/sim_seed000.py --duration 20 --repeat 3 --baseline 20a3ae8
     python benchmarks/sim_seed000.py --duration 10 --profile
 
 Each repeat runs in a fresh process, so that peak memory (getrusage maxrss: tracemalloc would
 slow the run down several times) belongs to that run alone. Reports the median over repeats of:
-events/s (broker steps per wall second), simulated seconds per wall second, inter-broker messages
-per simulated second, and peak RSS.
+events/s (broker steps per wall second), simulated seconds per wall second and per CPU second of
+the process (the CPU figure holds still on a machine shared with other work; the wall figure
+does not), inter-broker messages per simulated second, and peak RSS.
+
+`--baseline REV`: the same runs of the simulator as it was at git revision REV (its source
+unpacked into a temporary directory and put first on the path), interleaved with the current
+ones (baseline, current, baseline, ...) so both meet the same machine load; prints both and the
+ratios current/baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import json
+import os
 import pstats
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
@@ -34,7 +45,9 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
         scenario = scenario.model_copy(update={"duration": duration})
     with tempfile.TemporaryDirectory() as out:
         faults = in_simulation(scenario) if scenario.chaos is not None else None
+        cpu = time.process_time()
         summary = simulate(scenario, out, progress=False, faults=faults)
+        cpu = time.process_time() - cpu
     perf = summary.performance
     return {
         "duration": scenario.duration,
@@ -42,10 +55,22 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
         "wall_time": perf["wall_time"],
         "events_per_s": perf["events_per_wall_second"],
         "sim_s_per_wall_s": perf["sim_seconds_per_wall_second"],
+        "sim_s_per_cpu_s": scenario.duration / cpu,
         "messages_per_sim_s": summary.messages["per_second"],
         "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
     }
+
+
+def unpack(rev: str) -> Path:
+    """The source tree of git revision `rev` of this repository, in a temporary directory."""
+    repo = Path(__file__).resolve().parent.parent
+    target = Path(tempfile.mkdtemp(prefix="weeble-baseline-"))
+    atexit.register(shutil.rmtree, target, True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
 
 
 def main() -> int:
@@ -54,6 +79,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, help="override the scenario's duration (s)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile one run, top 25")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also run the simulator of git revision REV, interleaved")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -69,23 +96,44 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
 
-    runs = []
+    sides = {"current": None} if args.baseline is None else {
+        f"baseline {args.baseline}": unpack(args.baseline), "current": None}
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     for i in range(args.repeat):
-        cmd = [sys.executable, __file__, "--child", "--scenario", str(args.scenario)]
-        if args.duration is not None:
-            cmd += ["--duration", str(args.duration)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        runs.append(json.loads(out.strip().splitlines()[-1]))
-        print(f"run {i + 1}/{args.repeat}: {runs[-1]['events_per_s']:,.0f} events/s",
-              file=sys.stderr)
-    median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    print(f"scenario              {args.scenario.name} ({median['duration']:g} simulated s)")
-    print(f"events/s              {median['events_per_s']:,.0f}")
-    print(f"simulated s / wall s  {median['sim_s_per_wall_s']:.3f}")
-    print(f"wall time             {median['wall_time']:.1f} s")
-    print(f"messages / sim s      {median['messages_per_sim_s']:,.0f}")
-    print(f"deliveries / sim s    {median['deliveries_per_sim_s']:,.0f}")
-    print(f"peak RSS              {median['peak_rss_mb']:.0f} MB")
+        for side, source in sides.items():
+            cmd = [sys.executable, __file__, "--child", "--scenario", str(args.scenario)]
+            if args.duration is not None:
+                cmd += ["--duration", str(args.duration)]
+            env = dict(os.environ)
+            if source is not None:  # the baseline's weeble first on the path
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source),
+                                                                  env.get("PYTHONPATH")]))
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                 env=env).stdout
+            runs[side].append(json.loads(out.strip().splitlines()[-1]))
+            print(f"run {i + 1}/{args.repeat} {side}: {runs[side][-1]['events_per_s']:,.0f} "
+                  f"events/s, {runs[side][-1]['sim_s_per_cpu_s']:.3f} sim s per CPU s",
+                  file=sys.stderr)
+    medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+               for side, rs in runs.items()}
+    first = next(iter(medians.values()))
+    print(f"scenario              {args.scenario.name} ({first['duration']:g} simulated s), "
+          f"median of {args.repeat}")
+    rows = [("events/s", "events_per_s", "{:,.0f}"),
+            ("simulated s / wall s", "sim_s_per_wall_s", "{:.3f}"),
+            ("simulated s / CPU s", "sim_s_per_cpu_s", "{:.3f}"),
+            ("wall time (s)", "wall_time", "{:.1f}"),
+            ("messages / sim s", "messages_per_sim_s", "{:,.0f}"),
+            ("deliveries / sim s", "deliveries_per_sim_s", "{:,.0f}"),
+            ("peak RSS (MB)", "peak_rss_mb", "{:.0f}")]
+    names = list(medians)
+    print(f"{'':22}" + "".join(f"{n:>22}" for n in names)
+          + ("  ratio" if len(names) == 2 else ""))
+    for label, key, form in rows:
+        line = f"{label:22}" + "".join(f"{form.format(medians[n][key]):>22}" for n in names)
+        if len(names) == 2 and medians[names[0]][key]:
+            line += f"  {medians[names[1]][key] / medians[names[0]][key]:.2f}"
+        print(line)
     return 0
 
 

@@ -70,7 +70,7 @@ def test_the_column_measures_the_thesis_claims_at_its_points(tmp_path: Path) -> 
     (120,000/s) and the bs of l.1632 (116,000/s: every notification still climbs to the root),
     and the report shows both columns."""
     experiment = ch3.Chapter3(evaluators=(ch3.ClosedFormColumn(), NoSubscriptions()))
-    result = run(experiment, out=tmp_path)
+    result = run(experiment, out=tmp_path, jobs=2)  # the simulation in a worker process
     assert result.columns == ["model", "simulation"]
     values = {o.claim.id: o.values for o in result.outcomes}
     assert values["flooding/1000"]["simulation"] == pytest.approx(120_000, rel=0.02)
@@ -81,3 +81,5 @@ def test_the_column_measures_the_thesis_claims_at_its_points(tmp_path: Path) -> 
     report = result.report.read_text()
     assert "## Model against simulation, per simulated point" in report
     assert "| simulation | simulation − paper |" in report
+    again = run(experiment, out=tmp_path, jobs=2)
+    assert again.evaluated == 0 and again.met  # resumed: nothing simulated twice

@@ -29,6 +29,9 @@ def register(subparsers: Any) -> None:
                    help="results directory (DIR/NAME for 'all'); rerunning resumes")
     p.add_argument("--full", action="store_true",
                    help="the paper's grid (default: a short grid that runs in minutes)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="simulate N grid points at once, in N processes (default 1; each "
+                        "121-broker run holds up to about 1 GB)")
     p.add_argument("--model-only", action="store_true",
                    help="leave out the simulation column (seconds instead of minutes)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -37,7 +40,13 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from weeble.analytics.reproduce import EXPERIMENTS, experiment
     from weeble.analytics.reproduce.framework import ReproduceError
@@ -50,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         out = args.out / name if args.name == "all" else args.out
         try:
             with Progress(TextColumn(f"reproduce {name}"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("{task.description}"), console=console,
+                          TimeElapsedColumn(), TextColumn("last: {task.description}"),
+                          console=console,
                           transient=True) as bar:
                 task = bar.add_task("", total=None)
 
@@ -59,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                     bar.update(task, completed=done, total=total, description=what)
 
                 result = run_experiment(experiment(name, simulate=not args.model_only),
-                                        out=out, full=args.full,
+                                        out=out, full=args.full, jobs=args.jobs,
                                         progress=progress)
         except ReproduceError as exc:
             raise UsageError(str(exc)) from None

@@ -182,6 +182,7 @@ class SimulationColumn:
 
     name: str = "simulation"
     version: str = "steady window [pi+1, 2pi+1], seed 0, v1"
+    costly: bool = True  # `weeble reproduce --jobs N` runs N points at once
 
     def applies_to(self, point: Point, *, full: bool) -> bool:
         scenario = (point["omega"], point["mu_inv"], point["rho"])

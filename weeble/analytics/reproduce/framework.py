@@ -247,8 +247,13 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def run(experiment: Experiment, *, out: Path, full: bool = False,
-        progress: Progress | None = None) -> Run:
-    """Evaluate the grid (resuming from OUT/points), check the claims, write figures and report."""
+        progress: Progress | None = None, jobs: int = 1) -> Run:
+    """Evaluate the grid (resuming from OUT/points), check the claims, write figures and report.
+
+    `jobs` > 1: the evaluations of costly columns (an evaluator with `costly = True`, e.g. a
+    simulation) run in that many processes at once; each result is stored as it arrives."""
+    if jobs < 1:
+        raise ReproduceError(f"jobs must be at least 1, got {jobs}")
     out = Path(out)
     points_dir = out / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
@@ -258,20 +263,39 @@ def run(experiment: Experiment, *, out: Path, full: bool = False,
         raise ReproduceError(f"{experiment.name}: the grid has duplicate points")
     todo = [(p, e) for p in grid for e in experiment.evaluators if e.applies_to(p, full=full)]
     values: dict[str, dict[str, dict[str, float]]] = {}
-    evaluated = reused = 0
+    evaluated = reused = done = 0
     records = {p.key: _load_point(points_dir / f"{p.key}.json", p) for p in grid}
-    for done, (point, evaluator) in enumerate(todo, start=1):
+
+    def store(point: Point, evaluator: Evaluator, result: dict[str, float]) -> None:
+        nonlocal evaluated, done
         record = records[point.key]
-        stored = record["columns"].get(evaluator.name)
-        if stored is not None and stored.get("version") == evaluator.version:
-            reused += 1
-        else:
-            record["columns"][evaluator.name] = {"version": evaluator.version,
-                                                 "values": evaluator.evaluate(point)}
-            _write_atomic(points_dir / f"{point.key}.json", json.dumps(record, indent=1) + "\n")
-            evaluated += 1
+        record["columns"][evaluator.name] = {"version": evaluator.version, "values": result}
+        _write_atomic(points_dir / f"{point.key}.json", json.dumps(record, indent=1) + "\n")
+        evaluated += 1
+        done += 1
         if progress is not None:
             progress(done, len(todo), f"{evaluator.name} {point.key}")
+
+    costly: list[tuple[Point, Evaluator]] = []
+    for point, evaluator in todo:
+        stored = records[point.key]["columns"].get(evaluator.name)
+        if stored is not None and stored.get("version") == evaluator.version:
+            reused += 1
+            done += 1
+            if progress is not None:
+                progress(done, len(todo), f"{evaluator.name} {point.key} (reused)")
+        elif jobs > 1 and getattr(evaluator, "costly", False):
+            costly.append((point, evaluator))
+        else:
+            store(point, evaluator, evaluator.evaluate(point))
+    if costly:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(e.evaluate, p): (p, e) for p, e in costly}
+            for future in as_completed(futures):
+                point, evaluator = futures[future]
+                store(point, evaluator, future.result())
     for point in grid:
         values[point.key] = {name: c["values"]
                              for name, c in records[point.key]["columns"].items()}

@@ -142,14 +142,16 @@ class RoutingTable:
 
     # ---- queries ----------------------------------------------------------------------------
 
-    def match(self, attributes: Mapping[str, Value], dests: dict[str, None]) -> dict[str, None]:
-        """Add to `dests` every destination with an entry matching the notification.
+    def match(self, attributes: Mapping[str, Value], dests: dict[str, None],
+              keys: list[IndexKey] | None = None) -> dict[str, None]:
+        """Add to `dests` every destination with an entry matching the notification (`keys`:
+        its index keys, if already known).
 
         A dict used as an ordered set: iteration order must not depend on string hashing, or the
         simulator would not be deterministic across processes.
         """
         by_key = self._by_key
-        for key in notification_index_keys(attributes):
+        for key in notification_index_keys(attributes) if keys is None else keys:
             bucket = by_key.get(key)
             if bucket:
                 for entry in bucket:

@@ -143,8 +143,9 @@ class Engine:
         # Tracing receives needs its own arrival handler; without it, arrivals step directly.
         self._arrive = self._step if on_link is None else self._traced_arrival
         # The observers are called directly from the hot path: no wrapper per Deliver.
+        self._on_deliver: Callable[[float, Node, Any], None] = on_deliver or _ignore
         self._effects: dict[type, Callable[[float, Node, Any], None]] = {
-            Deliver: on_deliver or _ignore,
+            Deliver: self._on_deliver,
             SetTimer: self._set_timer,
             Trace: on_trace or _ignore,
         }
@@ -211,9 +212,14 @@ class Engine:
             return effects
         links = node.links
         for e in effects:
-            # Sends dominate by far; test for them first, the rest go through the dict.
-            if type(e) is not Send:
-                self._effects[type(e)](now, node, e)
+            # Sends dominate by far, then deliveries; test for them first, the rest go through
+            # the dict.
+            kind = type(e)
+            if kind is not Send:
+                if kind is Deliver:
+                    self._on_deliver(now, node, e)
+                else:
+                    self._effects[kind](now, node, e)
                 continue
             link = links.get(e.neighbor)
             if link is None:
