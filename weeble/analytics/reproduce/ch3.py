@@ -113,15 +113,19 @@ SIM_N = (50_000, 100_000, 150_000, 200_000, 300_000, 400_000)  # --full: every c
 
 def sim_grid(*, full: bool) -> dict[tuple[float, float, float], tuple[float, ...]]:
     """The simulated N_s per simulated scenario. The short grid: the scenario the thesis quotes
-    around its ~300,000 break-even. --full: SIM_N for each of SIM_SCENARIOS, plus the two
-    multiples of 5,000 around the scenario's break-even (so that the simulation's crossing is
-    interpolated over 5,000 subscriptions, not 100,000)."""
+    around its ~300,000 break-even, and no subscriptions at both ω. --full: SIM_N for each of
+    SIM_SCENARIOS, plus the two multiples of 5,000 around the scenario's break-even (so that the
+    simulation's crossing is interpolated over 5,000 subscriptions, not 100,000)."""
+    # N = 0 (seconds to simulate): the flooding traffic and bs(0) of l.1632, for both ω
+    empty = {SIM_SCENARIOS[0]: (0.0,), SIM_SCENARIOS[1]: (0.0,)}
     if not full:
-        return {SIM_SCENARIOS[0]: (250_000.0, 300_000.0, 350_000.0)}
+        return {SIM_SCENARIOS[0]: (0.0, 250_000.0, 300_000.0, 350_000.0),
+                SIM_SCENARIOS[1]: (0.0,)}
     grid = {}
     for scenario in SIM_SCENARIOS:
         lo = SPEC_BREAK_EVEN[scenario][1] // 5000 * 5000
-        grid[scenario] = tuple(float(n) for n in sorted({*SIM_N, lo, lo + 5000}))
+        grid[scenario] = tuple(float(n) for n in sorted({*SIM_N, lo, lo + 5000,
+                                                         *empty.get(scenario, ())}))
     return grid
 
 
