@@ -240,3 +240,32 @@ def test_a_fault_during_an_optimizer_decision_strikes_at_its_phase(tmp_path: Pat
     assert fault["began"] == pytest.approx(lock, abs=1e-9) and fault["took_effect"] is True
     r = next(r for r in summary["reconfigurations"] if r["rid"] == "ci:b17:1")
     assert r["start"] <= fault["began"] < r["end"] and r["during_faults"] is True
+
+
+def test_the_live_verdict_table_has_a_row_per_reconfiguration(tmp_path: Path) -> None:
+    """`weeble run` prints, under its per-fault table, one row per reconfiguration: the R15
+    rows of the analysis (here the checker's, the same figures), failing ones named with why."""
+    import io
+
+    from weeble.chaos.verdict import print_verdict
+    from weeble.check.history import check_run
+
+    data = yaml.safe_load(EXCHANGE.read_text())
+    data["reconfigurations"]["strawman"] = True
+    data["duration"] = 40
+    data["reconfigurations"]["operations"] = [
+        o for o in data["reconfigurations"]["operations"] if "at" not in o]
+    simulate(parse_scenario(data), tmp_path, progress=False)
+    report = check_run(tmp_path)
+    out = io.StringIO()
+    print_verdict([], report["verdict"]["pass"], report["verdict"]["reasons"], file=out,
+                  reconfigurations=report["operations"])
+    text = out.getvalue()
+    assert "verdict per reconfiguration" in text
+    for r in report["operations"]:
+        row = next(line for line in text.splitlines() if f" {r['rid']} " in line
+                   and r["op"] in line)
+        assert ("FAIL" if r["verdict"] == "fail" else r["verdict"]) in row
+    failed = [r for r in report["operations"] if r["verdict"] == "fail"]
+    assert failed and f"{failed[0]['rid']}: fail: {failed[0]['reason']}" in text
+    assert text.rstrip().endswith("run verdict: FAIL")
