@@ -90,6 +90,15 @@ def test_during_is_checked_against_the_runs_reconfigurations_and_brokers() -> No
         parse_scenario(data)
     with pytest.raises(ScenarioError, match=r"during: a client_crash with `target` prepares"):
         _scenario(EXCHANGE, [{"kind": "client_crash", "target": "b4", "during": 1}])
+    with pytest.raises(ScenarioError, match=r"during\.phase: 'locked': this run reconfigures"
+                                            r" through the 3-colour scheme, which records"
+                                            r" submitted, disseminated, activated"):
+        _scenario(COLOURS, [{"kind": "clock", "target": "b1",
+                             "during": {"reconfiguration": 1, "phase": "locked"}}])
+    with pytest.raises(ScenarioError, match=r"during\.phase: 'activated': this run"
+                                            r" reconfigures through the coordinated link"):
+        _scenario(EXCHANGE, [{"kind": "clock", "target": "b1",
+                              "during": {"reconfiguration": 1, "phase": "activated"}}])
     # a broker the run adds (b13 joins in r3) may be named
     _scenario(EXCHANGE, [{"kind": "clock", "target": "b1",
                           "during": {"reconfiguration": 4, "phase": "lock", "broker": "b13"}}])

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from weeble.broker.core.rom import Params
 from weeble.model.errors import problems
-from weeble.model.faults import KINDS, During, Fault, FaultError
+from weeble.model.faults import COLOUR_PHASES, EXCHANGE_PHASES, KINDS, During, Fault, FaultError
 from weeble.model.selectors import Tree
 
 # Every registered kind, told apart by `kind` (pydantic reports an unknown kind by name).
@@ -108,17 +108,18 @@ class Experiment(BaseModel):
 
     def check(self, tree: Tree, params: Params | None = None, until: float | None = None,
               source: str | None = None, reconfigurations: int | None = None,
-              joining: frozenset[str] = frozenset()) -> None:
+              joining: frozenset[str] = frozenset(), colours: bool | None = None) -> None:
         """ExperimentError naming the field if a fault cannot apply to `tree` or starts after
         `until` (the end of the run). `reconfigurations`: how many the run has (r1 ... rN),
-        when known, for the faults `during` one; `joining`: brokers reconfigurations add."""
+        when known, for the faults `during` one; `joining`: brokers reconfigurations add;
+        `colours`: whether they go through the 3-colour scheme (else the link exchange)."""
         for i, fault in enumerate(self.faults):
             try:
                 fault.check(tree, params)
             except FaultError as e:
                 raise ExperimentError(f"faults[{i}].{e.field}", e.problem, source) from None
             if fault.during is not None:
-                self._check_during(i, fault, tree, reconfigurations, joining, source)
+                self._check_during(i, fault, tree, reconfigurations, joining, colours, source)
         try:
             timeline = self.timeline(until=until)
         except ExperimentError as e:
@@ -132,10 +133,20 @@ class Experiment(BaseModel):
 
     @staticmethod
     def _check_during(i: int, fault: Fault, tree: Tree, reconfigurations: int | None,
-                      joining: frozenset[str], source: str | None) -> None:
+                      joining: frozenset[str], colours: bool | None,
+                      source: str | None) -> None:
         during = fault.during
         assert during is not None
         where = f"faults[{i}].during"
+        if colours is not None:  # a phase the run's mechanism never records never comes
+            own, other, name = ((COLOUR_PHASES, EXCHANGE_PHASES, "the 3-colour scheme")
+                                if colours else
+                                (EXCHANGE_PHASES, COLOUR_PHASES, "the coordinated link exchange"))
+            if during.phase in other and during.phase not in own:
+                raise ExperimentError(f"{where}.phase", f"{during.phase!r}: this run"
+                                      f" reconfigures through {name}, which records"
+                                      f" {', '.join(own)} (and the manager's started,"
+                                      " finished)", source)
         if fault.lead:
             raise ExperimentError(where, f"a {fault.kind} with `target` prepares {fault.lead:g} s"
                                   " before it strikes, which a reconfiguration's phase cannot"

@@ -80,10 +80,11 @@ class _Model(BaseModel):
 # started, finished) and the brokers' (`reconfig`: the coordinated link exchange of thesis 4.4.2,
 # the 3-colour scheme's at R, 4.5), the phases docs/trace-schema.md lists for the two kinds.
 MANAGER_PHASES = ("started", "finished")
-BROKER_PHASES = (
+EXCHANGE_PHASES = (
     "request", "lock", "locked", "lock_refused", "lock_released", "retry", "failed", "refused",
-    "begin", "gray", "released", "end", "r_removed", "a_released", "unlocked", "done",
-    "submitted", "disseminated", "activated")
+    "begin", "gray", "released", "end", "r_removed", "a_released", "unlocked", "done")
+COLOUR_PHASES = ("submitted", "disseminated", "activated", "refused")
+BROKER_PHASES = (*EXCHANGE_PHASES, *COLOUR_PHASES[:-1])
 PHASES = (*MANAGER_PHASES, *BROKER_PHASES)
 
 

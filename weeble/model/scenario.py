@@ -732,7 +732,7 @@ def _check(s: Scenario) -> None:
             op.nodes if isinstance(op, Tree) else ()) if b not in tree.brokers)
         try:
             s.chaos.check(tree, s.params, until=s.duration, reconfigurations=len(steps),
-                          joining=joining)
+                          joining=joining, colours=s.colours is not None)
         except ExperimentError as exc:
             raise _Invalid(f"chaos.{exc.path}", exc.problem) from None
 
