@@ -106,5 +106,6 @@ class CostMonitor:
                           for o in ("done", "failed", "running")},
             "final_cost_per_notification": (last["cost"] / last["notifications"]
                                             if last and last["notifications"] else None),
+            "tree": [f"{a}-{b}" for a, b in sorted(self.driver.tree.edges)],  # at the end
             "series": self.series,
         }
