@@ -132,8 +132,11 @@ def test_the_optimizer_keeps_a_spanning_tree_and_lowers_the_cost(tmp_path: Path,
     report = check_run(tmp_path)
     assert report["verdict"]["status"] == "pass"
     assert len(report["operations"]) == len(ops)
-    # a spanning tree throughout: the driver's tree at every tree_cost record, and the brokers'
-    # own neighbour sets at every snapshot round no exchange was under way in
+    # claim 6: concurrent decisions met each other's locks (a refused lock) and never both
+    # committed: a spanning tree throughout, the driver's tree at every tree_cost record, and
+    # the brokers' own neighbour sets at every snapshot round no exchange was under way in
+    refused = [r for r in _records(tmp_path, "reconfig") if r["phase"] == "lock_refused"]
+    assert refused, "no two exchanges overlapped: the run does not exercise claim 6"
     costs = _records(tmp_path, "tree_cost")
     nodes = {f"b{i}" for i in range(20)}
     for r in costs:
