@@ -233,7 +233,7 @@ def table(results: list[dict[str, Any]], loads: list[str], args: argparse.Namesp
             f"topologies; last {args.window:g} s of {args.duration:g} s, {args.brokers} brokers)",
             "",
             "| load | heuristic | cost / static | thesis | exchanges per 1000 ticks | "
-            "max degree | lost · duplicated in exchanges |",
+            "max degree (median) | lost · duplicated |",
             "|---|---|---|---|---|---|---|"]
     for load in loads:
         for h in ("ci", "mst", "mit"):
