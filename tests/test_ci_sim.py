@@ -194,3 +194,17 @@ def test_none_is_the_static_tree(tmp_path: Path) -> None:
     assert summary["reconfigurations"] == [] and summary["optimizer"]["proposals"] == 0
     costs = _records(tmp_path, "tree_cost")
     assert len(costs) == 4 and len({tuple(r["tree"]) for r in costs}) == 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "found: under identity-based routing with refreshes, the renewal bookkeeping "
+    "(RoutingTable.forwarded: which destination renews a neighbour's entry for a filter) still "
+    "names destinations from before a link exchange, so after some exchanges nobody renews a "
+    "neighbour's entries and they expire together (here `class == 1` towards b5 and b8 at "
+    "t = 84 s; 33 notifications missing in all, each after a lease expiry at 31.5 or 84 s) "
+    "until a later refresh re-forwards them. Simple routing loses nothing (the test above)."))
+def test_identity_routing_under_the_optimizer_loses_nothing(tmp_path: Path) -> None:
+    data = yaml.safe_load(SCENARIO.read_text())
+    data["routing"] = {"algorithm": "identity"}
+    summary = simulate(parse_scenario(data), tmp_path, progress=False).as_dict()
+    assert summary["deliveries"]["missing"] == 0
