@@ -97,9 +97,10 @@ def main() -> None:
     parser.add_argument("bench", choices=sorted(FIGURES))
     parser.add_argument("--ref", default=DEFAULT_REF, help="the code before (a git commit)")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the benchmark's own")
-    a = parser.parse_args()
-    bench_args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = parser.parse_args(argv[:cut])  # after `--`: the benchmark's own arguments
+    bench_args = argv[cut + 1:]
     before_dir = Path(tempfile.mkdtemp(prefix="weeble-before-"))
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_dir),
                     a.ref], check=True, capture_output=True)

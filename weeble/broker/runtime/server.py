@@ -121,6 +121,7 @@ class BrokerServer:
         self._links_serving: bool | None = None
         self._queued_high = 0  # bytes queued (links + streams) at most since the last trim
         self._peers = 0  # open streams and connected links at the last sample
+        self._trims = 0  # samples that still trim after a peer left
 
     # ---- time -------------------------------------------------------------------------------
 
@@ -362,9 +363,12 @@ class BrokerServer:
                  + sum(link.connected for link in self.links.values()))
         # a peer that left took its queue (and gRPC's buffers for it) with it; the samples of
         # `queued` are a second apart and may have missed the peak
-        if queued + TRIM_STEP <= self._queued_high or peers < self._peers:
+        if peers < self._peers:
+            self._trims = 3  # and on the next samples: what the peer held may be freed later
+        if queued + TRIM_STEP <= self._queued_high or self._trims:
             _malloc_trim()
             self._queued_high = queued
+            self._trims = max(0, self._trims - 1)
         else:
             self._queued_high = max(self._queued_high, queued)
         self._peers = peers
