@@ -69,6 +69,10 @@ def print_report(report: dict[str, Any]) -> None:
         f" deliveries expected {d['expected']:,}, missing {d['missing']:,}, in a window "
         f"{d['window']:,}, spurious {d['spurious']:,}, duplicate {d['duplicate']:,}, phantom "
         f"{d['phantom']:,}; FIFO violations {d['fifo']:,}")
+    for node, t in sorted((report["run"].get("capped") or {}).items()):
+        console.print(f"[bold]warning:[/bold] {node}'s trace reached its size cap at t = {t:.3f} s:"
+                      " its later records are missing, and what depends on them is not judged"
+                      " correctly")
     operations = report.get("operations") or []
     if operations:
         from weeble.check.reconfig import TABLE_COLUMNS, table_cells
