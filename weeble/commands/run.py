@@ -96,7 +96,13 @@ def run(args: argparse.Namespace) -> int:
 
                 chaos = ChaosRunner(bed, scenario.chaos, until=duration, clients=workload,
                                     on_event=lambda msg: progress.console.print(f"chaos {msg}"))
-            stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick))
+            manager = None
+            if scenario.reconfigurations.operations:
+                def said(msg: str) -> None:
+                    progress.console.print(f"reconfigure {msg}")
+
+                manager = (bed, scenario, said)
+            stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick, manager))
             progress.update(task, description="stopping", info="draining, collecting traces")
             bed.down()
     summary: dict[str, Any] = {"run_id": bed.run_id, "duration": duration,
@@ -126,17 +132,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _drive(workload: Any, chaos: Any, duration: float,
-                 tick: Any) -> tuple[Any, list[Any]]:
-    """The workload for the duration, the chaos experiment beside it on the same clock; when
-    the workload ends, so does the experiment (its lasting faults are ended first)."""
+                 tick: Any, manager: Any = None) -> tuple[Any, list[Any]]:
+    """The workload for the duration, the chaos experiment and the scenario's reconfigurations
+    beside it on the same clock; when the workload ends, so does the experiment (its lasting
+    faults are ended first); reconfigurations still under way are left to end (they are
+    traced as pending)."""
     task = asyncio.create_task(chaos.run()) if chaos is not None else None
-    try:
-        stats = await workload.run(duration, on_tick=tick)
-    finally:
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async with contextlib.AsyncExitStack() as stack:
+        if manager is not None:
+            bed, scenario, said = manager
+            live = await stack.enter_async_context(bed.reconfigurer(
+                clients=workload, t0=asyncio.get_running_loop().time(), on_event=said))
+            live.schedule(scenario.reconfiguration_plan(), scenario.reconfigurations.start)
+        try:
+            stats = await workload.run(duration, on_tick=tick)
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
     return stats, chaos.results() if chaos is not None else []
 
 

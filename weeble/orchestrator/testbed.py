@@ -21,7 +21,9 @@ from any process, not only the one that started the brokers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import ipaddress
 import json
 import os
 import secrets
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from weeble.broker.client import ClientTls
+from weeble.broker.core.reconfig.plan import Tree
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.runtime.certs import generate_run_certs
 from weeble.broker.runtime.clientauth import client_token, new_client_secret
@@ -69,18 +72,17 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
                    peer_address: Callable[[str, str], str], *, admin_token: str,
                    link_token: str, client_secret: str | None, tls: TlsConfig | None,
                    trace_path: Callable[[str], Path],
-                   link_tls: dict[str, TlsConfig] | None = None) -> dict[str, BrokerConfig]:
+                   link_tls: dict[str, TlsConfig] | None = None,
+                   address_book: bool = True) -> dict[str, BrokerConfig]:
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
-    if (scenario.colours is not None or scenario.reconfigurations.operations
-            or scenario.routing.adverts or scenario.optimizer is not None):
-        # Live reconfiguration is a later issue, and live clients do not advertise: a live run
-        # would silently run something else (the static tree; subscriptions that go nowhere),
-        # so say so rather than run the wrong experiment.
-        raise ScenarioError(f"{scenario.name}: overlay.kind coloured, reconfigurations"
-                            ".operations, optimizer and routing.adverts are simulator only for now"
-                            " (`weeble simulate`)")
+    if scenario.routing.adverts or scenario.optimizer is not None:
+        # live clients do not advertise, and the optimizer is not driven live yet: a live run
+        # would silently run something else (subscriptions that go nowhere, a static tree), so
+        # say so rather than run the wrong experiment
+        raise ScenarioError(f"{scenario.name}: routing.adverts and optimizer are simulator only"
+                            " for now (`weeble simulate`)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())
@@ -91,6 +93,10 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
         configs[b] = BrokerConfig(
             **BrokerConfig.rom_fields(roms[b]),
             neighbors={n: peer_address(n, b) for n in neighbors},
+            # the address book of run-time links (reconfiguration): every broker, where the
+            # network reaches it from b (on loopback: its listen address)
+            peers=({n: peer_address(n, b) for n in topology.brokers if n != b
+                    and n not in neighbors} if address_book else {}),
             listen_address=places[b].listen,
             admin_address=places[b].admin,
             admin_token=admin_token,
@@ -138,6 +144,8 @@ class Testbed:
         # the fields of the run's header record, written once the testbed is up (None for a
         # testbed attached from another process: its header is written already)
         self.header: dict[str, Any] | None = None
+        self.retired: list[str] = []  # brokers that left the tree (reconfiguration)
+        self.retired_hosts: list[str] = []  # addresses given out at run time
 
     # ---- building ---------------------------------------------------------------------------
 
@@ -197,11 +205,19 @@ class Testbed:
             backend_obj.access = access
 
         root = scenario.root_broker
+        if (scenario.reconfigurations.operations or scenario.colours is not None) \
+                and backend_obj.name != "local":
+            backend_obj.close()
+            raise BackendError(f"{scenario.name}: live reconfiguration runs on the local backend"
+                               f" only; on {backend_obj.name} the brokers reach only their "
+                               "configured neighbours, and the link exchange needs new links and"
+                               " out-of-band channels between any two brokers")
         configs = broker_configs(
             scenario, places, backend_obj.peer_address, admin_token=admin_token,
             link_token=link_token, client_secret=client_secret, tls=tls,
             trace_path=lambda b: backend_obj.trace_path(run_dir / TRACE_DIR, b),
-            link_tls=link_tls)
+            link_tls=link_tls,
+            address_book=backend_obj.name == "local")
         bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
                   configs=configs, backend=backend_obj, access=access, root=root,
                   edges=edges, link_token=link_token,
@@ -333,6 +349,112 @@ class Testbed:
     def shape(self, a: str, b: str, *, both_ways: bool = True, **shape: float) -> None:
         self.backend.shape_link(a, b, LinkShapeChange(**shape), both_ways=both_ways)
 
+    # ---- reconfiguration (weeble/orchestrator/reconfigure.py drives these) ------------------
+
+    def tree(self) -> Tree:
+        """The broker tree as the testbed knows it (the last reconfiguration included)."""
+        return Tree.of(self.edges, self.configs)
+
+    def settings(self) -> dict[str, Any]:
+        """The scenario's reconfiguration knobs the live manager takes."""
+        x = self.scenario.get("reconfigurations") or {}
+        overlay = self.scenario.get("overlay") or {}
+        return {"strawman": bool(x.get("strawman", False)), "gap": float(x.get("gap", 0.0)),
+                "seed": int(self.scenario.get("seed", 0)),
+                "colours": overlay.get("kind") == "coloured"}
+
+    def trace_file(self, broker_id: str) -> Path | None:
+        config = self.configs.get(broker_id)
+        return None if config is None else config.trace_path
+
+    def reconfigurer(self, *, clients: Any = None, t0: float | None = None,
+                     on_event: Callable[[str], None] | None = None) -> Any:
+        """The live manager (`async with bed.reconfigurer() as m: await m.reconfigure(op)`);
+        `clients`: the live workload (a leaving leaf's clients leave with it); `t0`: the loop
+        time the run's clock starts at (a scenario's `at` times)."""
+        from weeble.orchestrator.reconfigure import LiveReconfigurator
+
+        return LiveReconfigurator(self, clients=clients, t0=t0, on_event=on_event)
+
+    async def reconfigure(self, op: Any, *, timeout: float = 120.0,
+                          on_event: Callable[[str], None] | None = None) -> Any:
+        """Carry out one reconfiguration (plan.ExchangeLink, AddLeaf, RemoveLeaf; a Tree with
+        the 3-colour scheme) now, under whatever traffic flows; returns its Record (outcome
+        done or failed, duration, why) once it has ended. PlanError if it does not fit."""
+        async with self.reconfigurer(on_event=on_event) as manager:
+            return await manager.reconfigure(op, timeout=timeout)
+
+    def add_broker(self, broker_id: str, attach: str) -> BrokerConfig:
+        """Start a new broker as a leaf of `attach` (the ROM of `attach`, its own loopback
+        address and the run's ports); returns once it serves. Its link to `attach` comes up
+        when `attach` is told of it (the reconfiguration's AddNeighbor)."""
+        if self.backend.name != "local":
+            raise BackendError(f"add broker: the {self.backend.name} backend cannot add brokers"
+                               " to a running tree yet (local only)")
+        if broker_id in self.configs or broker_id in self.retired:
+            raise BackendError(f"add broker: {broker_id!r} is (or was) a broker of this run")
+        template = self.configs[attach]
+        host = self._next_host()
+        _, listen_port = split_address(template.listen_address)
+        _, admin_port = split_address(template.admin_address)
+        listen, admin = f"{host}:{listen_port}", f"{host}:{admin_port}"
+        metrics = None
+        if template.metrics_address is not None:
+            metrics = f"{host}:{split_address(template.metrics_address)[1]}"
+        trace = (template.trace_path.parent / f"{broker_id}.jsonl"
+                 if template.trace_path is not None else None)
+        config = template.model_copy(update={
+            "broker_id": broker_id, "parent": attach,
+            "neighbors": {attach: template.listen_address},
+            "peers": {b: c.listen_address for b, c in self.configs.items() if b != attach},
+            "links": {attach: next(iter(template.links.values()))} if template.links else {},
+            "listen_address": listen, "admin_address": admin, "metrics_address": metrics,
+            "trace_path": trace,
+            "tuning": template.tuning.model_copy(
+                update={"seed": template.tuning.seed + 7919 * (len(self.configs) + 1)}),
+        })
+        config = BrokerConfig.model_validate(config.model_dump())  # checked like any other
+        started = self.backend.add_broker(config)
+        self.configs[broker_id] = started
+        self.save_state()
+        self.backend.wait_healthy(broker_id, self.startup_timeout)
+        return started
+
+    def remove_broker(self, broker_id: str) -> None:
+        """Stop a broker that has left the tree (SIGTERM: it drains, then exits)."""
+        if broker_id == self.root:
+            raise BackendError(f"remove broker: {broker_id!r} is the root")
+        self.backend.remove_broker(broker_id, timeout=10.0)
+        self.configs.pop(broker_id, None)
+        self.retired.append(broker_id)
+        self.save_state()
+
+    def tree_changed(self, tree: Tree) -> None:
+        """Record the tree a reconfiguration made: the state file, and the backend's links
+        (the neighbours a restarted broker boots with)."""
+        old = {tuple(sorted(e)) for e in self.edges}
+        new = set(tree.edges)
+        for a, b in sorted(old - new):
+            if a in self.configs and b in self.configs:
+                with contextlib.suppress(BackendError, KeyError):
+                    self.backend.remove_link(a, b)
+        for a, b in sorted(new - old):
+            if a in self.configs and b in self.configs and b not in self.configs[a].neighbors:
+                with contextlib.suppress(BackendError, KeyError):
+                    self.backend.add_link(a, b)
+        self.edges = sorted(new)  # type: ignore[arg-type]
+        self.save_state()
+
+    def _next_host(self) -> str:
+        used = [ipaddress.IPv4Address(split_address(c.listen_address)[0])
+                for c in self.configs.values()]
+        used += [ipaddress.IPv4Address(h) for h in self.retired_hosts]
+        host = max(used) + 1
+        if not host.is_loopback:
+            raise BackendError(f"add broker: no loopback address left after {max(used)}")
+        self.retired_hosts.append(str(host))
+        return str(host)
+
     # ---- the state file ---------------------------------------------------------------------
 
     @property
@@ -356,6 +478,8 @@ class Testbed:
                       "ca": _str(self.access.ca), "client_cert": _str(self.access.client_cert),
                       "client_key": _str(self.access.client_key)},
             "link_token": self.link_token,
+            "retired": self.retired,
+            "hosts": self.retired_hosts,
             "brokers": {
                 b: {**_handle(self.backend.handle(b)),
                     "config": str(self.backend.config_path(b)),
@@ -390,11 +514,14 @@ class Testbed:
             run_dir, access, configs, data["brokers"], data.get("backend_state") or {})
         scenario_path = run_dir / "scenario.json"
         scenario = json.loads(scenario_path.read_text()) if scenario_path.exists() else {}
-        return cls(run_id=data["run_id"], run_dir=run_dir, scenario=scenario, configs=configs,
-                   backend=backend, access=access, root=data["root"],
-                   edges=[tuple(e) for e in data["edges"]],  # type: ignore[misc]
-                   link_token=data["link_token"], created=data["created"],
-                   state=data["state"], startup_timeout=data.get("startup_timeout", 30.0))
+        bed = cls(run_id=data["run_id"], run_dir=run_dir, scenario=scenario, configs=configs,
+                  backend=backend, access=access, root=data["root"],
+                  edges=[tuple(e) for e in data["edges"]],  # type: ignore[misc]
+                  link_token=data["link_token"], created=data["created"],
+                  state=data["state"], startup_timeout=data.get("startup_timeout", 30.0))
+        bed.retired = list(data.get("retired") or [])
+        bed.retired_hosts = list(data.get("hosts") or [])
+        return bed
 
 
 def read_state(run_dir: Path) -> dict[str, Any]:

@@ -93,6 +93,7 @@ class LiveWorkload:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._max_subs = scenario.live.max_subscriptions
         self._max_pubs = scenario.live.max_publications
+        self.gone: set[str] = set()  # brokers that left the tree (nothing more planned there)
 
     # ---- the schedule -----------------------------------------------------------------------
 
@@ -100,7 +101,10 @@ class LiveWorkload:
         heapq.heappush(self._heap, (t, next(self._order), action))
 
     def _due(self, action: Action) -> Callable[[float], Awaitable[None] | None] | None:
-        """What to do for a planned action (None: over the count bounds); schedules its end."""
+        """What to do for a planned action (None: over the count bounds, or at a broker that
+        left); schedules its end."""
+        if action.broker in self.gone:
+            return None
         if type(action) is Publish:  # bounded in count by _publish
             return lambda _t, p=action: self._publish(p.publisher, p.broker, p.seq, p.attributes)
         if action.cls is not None:  # a workload subscription
@@ -257,6 +261,18 @@ class LiveWorkload:
         except (grpc.aio.AioRpcError, KeyError) as e:
             self._error(c, "unsubscribe", e, sub_id=sub_id)
 
+    async def leave(self, broker: str) -> None:
+        """`broker` leaves the tree (RemoveLeaf): its subscribers unsubscribe now, its
+        publishers stop, and nothing more is planned there (as in the simulator)."""
+        self.gone.add(broker)
+        for c in [c for c in self._clients.values() if c.broker == broker]:
+            for sub_id in sorted(c.subs):
+                await self._end(c.name, c.broker, sub_id, crash=False)
+            if c.outbox is not None and c.sender is not None:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(2):
+                        await c.outbox.join()  # what was published before reaches the broker
+
     # ---- client crash faults (chaos: client_crash with `clients:`) ---------------------------
 
     def subscribers(self) -> list[str]:
@@ -276,7 +292,7 @@ class LiveWorkload:
         return {"sub_ids": sub_ids, "brokers": sorted({c.broker for c in hit})}
 
     def _publish(self, name: str, broker: str, seq: int, attributes: dict[str, Value]) -> None:
-        if self.stats.publications >= self._max_pubs:
+        if self.stats.publications >= self._max_pubs or broker in self.gone:
             return
         self.stats.publications += 1
         c = self._client(name, broker)

@@ -151,9 +151,11 @@ KIND_LIST = [
          "sim, live", {"rid": S, "phase": S},
          {"path": L, "remove": L, "why": S, "attempt": N, "at": F, "link": L, "relayed": N,
           "count": N, "waited": F, "recolor_round": N}),
-    Kind("reconfiguration", "the manager (the simulator's Reconfigurator) started or finished "
+    Kind("reconfiguration", "the manager (the Reconfigurator: the simulator's, or the "
+         "orchestrator's on a live testbed, node `reconfigure`) started or finished "
          "reconfiguration `rid`, operation `op`; the `finished` record says how it ended and "
-         "how many coordination messages of each kind carried its rid (R15)", "sim",
+         "how many coordination messages of each kind carried its rid (R15; live: counted "
+         "from the brokers' `send` records when `trace.sends` is on)", "sim, orchestrator",
          {"rid": S, "op": S, "phase": S},
          {"outcome": S, "why": S, "path": L, "coordination": J}),
     Kind("optimize", "the tree optimizer at this broker (thesis ch. 5, layer `optimize`): "
@@ -207,6 +209,16 @@ KIND_LIST = [
          {"peer": S}, {"delay_ms": F, "jitter_ms": F, "loss": F, "duplicate": F,
                        "rate_bps": F, "corrupt": F}),
     Kind("link_cut", "the link to `peer` was cut by the admin API", "live", {"peer": S}),
+    Kind("link_open", "a link to `peer` was opened at run time from the address book: a "
+         "neighbour the overlay gained, or an out-of-band channel of a link exchange", "live",
+         {"peer": S}, {"address": S}),
+    Kind("link_close", "a link opened at run time (or one the overlay lost) was closed: not a "
+         "neighbour, not on a locked cycle, nothing queued, idle", "live", {"peer": S},
+         {"why": S}),
+    Kind("peers", "the orchestrator updated this broker's address book (admin SetPeers)",
+         "live", {"peers": L}),
+    Kind("manage", "a management event from the orchestrator (admin Manage): a step of a "
+         "reconfiguration this broker takes part in", "live", {"event": S}, {"args": J}),
     Kind("link_heal", "the link to `peer` was healed by the admin API", "live", {"peer": S}),
     Kind("error", "the runtime caught an error", "live", {"error": S},
          {"event": S, "effect": S}),
@@ -356,7 +368,8 @@ FIELD_DOC: Mapping[str, str] = {
     "duplicate": "duplication probability", "rate_bps": "rate limit", "corrupt":
     "corruption probability",
     "event": "the event being handled", "effect": "the effect being carried out",
-    "address": "the broker address the client uses", "op": "the failed request",
+    "address": "the broker address the client uses (link_open: the address dialled)",
+    "op": "the failed request", "peers": "the brokers whose addresses the book now has",
     # run header
     "scenario": "the scenario's name", "options": "the core's Options (JSON object)",
     "pi": "π, s", "rho": "ρ, s", "delta_min": "δmin, s", "delta_max": "δmax, s",

@@ -23,8 +23,20 @@ from typing import Any, Protocol
 import grpc
 
 from weeble.broker.core.corruption import CorruptionError
-from weeble.broker.core.events import Corrupt, Effect, Event, Receive
-from weeble.broker.runtime.config import BrokerConfig
+from weeble.broker.core.events import (
+    AddNeighbor,
+    Corrupt,
+    Effect,
+    Event,
+    Leave,
+    Receive,
+    RemoveNeighbor,
+    SetParent,
+    StartExchange,
+    SubmitReconfig,
+    Trace,
+)
+from weeble.broker.runtime.config import BrokerConfig, split_address
 from weeble.broker.runtime.links import Link
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.metrics import Metrics
@@ -58,6 +70,8 @@ class AdminTarget(Protocol):
     def client_streams(self) -> list[str]: ...
 
     def request_stop(self, drain_s: float | None = None) -> None: ...
+
+    def set_peers(self, peers: dict[str, str]) -> None: ...
 
 
 # ---- authentication -------------------------------------------------------------------------
@@ -248,6 +262,44 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             after_json=json.dumps(t.core_snapshot(), default=str), effects=tally,
         )
 
+    async def Manage(
+        self, request: admin_pb2.ManageRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.ManageReply:
+        """A management event (a reconfiguration step the manager asks of this broker)."""
+        t = self.t
+        try:
+            event = management_event(request.event, json.loads(request.args_json or "{}"))
+        except (ValueError, TypeError) as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            raise AssertionError("unreachable") from None
+        t.trace.record("manage", event=request.event, args=json.loads(request.args_json or "{}"))
+        try:
+            effects = t.step_checked(event)
+        except Exception as e:  # the core failed on it; the broker itself goes on
+            log.exception("admin Manage %s failed", request.event)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            raise AssertionError("unreachable") from None
+        tally: dict[str, int] = {}
+        traces: list[str] = []
+        for effect in effects:
+            name = _EFFECT_NAMES.get(type(effect).__name__, type(effect).__name__.lower())
+            tally[name] = tally.get(name, 0) + 1
+            if type(effect) is Trace:
+                traces.append(json.dumps({"kind": effect.kind, **effect.fields}, default=str))
+        return admin_pb2.ManageReply(effects=tally, traces_json=traces)
+
+    async def SetPeers(
+        self, request: admin_pb2.SetPeersRequest, context: grpc.aio.ServicerContext
+    ) -> admin_pb2.SetPeersReply:
+        peers = dict(request.peers)
+        for peer, address in peers.items():
+            try:
+                split_address(address)
+            except ValueError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"peers[{peer!r}]: {e}")
+        self.t.set_peers(peers)
+        return admin_pb2.SetPeersReply()
+
     async def Shutdown(
         self, request: admin_pb2.ShutdownRequest, context: grpc.aio.ServicerContext
     ) -> admin_pb2.ShutdownReply:
@@ -297,3 +349,32 @@ def link_status(link: Link) -> admin_pb2.LinkStatus:
         queued=s["queued"],
         counters={k: v for k, v in s["counters"].items() if v >= 0},
     )
+
+
+def management_event(name: str, args: Any) -> Event:
+    """The core event a Manage request names; ValueError naming what is wrong."""
+    if not isinstance(args, dict):
+        raise ValueError("args_json: must be a JSON object")
+    try:
+        if name == "start_exchange":
+            remove = tuple(args["remove"])
+            if len(remove) != 2:
+                raise ValueError("remove: must be a link [a, b]")
+            return StartExchange(str(args["rid"]), tuple(str(b) for b in args["path"]),
+                                 (str(remove[0]), str(remove[1])), int(args.get("seed", 0)))
+        if name == "add_neighbor":
+            return AddNeighbor(str(args["neighbor"]), bool(args.get("bootstrap", True)))
+        if name == "remove_neighbor":
+            return RemoveNeighbor(str(args["neighbor"]), bool(args.get("withdraw", True)))
+        if name == "leave":
+            return Leave()
+        if name == "set_parent":
+            parent = args.get("parent")
+            return SetParent(None if parent is None else str(parent))
+        if name == "submit_reconfig":
+            moves = tuple((str(b), None if p is None else str(p)) for b, p in args["moves"])
+            return SubmitReconfig(str(args["rid"]), moves)
+    except KeyError as e:
+        raise ValueError(f"{name}: missing argument {e.args[0]!r}") from None
+    raise ValueError(f"event: unknown management event {name!r} (start_exchange, add_neighbor,"
+                     " remove_neighbor, leave, set_parent, submit_reconfig)")

@@ -13,6 +13,15 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from weeble.broker.core.events import (
+    AddNeighbor,
+    Event,
+    Leave,
+    RemoveNeighbor,
+    SetParent,
+    StartExchange,
+    SubmitReconfig,
+)
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, link_pb2
 
 
@@ -78,6 +87,39 @@ class AdminClient:
             neighbor=neighbor, envelope=envelope, fault_id=fault_id), **self._kw())
         return {"fault_id": reply.fault_id, "before": json.loads(reply.before_json),
                 "after": json.loads(reply.after_json), "effects": dict(reply.effects)}
+
+    async def manage(self, event: str, **args: Any) -> dict[str, Any]:
+        """A management event for the core (a reconfiguration step): start_exchange,
+        add_neighbor, remove_neighbor, leave, set_parent, submit_reconfig. Returns
+        {'effects': {effect type: count}, 'traces': [the core's trace records]}."""
+        reply = await self.stub.Manage(admin_pb2.ManageRequest(
+            event=event, args_json=json.dumps(args)), **self._kw())
+        return {"effects": dict(reply.effects),
+                "traces": [json.loads(t) for t in reply.traces_json]}
+
+    async def manage_event(self, event: Event) -> dict[str, Any]:
+        """`manage` for a core management event (the inverse of admin.management_event)."""
+        if isinstance(event, StartExchange):
+            return await self.manage("start_exchange", rid=event.rid, path=list(event.path),
+                                     remove=list(event.remove), seed=event.seed)
+        if isinstance(event, AddNeighbor):
+            return await self.manage("add_neighbor", neighbor=event.neighbor,
+                                     bootstrap=event.bootstrap)
+        if isinstance(event, RemoveNeighbor):
+            return await self.manage("remove_neighbor", neighbor=event.neighbor,
+                                     withdraw=event.withdraw)
+        if isinstance(event, Leave):
+            return await self.manage("leave")
+        if isinstance(event, SetParent):
+            return await self.manage("set_parent", parent=event.parent)
+        if isinstance(event, SubmitReconfig):
+            return await self.manage("submit_reconfig", rid=event.rid,
+                                     moves=[list(m) for m in event.moves])
+        raise TypeError(f"not a management event: {event!r}")
+
+    async def set_peers(self, peers: dict[str, str]) -> None:
+        """Update the broker's address book (peer id -> the address it dials)."""
+        await self.stub.SetPeers(admin_pb2.SetPeersRequest(peers=peers), **self._kw())
 
     async def shutdown(self, drain_s: float = 0.0) -> None:
         await self.stub.Shutdown(admin_pb2.ShutdownRequest(drain_s=drain_s), **self._kw())

@@ -31,7 +31,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from weeble.broker.core.rom import Algorithm, ConfigError, Options, Ordering, Params, Rom
+from weeble.broker.core.rom import (
+    Algorithm,
+    Colours,
+    ConfigError,
+    Options,
+    Ordering,
+    OverlayKind,
+    Params,
+    Rom,
+)
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.private import write_private
 from weeble.broker.runtime.wire import Limits
@@ -110,6 +119,8 @@ class Tuning(_Strict):
     max_notification_bytes: int = Field(default=1024 * 1024, ge=64)
     reconnect_min_s: float = Field(default=0.05, gt=0)
     reconnect_max_s: float = Field(default=2.0, gt=0)
+    # a dynamic link (reconfiguration) nobody needs is closed after this long without traffic
+    link_idle_s: float = Field(default=5.0, gt=0)
     hello_timeout_s: float = Field(default=5.0, gt=0)
     drain_timeout_s: float = Field(default=2.0, ge=0)
     trace_flush_interval_s: float = Field(default=0.2, gt=0)
@@ -134,7 +145,12 @@ class BrokerConfig(_Strict):
     options: OptionsConfig = OptionsConfig()
     adverts: bool = False
     ordering: Ordering = Ordering.FIFO
+    overlay: OverlayKind = OverlayKind.STATIC
+    colours: dict[str, Any] | None = None  # the 3-colour scheme's ROM (rom.Colours' fields)
     neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
+    # the address book: every other broker of the run a link may be opened to at run time
+    # (reconfiguration: new neighbours, the link exchange's out-of-band channels)
+    peers: dict[str, str] = Field(default_factory=dict)
     listen_address: str
     admin_address: str
     admin_token: str = Field(min_length=16)
@@ -162,7 +178,7 @@ class BrokerConfig(_Strict):
     def _metrics(cls, value: str | None) -> str | None:
         return None if value is None else _check_address(value)
 
-    @field_validator("neighbors")
+    @field_validator("neighbors", "peers")
     @classmethod
     def _neighbor_addresses(cls, value: dict[str, str]) -> dict[str, str]:
         for name, address in value.items():
@@ -215,6 +231,8 @@ class BrokerConfig(_Strict):
             options=Options(**self.options.model_dump()),
             adverts=self.adverts,
             ordering=self.ordering,
+            overlay=self.overlay,
+            colours=Colours(**self.colours) if self.colours else Colours(),
         )
 
     @staticmethod
@@ -225,7 +243,8 @@ class BrokerConfig(_Strict):
                 "params": asdict(rom.params), "root": rom.root, "parent": rom.parent,
                 "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
                 "options": asdict(rom.options), "adverts": rom.adverts,
-                "ordering": rom.ordering}
+                "ordering": rom.ordering, "overlay": rom.overlay,
+                "colours": asdict(rom.colours) if rom.overlay is OverlayKind.COLOURED else None}
 
     def limits(self) -> Limits:
         t = self.tuning

@@ -1,15 +1,21 @@
 """FIFO links to neighbour brokers: one bidirectional gRPC stream per pair of neighbours.
 
-The broker with the lexicographically smaller id dials (`Link.dial_forever`), the other accepts
-(`LinkService`); the dialer's first envelope is a Hello carrying its id and the per-run link
-token, which the acceptor checks and answers with its own Hello. Each direction of the stream
-is one FIFO channel. A broken stream is redialled with exponential backoff (tenacity); a stream
-for a neighbour that still has a live session is refused (ALREADY_EXISTS), so that nobody with
-the link token can take over a live neighbour's session; the neighbour redials until its old
-session has ended. With TLS on links (`link_tls`), identities are certificates: the dialer
-checks that the acceptor's certificate names the neighbour it dialled (as its DNS name), the
-acceptor that the dialer's certificate names (as its common name) the broker its hello claims;
-a session that claims another broker's id is refused (UNAUTHENTICATED).
+On a link of the broker's configured tree the broker with the lexicographically smaller id dials
+(`Link.dial_forever`), the other accepts (`LinkService`); the dialer's first envelope is a Hello
+carrying its id and the per-run link token, which the acceptor checks and answers with its own
+Hello. Links the overlay gains at run time (a reconfiguration's new link a, a new leaf) and the
+out-of-band channels of the coordinated link exchange (thesis 4.4.2: B1 to Br1, Br2 to Bn) are
+*dynamic*: the broker that first needs one dials it from its address book, and when both dial at
+once the smaller id's stream wins (the larger drops its own dial and accepts; the smaller
+refuses the larger's). A dynamic link that nobody needs any more is closed (server.py).
+Each direction of the stream is one FIFO channel. A broken stream is redialled with exponential
+backoff (tenacity); a stream for a neighbour that still has a live session is refused
+(ALREADY_EXISTS), so that nobody with the link token can take over a live neighbour's session;
+the neighbour redials until its old session has ended.
+With TLS on links (`link_tls`), identities are certificates: the dialer checks that the
+acceptor's certificate names the neighbour it dialled (as its DNS name), the acceptor that
+the dialer's certificate names (as its common name) the broker its hello claims; a session
+that claims another broker's id is refused (UNAUTHENTICATED).
 
 Outgoing messages pass the link shaper (delay, jitter, loss, duplication, rate) into a bounded
 queue that also holds them while the link is down; a message that finds the queue full is
@@ -33,6 +39,7 @@ import contextlib
 import hmac
 import logging
 import random
+import time
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -153,11 +160,16 @@ class Link:
         trace: LiveSink,
         metrics: Metrics,
         rng: random.Random,
+        address: str | None = None,
+        dynamic: bool = False,
     ) -> None:
         self.config = config
         self.neighbor = neighbor
-        self.address = config.neighbors[neighbor]
-        self.dialer = config.dials(neighbor)
+        self.address = address if address is not None else config.neighbors.get(neighbor, "")
+        # a dynamic link is dialled by whoever needs it; a configured one by the smaller id
+        self.dynamic = dynamic
+        self.dialer = config.dials(neighbor) or dynamic
+        self.last_used = time.monotonic()  # of the last message either way (idle links close)
         self._receive = receive
         self._trace = trace
         self._metrics = metrics
@@ -227,6 +239,22 @@ class Link:
 
     # ---- outgoing ---------------------------------------------------------------------------
 
+    @property
+    def unacked(self) -> int:
+        """Messages written to the peer that it has not acknowledged yet."""
+        return self._unacked_items
+
+    @property
+    def dialing(self) -> bool:
+        """A dial task runs and has no session (yet)."""
+        return self._dial_task is not None and not self._dial_task.done() and not self.connected
+
+    def stop_dialing(self) -> None:
+        """Give up my own dial (the peer's stream won a dial collision)."""
+        if self._dial_task is not None:
+            self._dial_task.cancel()
+            self._dial_task = None
+
     def send(self, message: Message, wire: bytes | None = None) -> None:
         """Carry out a Send effect: shape and queue the message (never blocks, never raises).
 
@@ -238,9 +266,10 @@ class Link:
                 self._trace.record("drop", message_ids(message), reason="cut",
                                    **{"from": self.config.broker_id, "to": self.neighbor})
             return
+        self.last_used = time.monotonic()
         seq = self._seq + 1
         if wire is not None:  # a Notify (the caller passes bytes for nothing else)
-            data = notify_envelope(seq, wire)
+            data = notify_envelope(seq, wire, message.color)  # type: ignore[union-attr]
             kind = "notify"
         else:
             try:
@@ -402,6 +431,7 @@ class Link:
             self.receive_bytes(data)
 
     def receive_bytes(self, data: bytes) -> None:
+        self.last_used = time.monotonic()
         try:
             env = link_pb2.EnvelopeView.FromString(data)
         except DecodeError as e:
@@ -452,7 +482,7 @@ class Link:
                 self._sequence_anomaly(seq)
             self._last_in_seq = seq
             notifies += 1
-            receive(neighbor, Notify(n), wire)
+            receive(neighbor, Notify(n, e.notify.gray, e.notify.color), wire)
         if notifies:
             self.counters["received"] += notifies
             self._metrics.message("in", "notify", neighbor, notifies)
@@ -469,7 +499,8 @@ class Link:
             if kind == "notify":
                 wire = env.notify.notification
                 check_notification_size(wire, "notify.notification", self._limits)
-                message: Message = Notify(decode_notification(wire, "notify.notification"))
+                message: Message = Notify(decode_notification(wire, "notify.notification"),
+                                          env.notify.gray, env.notify.color)
             elif kind is None or kind == "hello" or kind == "batch":
                 # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
                 reason = "unknown_kind" if kind is None else f"unexpected_{kind}"
@@ -510,6 +541,7 @@ class Link:
         """Pump one connected stream both ways until it breaks or a newer one replaces it.
 
         peer_max: the largest message the peer accepts, from its hello (0: gRPC's default)."""
+        self.last_used = time.monotonic()
         if self._session is not None:
             self._session.replaced.set()
         self._session = session
@@ -554,13 +586,24 @@ class Link:
     # ---- dialing ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self.dialer and self._dial_task is None:
+        if self.dialer and self._dial_task is None and self.address:
             self._dial_task = asyncio.create_task(self.dial_forever(), name=f"dial-{self.neighbor}")
 
+    def dial(self) -> None:
+        """Dial this (dynamic) link now: it is needed and has no session."""
+        if self._dial_task is None or self._dial_task.done():
+            self._dial_task = None
+            self.dialer = True
+            self.start()
+
     async def dial_forever(self) -> None:
+        """Dial, pump the session, redial when it breaks; a dynamic link dials once: whether
+        it is still needed when its session ends is the broker's call (server.py)."""
         while True:
             session, peer_max = await self._dial_with_backoff()
             await self.run_session(session, peer_max)
+            if self.dynamic:
+                return
 
     async def _dial_with_backoff(self) -> tuple[Session, int]:
         t = self.config.tuning
@@ -663,10 +706,13 @@ class Link:
 class LinkService:
     """The accepting side: validates the dialer's hello and hands the stream to its Link."""
 
-    def __init__(self, config: BrokerConfig, links: dict[str, Link], metrics: Metrics) -> None:
+    def __init__(self, config: BrokerConfig, links: dict[str, Link], metrics: Metrics,
+                 accept: Callable[[str], Link | None] | None = None) -> None:
         self.config = config
         self.links = links
         self.metrics = metrics
+        # the Link for a dialer that is not (yet) a neighbour: a dynamic link (None: refuse)
+        self.accept = accept or self.links.get
 
     def handler(self) -> grpc.GenericRpcHandler:
         # No (de)serializers: undecodable bytes must reach Link.receive_bytes, not fail the RPC.
@@ -686,7 +732,20 @@ class LinkService:
                                     f"{self.config.broker_id}: the hello claims "
                                     f"{greeting.broker_id!r}, the certificate names {named!r}")
                 return
-        link = self.links[greeting.broker_id]
+        link = self.links.get(greeting.broker_id) or self.accept(greeting.broker_id)
+        if link is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"{self.config.broker_id}: {greeting.broker_id!r} is not a "
+                                "broker of this run")
+            return
+        if link.dialing:
+            # both dialled at once: the smaller id's stream wins (no await until run_session)
+            if self.config.broker_id < greeting.broker_id:
+                await context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                                    f"{self.config.broker_id}: dial collision with "
+                                    f"{greeting.broker_id!r}; my own dial wins")
+                return
+            link.stop_dialing()
         await context.write(hello(self.config.broker_id, self.config.link_token,
                                   self.config.tuning.max_message_bytes).SerializeToString())
         if link.connected:
@@ -729,10 +788,10 @@ class LinkService:
         if not hmac.compare_digest(h.link_token, self.config.link_token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                 f"{me}: wrong link token from {h.broker_id!r}")
-        if h.broker_id not in self.links:
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"{me}: unknown broker {h.broker_id!r} is not a neighbour")
-        if self.config.dials(h.broker_id):
+        if h.broker_id == me:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{me}: a link to myself")
+        link = self.links.get(h.broker_id)
+        if link is not None and not link.dynamic and self.config.dials(h.broker_id):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"{me}: link to {h.broker_id!r} is dialled by {me}, not accepted")
         return h

@@ -93,10 +93,14 @@ class BrokerServer:
                               flush_interval=t.trace_flush_interval_s,
                               max_bytes=t.trace_max_bytes)
         self.metrics = Metrics(config.broker_id)
-        seeds = random.Random(t.seed)
+        self._seeds = random.Random(t.seed)
+        # the address book: where every broker of the run is dialled from here (the
+        # orchestrator keeps it current, admin SetPeers); the configured neighbours first
+        self.book: dict[str, str] = {**config.peers, **config.neighbors}
+        self.book.pop(config.broker_id, None)
         self.links: dict[str, Link] = {
             n: Link(config, n, receive=self._on_link_message, trace=self.trace,
-                    metrics=self.metrics, rng=random.Random(seeds.getrandbits(64)))
+                    metrics=self.metrics, rng=random.Random(self._seeds.getrandbits(64)))
             for n in sorted(config.neighbors)
         }
         self.clients = ClientService(
@@ -172,8 +176,7 @@ class BrokerServer:
                 if kind is Send:
                     link = self.links.get(effect.neighbor)  # type: ignore[union-attr]
                     if link is None:
-                        raise KeyError(f"Send to {effect.neighbor!r},"  # type: ignore[union-attr]
-                                       " which is not a neighbour")
+                        link = self.open_link(effect.neighbor)  # type: ignore[union-attr]
                     message = effect.message  # type: ignore[union-attr]
                     # a gray Notify (link exchange) is not the message that arrived: encode it
                     link.send(message, wire if wire is not None and type(message) is Notify
@@ -215,6 +218,90 @@ class BrokerServer:
         late = (self._loop or asyncio.get_running_loop()).time() - due
         self.trace.record("timer", timer=name, late=late, due=time.time() - late)
         self.step(TimerFired(name))
+
+    # ---- dynamic links (reconfiguration) ------------------------------------------------------
+
+    def open_link(self, peer: str) -> Link:
+        """The link to `peer`, opened from the address book if there is none: a neighbour the
+        core gained, or an out-of-band channel of the link exchange. KeyError if `peer` is not
+        in the book (the effect fails, is counted and traced; the broker goes on)."""
+        link = self.links.get(peer)
+        if link is not None:
+            return link
+        address = self.book.get(peer)
+        if address is None or peer == self.config.broker_id:
+            raise KeyError(f"Send to {peer!r}, which is neither a neighbour nor in the address"
+                           " book")
+        link = self._new_link(peer, address)
+        link.dial()
+        return link
+
+    def _new_link(self, peer: str, address: str) -> Link:
+        link = Link(self.config, peer, receive=self._on_link_message, trace=self.trace,
+                    metrics=self.metrics, rng=random.Random(self._seeds.getrandbits(64)),
+                    address=address, dynamic=True)
+        self.links[peer] = link
+        self.trace.record("link_open", peer=peer, address=address)
+        log.info("link %s opened (dynamic, %s)", peer, address)
+        return link
+
+    def accept_link(self, peer: str) -> Link | None:
+        """The acceptor's Link for a dialer of this run that has none yet (None: unknown)."""
+        address = self.book.get(peer)
+        if address is None or peer == self.config.broker_id:
+            return None
+        return self._new_link(peer, address)
+
+    def set_peers(self, peers: dict[str, str]) -> None:
+        """Update the address book (admin SetPeers); links of known peers keep their address
+        until they are dialled again."""
+        for peer, address in peers.items():
+            if peer == self.config.broker_id:
+                continue
+            self.book[peer] = address
+            link = self.links.get(peer)
+            if link is not None and link.dynamic:
+                link.address = address
+        self.trace.record("peers", peers=sorted(peers))
+
+    def wanted_links(self, cycle: bool = True) -> set[str]:
+        """The peers this broker needs a link to now: its overlay neighbours (every colour's,
+        on the coloured overlay) and (`cycle`) the cycle of a link exchange it takes part in."""
+        ram = self.broker.ram
+        try:
+            trees = getattr(ram.overlay, "trees", None)
+            wanted = set(ram.overlay.neighbors)
+            if trees is not None:
+                for tree in trees:
+                    wanted |= set(tree.neighbors)
+            x = ram.exchange
+            if cycle and x is not None and x.locked:
+                wanted |= set(x.path)
+        except Exception:  # a corrupted RAM: keep every link until it heals
+            return set(self.links)
+        wanted.discard(self.config.broker_id)
+        return wanted
+
+    async def _reconcile_links(self, idle_s: float) -> None:
+        """Open links to wanted peers that have none; close dynamic links nobody needs (not a
+        neighbour, not on a locked cycle, nothing queued, idle for `idle_s`)."""
+        wanted = self.wanted_links()
+        now = time.monotonic()
+        for peer in wanted:
+            if peer not in self.links and peer in self.book:
+                self.open_link(peer)
+        for link in self.links.values():  # needed, or something to send: get a session
+            if link.dynamic and not link.connected and not link.dialing and not link.cut and (
+                    link.neighbor in wanted or len(link.queue)):
+                link.dial()
+        for peer, link in list(self.links.items()):
+            if (peer in wanted or len(link.queue) or link.unacked
+                    or now - link.last_used < idle_s):
+                continue
+            del self.links[peer]
+            self.trace.record("link_close", peer=peer, why="not needed")
+            log.info("link %s closed (not a neighbour any more)", peer)
+            await link.close()
 
     def _on_link_message(self, neighbor: str, message: Message, wire: bytes | None) -> None:
         if wire is not None:
@@ -272,7 +359,8 @@ class BrokerServer:
         options = server_options(cfg)
         server = grpc.aio.server(options=options)
         server.add_generic_rpc_handlers(
-            (LinkService(cfg, self.links, self.metrics).handler(), self.clients.handler())
+            (LinkService(cfg, self.links, self.metrics, self.accept_link).handler(),
+             self.clients.handler())
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
@@ -315,6 +403,10 @@ class BrokerServer:
         interval = self.config.tuning.metrics_interval_s
         next_sample = loop.time()
         while True:
+            try:
+                await self._reconcile_links(self.config.tuning.link_idle_s)
+            except Exception as e:  # never stop the sampler
+                log.warning("link reconciliation failed: %s", e)
             await self._update_link_health()
             for link in self.links.values():
                 link.ack_if_due()  # the link layer's acknowledgements: at least every 0.1 s
@@ -374,7 +466,8 @@ class BrokerServer:
         self._peers = peers
 
     async def _update_link_health(self) -> None:
-        serving = all(link.connected for link in self.links.values())
+        links = self.links
+        serving = all(n in links and links[n].connected for n in self.wanted_links(cycle=False))
         if serving != self._links_serving:
             self._links_serving = serving
             status = (health_pb2.HealthCheckResponse.SERVING if serving

@@ -21,7 +21,29 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from weeble.broker.core.filters import Filter, FilterLimitError, FilterSyntaxError, Value
-from weeble.broker.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
+from weeble.broker.core.messages import (
+    Adv,
+    AskPlace,
+    Begin,
+    Bye,
+    End,
+    Lock,
+    Message,
+    Notification,
+    Notify,
+    Place,
+    Recolor,
+    RecolorAck,
+    Reconfigure,
+    Relayed,
+    Reroute,
+    Separator,
+    Sub,
+    Switch,
+    Unadv,
+    Unlock,
+    Unsub,
+)
 from weeble.proto.v1 import client_pb2, link_pb2
 
 PROTOCOL_VERSION = 1
@@ -217,18 +239,100 @@ FILTERS = FilterCache()
 # ---- link messages --------------------------------------------------------------------------
 
 
+# Routing control messages: (core type, envelope/ControlMsg field, id attribute, pb type).
+_CONTROL: tuple[tuple[type, str, str, Any], ...] = (
+    (Sub, "sub", "sub_id", link_pb2.SubMsg),
+    (Unsub, "unsub", "sub_id", link_pb2.UnsubMsg),
+    (Adv, "adv", "adv_id", link_pb2.AdvMsg),
+    (Unadv, "unadv", "adv_id", link_pb2.UnadvMsg),
+)
+_CONTROL_BY_TYPE = {t: (name, ident, pb) for t, name, ident, pb in _CONTROL}
+_CONTROL_BY_NAME = {name: (t, ident) for t, name, ident, _ in _CONTROL}
+
+
+def _control_pb(message: Any) -> tuple[str, Any]:
+    name, ident, pb = _CONTROL_BY_TYPE[type(message)]
+    return name, pb(**{ident: getattr(message, ident)}, filter=str(message.filter),
+                    tag=_tag(message.tag), gray=message.gray)
+
+
+def _control_from(name: str, pb: Any, limits: Limits) -> Any:
+    t, ident = _CONTROL_BY_NAME[name]
+    return t(getattr(pb, ident), parse_filter(pb.filter, f"{name}.filter", limits), pb.tag,
+             pb.gray)
+
+
+def _moves_pb(moves: Any) -> list[link_pb2.MoveMsg]:
+    return [link_pb2.MoveMsg(broker=b, parent=p or "", leaves=p is None) for b, p in moves]
+
+
+def _moves_from(pbs: Any, field: str) -> tuple[tuple[str, str | None], ...]:
+    out: list[tuple[str, str | None]] = []
+    for m in pbs:
+        if not m.broker or (not m.leaves and not m.parent):
+            raise WireError(f"{field}: a move needs a broker and a parent (or leaves)")
+        out.append((m.broker, None if m.leaves else m.parent))
+    return tuple(out)
+
+
+def _rid(rid: str, field: str) -> str:
+    if not rid:
+        raise WireError(f"{field}.rid: must not be empty")
+    return rid
+
+
 def message_to_envelope(message: Message, seq: int) -> link_pb2.Envelope:
     env = link_pb2.Envelope(seq=seq)
-    if isinstance(message, Notify):
-        env.notify.notification.CopyFrom(notification_to_pb(message.notification))
-    elif isinstance(message, Sub):
-        env.sub.CopyFrom(link_pb2.SubMsg(sub_id=message.sub_id, filter=str(message.filter),
-                                         tag=_tag(message.tag)))
-    elif isinstance(message, Unsub):
-        env.unsub.CopyFrom(link_pb2.UnsubMsg(sub_id=message.sub_id, filter=str(message.filter),
-                                             tag=_tag(message.tag)))
-    elif isinstance(message, Switch):
-        env.switch.CopyFrom(link_pb2.SwitchMsg(tag=_tag(message.tag)))
+    t = type(message)
+    if t is Notify:
+        m: Any = message
+        env.notify.notification.CopyFrom(notification_to_pb(m.notification))
+        env.notify.gray = m.gray
+        env.notify.color = _tag(m.color)
+    elif t in _CONTROL_BY_TYPE:
+        name, pb = _control_pb(message)
+        getattr(env, name).CopyFrom(pb)
+    elif t is Switch:
+        env.switch.CopyFrom(link_pb2.SwitchMsg(tag=_tag(message.tag)))  # type: ignore[union-attr]
+    elif t is Lock:
+        m = message
+        env.lock.CopyFrom(link_pb2.LockMsg(rid=m.rid, path=list(m.path), edge_a=m.edge[0],
+                                           edge_b=m.edge[1], refused=m.refused))
+    elif t is Begin:
+        env.begin.rid = message.rid  # type: ignore[union-attr]
+    elif t is Relayed or t is Reroute:
+        m = message
+        name, pb = _control_pb(m.message)
+        target = env.relayed if t is Relayed else env.reroute
+        target.rid = m.rid
+        getattr(target.message, name).CopyFrom(pb)
+        if t is Relayed:
+            target.reroute = m.reroute
+    elif t is Separator:
+        m = message
+        env.separator.CopyFrom(link_pb2.SeparatorMsg(rid=m.rid, brokers=sorted(m.brokers),
+                                                     relayed=m.relayed))
+    elif t is End:
+        env.end.rid = message.rid  # type: ignore[union-attr]
+    elif t is Unlock:
+        m = message
+        env.unlock.CopyFrom(link_pb2.UnlockMsg(rid=m.rid, flip=m.flip))
+    elif t is Bye:
+        env.bye.SetInParent()
+    elif t is Recolor:
+        m = message
+        env.recolor.CopyFrom(link_pb2.RecolorMsg(color=_tag(m.color), moves=_moves_pb(m.moves),
+                                                 rids=list(m.rids), round=_tag(m.round),
+                                                 activating=m.activating))
+    elif t is RecolorAck:
+        env.recolor_ack.color = _tag(message.color)  # type: ignore[union-attr]
+    elif t is AskPlace:
+        env.ask_place.SetInParent()
+    elif t is Place:
+        env.place.pointer = message.pointer  # type: ignore[union-attr]
+    elif t is Reconfigure:
+        m = message
+        env.reconfigure.CopyFrom(link_pb2.ReconfigureMsg(rid=m.rid, moves=_moves_pb(m.moves)))
     else:
         raise WireError(f"message: no wire form for {type(message).__name__}")
     return env
@@ -238,15 +342,53 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
     """Decode one non-hello, non-batch envelope; WireError on an unknown kind or bad field."""
     kind = env.WhichOneof("kind")
     if kind == "notify":
-        return Notify(notification_from_pb(env.notify.notification))
-    if kind == "sub":
-        return Sub(env.sub.sub_id, parse_filter(env.sub.filter, "sub.filter", limits),
-                   env.sub.tag)
-    if kind == "unsub":
-        return Unsub(env.unsub.sub_id, parse_filter(env.unsub.filter, "unsub.filter", limits),
-                     env.unsub.tag)
+        n = env.notify
+        return Notify(notification_from_pb(n.notification), n.gray, n.color)
+    if kind in _CONTROL_BY_NAME:
+        return _control_from(kind, getattr(env, kind), limits)
     if kind == "switch":
         return Switch(env.switch.tag)
+    if kind == "lock":
+        m = env.lock
+        path = tuple(m.path)
+        if len(path) < 2 or not m.edge_a or not m.edge_b:
+            raise WireError("lock: needs a path and both ends of the link to remove")
+        return Lock(_rid(m.rid, "lock"), path, (m.edge_a, m.edge_b), m.refused)
+    if kind == "begin":
+        return Begin(_rid(env.begin.rid, "begin"))
+    if kind == "relayed" or kind == "reroute":
+        m = getattr(env, kind)
+        inner = m.message.WhichOneof("kind")
+        if inner is None:
+            raise WireError(f"{kind}.message: no control message set")
+        control = _control_from(inner, getattr(m.message, inner), limits)
+        if kind == "relayed":
+            return Relayed(_rid(m.rid, kind), control, m.reroute)
+        return Reroute(_rid(m.rid, kind), control)
+    if kind == "separator":
+        m = env.separator
+        return Separator(_rid(m.rid, kind), frozenset(m.brokers), m.relayed)
+    if kind == "end":
+        return End(_rid(env.end.rid, kind))
+    if kind == "unlock":
+        return Unlock(_rid(env.unlock.rid, kind), env.unlock.flip)
+    if kind == "bye":
+        return Bye()
+    if kind == "recolor":
+        m = env.recolor
+        return Recolor(m.color, _moves_from(m.moves, "recolor.moves"), tuple(m.rids), m.round,
+                       m.activating)
+    if kind == "recolor_ack":
+        return RecolorAck(env.recolor_ack.color)
+    if kind == "ask_place":
+        return AskPlace()
+    if kind == "place":
+        if not env.place.pointer:
+            raise WireError("place.pointer: must not be empty")
+        return Place(env.place.pointer)
+    if kind == "reconfigure":
+        m = env.reconfigure
+        return Reconfigure(_rid(m.rid, kind), _moves_from(m.moves, "reconfigure.moves"))
     raise WireError(f"envelope: unexpected kind {kind!r}")
 
 
@@ -260,7 +402,12 @@ def kind_of(message: Message) -> str:
     return _KINDS.get(type(message), type(message).__name__.lower())
 
 
-_KINDS: dict[type, str] = {Notify: "notify", Sub: "sub", Unsub: "unsub", Switch: "switch"}
+_KINDS: dict[type, str] = {Notify: "notify", Sub: "sub", Unsub: "unsub", Switch: "switch",
+                           Adv: "adv", Unadv: "unadv", Lock: "lock", Begin: "begin",
+                           Relayed: "relayed", Reroute: "reroute", Separator: "separator",
+                           End: "end", Unlock: "unlock", Bye: "bye", Recolor: "recolor",
+                           RecolorAck: "recolor_ack", AskPlace: "ask_place", Place: "place",
+                           Reconfigure: "reconfigure"}
 
 
 def hello(broker_id: str, link_token: str, max_message_bytes: int = 0) -> link_pb2.Envelope:
@@ -333,6 +480,7 @@ def envelope_seq(envelope: bytes) -> int:
 _ENVELOPE_SEQ_TAG = b"\x08"
 _ENVELOPE_NOTIFY_TAG = b"\x6a"
 _NOTIFY_NOTIFICATION_TAG = b"\x0a"
+_NOTIFY_COLOR_TAG = b"\x18"  # NotifyMsg.color: field 3, varint
 # SubscriptionEvent{sub_id = 1, notification = 3, batch = 4 {notifications = 1}}
 _EVENT_SUB_ID_TAG = b"\x0a"
 _EVENT_NOTIFICATION_TAG = b"\x1a"
@@ -343,9 +491,15 @@ _REQUEST_CLIENT_TAG = b"\x0a"
 _REQUEST_NOTIFICATIONS_TAG = b"\x12"
 
 
-def notify_envelope(seq: int, notification: bytes) -> bytes:
-    """The encoded Envelope(seq, notify=NotifyMsg(notification)) around an encoded notification."""
+def notify_envelope(seq: int, notification: bytes, color: int = 0) -> bytes:
+    """The encoded Envelope(seq, notify=NotifyMsg(notification, color)) around an encoded
+    notification (a gray one is encoded by message_to_envelope; it is rare)."""
     n = len(notification)
+    if color:
+        inner = (_NOTIFY_NOTIFICATION_TAG + _varint(n) + notification + _NOTIFY_COLOR_TAG
+                 + _varint(color))
+        return (_ENVELOPE_SEQ_TAG + _varint(seq) + _ENVELOPE_NOTIFY_TAG + _varint(len(inner))
+                + inner)
     if n < 126:  # the common case, without a call per length: both lengths fit one byte
         return (_ENVELOPE_SEQ_TAG + _varint(seq) + _ENVELOPE_NOTIFY_TAG + _SMALL[n + 2]
                 + _NOTIFY_NOTIFICATION_TAG + _SMALL[n] + notification)

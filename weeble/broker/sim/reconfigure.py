@@ -17,6 +17,12 @@ and learns from their trace records when an exchange is done:
 Operations run one after the other (`run_plan`), or are started as they come (`start`), in which
 case overlapping exchanges meet the locks.
 
+The same Reconfigurator manages a live testbed (weeble/orchestrator/reconfigure.py): there the
+Network's engine injects through the brokers' admin API, boots and stops broker processes, and
+feeds the brokers' `reconfig` trace records back to `_observe`. A live network has `then(fn)`:
+an operation that is done once its steps are carried out (a leaf add or removal, the strawman)
+finishes only when they are, not at the instant they were asked for.
+
 As the manager it writes a `reconfiguration` record when it starts an operation and when it
 learns how it ended (with the coordination messages that carried its rid, counted on the
 engine's sends): the records rule R15 of the checker judges each reconfiguration by.
@@ -110,6 +116,17 @@ class Reconfigurator:
 
     # ---- what a scenario asks for -----------------------------------------------------------
 
+    def schedule(self, plan: list[tuple[float | None, Op | Tree]], start: float) -> list[Record]:
+        """A scenario's plan (`Scenario.reconfiguration_plan()`): the steps without a time one
+        after the other from `start`, the others at their time."""
+        sequential = [op for at, op in plan if at is None]
+        records = self.run_plan(start, sequential) if sequential else []  # type: ignore[arg-type]
+        for at, op in plan:
+            if at is not None:
+                records.append(self.move_to(at, op) if isinstance(op, Tree)
+                               else self.start(at, op))
+        return records
+
     def run_plan(self, t: float, ops: list[Op]) -> list[Record]:
         """Run `ops` one after the other from time t."""
         records = [self._record(t, op) for op in ops]
@@ -170,7 +187,7 @@ class Reconfigurator:
                 apply(self.tree, op)  # check it before anything happens
                 self.net.add_broker(now, op.new, op.attach)
                 self._inject(now, op.attach, AddNeighbor(op.new))
-                self._finish(now, record, "done")
+                self._applied(now, record)
             else:
                 if op.leaf == self.net.root:
                     raise PlanError(f"remove leaf: {op.leaf!r} is the root")
@@ -178,7 +195,7 @@ class Reconfigurator:
                 self._leaving[op.leaf] = record
                 self._inject(now, op.leaf, Leave())
                 self.net.retire_broker(now, op.leaf)
-                self._finish(now, record, "done")
+                self._applied(now, record)
         except PlanError as e:
             self._finish(now, record, "failed", str(e))
         if record is self._current and record.outcome != "running":
@@ -203,7 +220,22 @@ class Reconfigurator:
         for b in sorted(new):
             if old.get(b) != new[b]:
                 self._inject(now, b, SetParent(new[b]))
-        self._finish(now, record, "done")
+        self._applied(now, record)
+
+    def _applied(self, now: float, record: Record) -> None:
+        """The operation's steps are asked for: done now (the simulator), or once a live
+        network has carried them out (`then`; `why` says what failed, if anything)."""
+        then = getattr(self.net, "then", None)
+        if then is None:
+            self._finish(now, record, "done")
+            return
+
+        def carried_out(t: float, why: str) -> None:
+            self._finish(t, record, "failed" if why else "done", why)
+            if record is self._current:
+                self._continue(t)
+
+        then(carried_out)
 
     def _request(self, now: float, record: Record) -> None:
         """4.5.3: the operation as per-broker parent pointers, for the root."""

@@ -272,16 +272,7 @@ def _reconfigure(scenario: Scenario, sim: Simulation, clients: Clients) -> CostM
         p, c = o.costs(topology.brokers, scenario.seed)
         monitor = CostMonitor(driver, p, c, o.heuristic, o.cost_every, scenario.duration)
     sim.retire_observers.append(clients.leave)
-    plan = scenario.reconfiguration_plan()
-    sequential = [op for at, op in plan if at is None]
-    if sequential:
-        driver.run_plan(x.start, sequential)  # type: ignore[arg-type]
-    for at, op in plan:
-        if at is not None:
-            if isinstance(op, Tree):
-                driver.move_to(at, op)
-            else:
-                driver.start(at, op)
+    driver.schedule(scenario.reconfiguration_plan(), x.start)
     if scenario.check_every is None:
         return monitor
     period, until = scenario.check_every, scenario.duration

@@ -158,6 +158,46 @@ class InjectReply(_message.Message):
     effects: _containers.ScalarMap[str, int]
     def __init__(self, fault_id: _Optional[str] = ..., before_json: _Optional[str] = ..., after_json: _Optional[str] = ..., effects: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
+class ManageRequest(_message.Message):
+    __slots__ = ("event", "args_json")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    event: str
+    args_json: str
+    def __init__(self, event: _Optional[str] = ..., args_json: _Optional[str] = ...) -> None: ...
+
+class ManageReply(_message.Message):
+    __slots__ = ("effects", "traces_json")
+    class EffectsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    TRACES_JSON_FIELD_NUMBER: _ClassVar[int]
+    effects: _containers.ScalarMap[str, int]
+    traces_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, effects: _Optional[_Mapping[str, int]] = ..., traces_json: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetPeersRequest(_message.Message):
+    __slots__ = ("peers",)
+    class PeersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    peers: _containers.ScalarMap[str, str]
+    def __init__(self, peers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SetPeersReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ShutdownRequest(_message.Message):
     __slots__ = ("drain_s",)
     DRAIN_S_FIELD_NUMBER: _ClassVar[int]

@@ -66,6 +66,16 @@ class AdminStub:
                 request_serializer=weeble_dot_v1_dot_admin__pb2.InjectRequest.SerializeToString,
                 response_deserializer=weeble_dot_v1_dot_admin__pb2.InjectReply.FromString,
                 _registered_method=True)
+        self.Manage = channel.unary_unary(
+                '/weeble.v1.Admin/Manage',
+                request_serializer=weeble_dot_v1_dot_admin__pb2.ManageRequest.SerializeToString,
+                response_deserializer=weeble_dot_v1_dot_admin__pb2.ManageReply.FromString,
+                _registered_method=True)
+        self.SetPeers = channel.unary_unary(
+                '/weeble.v1.Admin/SetPeers',
+                request_serializer=weeble_dot_v1_dot_admin__pb2.SetPeersRequest.SerializeToString,
+                response_deserializer=weeble_dot_v1_dot_admin__pb2.SetPeersReply.FromString,
+                _registered_method=True)
         self.Shutdown = channel.unary_unary(
                 '/weeble.v1.Admin/Shutdown',
                 request_serializer=weeble_dot_v1_dot_admin__pb2.ShutdownRequest.SerializeToString,
@@ -112,6 +122,18 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Manage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPeers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Shutdown(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -150,6 +172,16 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Inject,
                     request_deserializer=weeble_dot_v1_dot_admin__pb2.InjectRequest.FromString,
                     response_serializer=weeble_dot_v1_dot_admin__pb2.InjectReply.SerializeToString,
+            ),
+            'Manage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Manage,
+                    request_deserializer=weeble_dot_v1_dot_admin__pb2.ManageRequest.FromString,
+                    response_serializer=weeble_dot_v1_dot_admin__pb2.ManageReply.SerializeToString,
+            ),
+            'SetPeers': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPeers,
+                    request_deserializer=weeble_dot_v1_dot_admin__pb2.SetPeersRequest.FromString,
+                    response_serializer=weeble_dot_v1_dot_admin__pb2.SetPeersReply.SerializeToString,
             ),
             'Shutdown': grpc.unary_unary_rpc_method_handler(
                     servicer.Shutdown,
@@ -319,6 +351,60 @@ class Admin:
             '/weeble.v1.Admin/Inject',
             weeble_dot_v1_dot_admin__pb2.InjectRequest.SerializeToString,
             weeble_dot_v1_dot_admin__pb2.InjectReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Manage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weeble.v1.Admin/Manage',
+            weeble_dot_v1_dot_admin__pb2.ManageRequest.SerializeToString,
+            weeble_dot_v1_dot_admin__pb2.ManageReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPeers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weeble.v1.Admin/SetPeers',
+            weeble_dot_v1_dot_admin__pb2.SetPeersRequest.SerializeToString,
+            weeble_dot_v1_dot_admin__pb2.SetPeersReply.FromString,
             options,
             channel_credentials,
             insecure,

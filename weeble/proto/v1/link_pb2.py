@@ -27,7 +27,7 @@ _sym_db = _symbol_database.Default()
 from . import client_pb2 as weeble_dot_v1_dot_client__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14weeble/v1/link.proto\x12\tweeble.v1\x1a\x16weeble/v1/client.proto\"c\n\x05Hello\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x12\n\nlink_token\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\r\"5\n\x06SubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\"7\n\x08UnsubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\":\n\tNotifyMsg\x12-\n\x0cnotification\x18\x01 \x01(\x0b\x32\x17.weeble.v1.Notification\"\x18\n\tSwitchMsg\x12\x0b\n\x03tag\x18\x01 \x01(\r\"/\n\x05\x42\x61tch\x12&\n\tenvelopes\x18\x01 \x03(\x0b\x32\x13.weeble.v1.Envelope\"\x8a\x02\n\x08\x45nvelope\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12&\n\x06notify\x18\r \x01(\x0b\x32\x14.weeble.v1.NotifyMsgH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12!\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x10.weeble.v1.BatchH\x00\x42\x06\n\x04kind\"\x93\x02\n\x0c\x45nvelopeView\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12\'\n\x06notify\x18\r \x01(\x0b\x32\x15.weeble.v1.NotifyViewH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12%\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x14.weeble.v1.BatchViewH\x00\x42\x06\n\x04kind\"\"\n\nNotifyView\x12\x14\n\x0cnotification\x18\x01 \x01(\x0c\"7\n\tBatchView\x12*\n\tenvelopes\x18\x01 \x03(\x0b\x32\x17.weeble.v1.EnvelopeView2?\n\x04Link\x12\x37\n\x07\x43onnect\x12\x13.weeble.v1.Envelope\x1a\x13.weeble.v1.Envelope(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14weeble/v1/link.proto\x12\tweeble.v1\x1a\x16weeble/v1/client.proto\"c\n\x05Hello\x12\x11\n\tbroker_id\x18\x01 \x01(\t\x12\x12\n\nlink_token\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x04 \x01(\r\"C\n\x06SubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\x12\x0c\n\x04gray\x18\x04 \x01(\x08\"E\n\x08UnsubMsg\x12\x0e\n\x06sub_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\x12\x0c\n\x04gray\x18\x04 \x01(\x08\"W\n\tNotifyMsg\x12-\n\x0cnotification\x18\x01 \x01(\x0b\x32\x17.weeble.v1.Notification\x12\x0c\n\x04gray\x18\x02 \x01(\x08\x12\r\n\x05\x63olor\x18\x03 \x01(\r\"C\n\x06\x41\x64vMsg\x12\x0e\n\x06\x61\x64v_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\x12\x0c\n\x04gray\x18\x04 \x01(\x08\"E\n\x08UnadvMsg\x12\x0e\n\x06\x61\x64v_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ilter\x18\x02 \x01(\t\x12\x0b\n\x03tag\x18\x03 \x01(\r\x12\x0c\n\x04gray\x18\x04 \x01(\x08\"\xa4\x01\n\nControlMsg\x12 \n\x03sub\x18\x01 \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x02 \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12 \n\x03\x61\x64v\x18\x03 \x01(\x0b\x32\x11.weeble.v1.AdvMsgH\x00\x12$\n\x05unadv\x18\x04 \x01(\x0b\x32\x13.weeble.v1.UnadvMsgH\x00\x42\x06\n\x04kind\"U\n\x07LockMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x03(\t\x12\x0e\n\x06\x65\x64ge_a\x18\x03 \x01(\t\x12\x0e\n\x06\x65\x64ge_b\x18\x04 \x01(\t\x12\x0f\n\x07refused\x18\x05 \x01(\t\"\x17\n\x08\x42\x65ginMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\"R\n\nRelayedMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\x12&\n\x07message\x18\x02 \x01(\x0b\x32\x15.weeble.v1.ControlMsg\x12\x0f\n\x07reroute\x18\x03 \x01(\x08\"A\n\nRerouteMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\x12&\n\x07message\x18\x02 \x01(\x0b\x32\x15.weeble.v1.ControlMsg\"=\n\x0cSeparatorMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\x12\x0f\n\x07\x62rokers\x18\x02 \x03(\t\x12\x0f\n\x07relayed\x18\x03 \x01(\x08\"\x15\n\x06\x45ndMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\"&\n\tUnlockMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\x12\x0c\n\x04\x66lip\x18\x02 \x01(\x08\"\x08\n\x06\x42yeMsg\"9\n\x07MoveMsg\x12\x0e\n\x06\x62roker\x18\x01 \x01(\t\x12\x0e\n\x06parent\x18\x02 \x01(\t\x12\x0e\n\x06leaves\x18\x03 \x01(\x08\"o\n\nRecolorMsg\x12\r\n\x05\x63olor\x18\x01 \x01(\r\x12!\n\x05moves\x18\x02 \x03(\x0b\x32\x12.weeble.v1.MoveMsg\x12\x0c\n\x04rids\x18\x03 \x03(\t\x12\r\n\x05round\x18\x04 \x01(\r\x12\x12\n\nactivating\x18\x05 \x01(\x08\"\x1e\n\rRecolorAckMsg\x12\r\n\x05\x63olor\x18\x01 \x01(\r\"\r\n\x0b\x41skPlaceMsg\"\x1b\n\x08PlaceMsg\x12\x0f\n\x07pointer\x18\x01 \x01(\t\"@\n\x0eReconfigureMsg\x12\x0b\n\x03rid\x18\x01 \x01(\t\x12!\n\x05moves\x18\x02 \x03(\x0b\x32\x12.weeble.v1.MoveMsg\"\x18\n\tSwitchMsg\x12\x0b\n\x03tag\x18\x01 \x01(\r\"/\n\x05\x42\x61tch\x12&\n\tenvelopes\x18\x01 \x03(\x0b\x32\x13.weeble.v1.Envelope\"\xea\x06\n\x08\x45nvelope\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12&\n\x06notify\x18\r \x01(\x0b\x32\x14.weeble.v1.NotifyMsgH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12!\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x10.weeble.v1.BatchH\x00\x12 \n\x03\x61\x64v\x18\x10 \x01(\x0b\x32\x11.weeble.v1.AdvMsgH\x00\x12$\n\x05unadv\x18\x11 \x01(\x0b\x32\x13.weeble.v1.UnadvMsgH\x00\x12\"\n\x04lock\x18\x12 \x01(\x0b\x32\x12.weeble.v1.LockMsgH\x00\x12$\n\x05\x62\x65gin\x18\x13 \x01(\x0b\x32\x13.weeble.v1.BeginMsgH\x00\x12(\n\x07relayed\x18\x14 \x01(\x0b\x32\x15.weeble.v1.RelayedMsgH\x00\x12(\n\x07reroute\x18\x15 \x01(\x0b\x32\x15.weeble.v1.RerouteMsgH\x00\x12,\n\tseparator\x18\x16 \x01(\x0b\x32\x17.weeble.v1.SeparatorMsgH\x00\x12 \n\x03\x65nd\x18\x17 \x01(\x0b\x32\x11.weeble.v1.EndMsgH\x00\x12&\n\x06unlock\x18\x18 \x01(\x0b\x32\x14.weeble.v1.UnlockMsgH\x00\x12 \n\x03\x62ye\x18\x19 \x01(\x0b\x32\x11.weeble.v1.ByeMsgH\x00\x12(\n\x07recolor\x18\x1a \x01(\x0b\x32\x15.weeble.v1.RecolorMsgH\x00\x12/\n\x0brecolor_ack\x18\x1b \x01(\x0b\x32\x18.weeble.v1.RecolorAckMsgH\x00\x12+\n\task_place\x18\x1c \x01(\x0b\x32\x16.weeble.v1.AskPlaceMsgH\x00\x12$\n\x05place\x18\x1d \x01(\x0b\x32\x13.weeble.v1.PlaceMsgH\x00\x12\x30\n\x0breconfigure\x18\x1e \x01(\x0b\x32\x19.weeble.v1.ReconfigureMsgH\x00\x42\x06\n\x04kind\"\xf3\x06\n\x0c\x45nvelopeView\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x63k\x18\x02 \x01(\x04\x12!\n\x05hello\x18\n \x01(\x0b\x32\x10.weeble.v1.HelloH\x00\x12 \n\x03sub\x18\x0b \x01(\x0b\x32\x11.weeble.v1.SubMsgH\x00\x12$\n\x05unsub\x18\x0c \x01(\x0b\x32\x13.weeble.v1.UnsubMsgH\x00\x12\'\n\x06notify\x18\r \x01(\x0b\x32\x15.weeble.v1.NotifyViewH\x00\x12&\n\x06switch\x18\x0e \x01(\x0b\x32\x14.weeble.v1.SwitchMsgH\x00\x12%\n\x05\x62\x61tch\x18\x0f \x01(\x0b\x32\x14.weeble.v1.BatchViewH\x00\x12 \n\x03\x61\x64v\x18\x10 \x01(\x0b\x32\x11.weeble.v1.AdvMsgH\x00\x12$\n\x05unadv\x18\x11 \x01(\x0b\x32\x13.weeble.v1.UnadvMsgH\x00\x12\"\n\x04lock\x18\x12 \x01(\x0b\x32\x12.weeble.v1.LockMsgH\x00\x12$\n\x05\x62\x65gin\x18\x13 \x01(\x0b\x32\x13.weeble.v1.BeginMsgH\x00\x12(\n\x07relayed\x18\x14 \x01(\x0b\x32\x15.weeble.v1.RelayedMsgH\x00\x12(\n\x07reroute\x18\x15 \x01(\x0b\x32\x15.weeble.v1.RerouteMsgH\x00\x12,\n\tseparator\x18\x16 \x01(\x0b\x32\x17.weeble.v1.SeparatorMsgH\x00\x12 \n\x03\x65nd\x18\x17 \x01(\x0b\x32\x11.weeble.v1.EndMsgH\x00\x12&\n\x06unlock\x18\x18 \x01(\x0b\x32\x14.weeble.v1.UnlockMsgH\x00\x12 \n\x03\x62ye\x18\x19 \x01(\x0b\x32\x11.weeble.v1.ByeMsgH\x00\x12(\n\x07recolor\x18\x1a \x01(\x0b\x32\x15.weeble.v1.RecolorMsgH\x00\x12/\n\x0brecolor_ack\x18\x1b \x01(\x0b\x32\x18.weeble.v1.RecolorAckMsgH\x00\x12+\n\task_place\x18\x1c \x01(\x0b\x32\x16.weeble.v1.AskPlaceMsgH\x00\x12$\n\x05place\x18\x1d \x01(\x0b\x32\x13.weeble.v1.PlaceMsgH\x00\x12\x30\n\x0breconfigure\x18\x1e \x01(\x0b\x32\x19.weeble.v1.ReconfigureMsgH\x00\x42\x06\n\x04kind\"?\n\nNotifyView\x12\x14\n\x0cnotification\x18\x01 \x01(\x0c\x12\x0c\n\x04gray\x18\x02 \x01(\x08\x12\r\n\x05\x63olor\x18\x03 \x01(\r\"7\n\tBatchView\x12*\n\tenvelopes\x18\x01 \x03(\x0b\x32\x17.weeble.v1.EnvelopeView2?\n\x04Link\x12\x37\n\x07\x43onnect\x12\x13.weeble.v1.Envelope\x1a\x13.weeble.v1.Envelope(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,23 +37,57 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO']._serialized_start=59
   _globals['_HELLO']._serialized_end=158
   _globals['_SUBMSG']._serialized_start=160
-  _globals['_SUBMSG']._serialized_end=213
-  _globals['_UNSUBMSG']._serialized_start=215
-  _globals['_UNSUBMSG']._serialized_end=270
-  _globals['_NOTIFYMSG']._serialized_start=272
-  _globals['_NOTIFYMSG']._serialized_end=330
-  _globals['_SWITCHMSG']._serialized_start=332
-  _globals['_SWITCHMSG']._serialized_end=356
-  _globals['_BATCH']._serialized_start=358
-  _globals['_BATCH']._serialized_end=405
-  _globals['_ENVELOPE']._serialized_start=408
-  _globals['_ENVELOPE']._serialized_end=674
-  _globals['_ENVELOPEVIEW']._serialized_start=677
-  _globals['_ENVELOPEVIEW']._serialized_end=952
-  _globals['_NOTIFYVIEW']._serialized_start=954
-  _globals['_NOTIFYVIEW']._serialized_end=988
-  _globals['_BATCHVIEW']._serialized_start=990
-  _globals['_BATCHVIEW']._serialized_end=1045
-  _globals['_LINK']._serialized_start=1047
-  _globals['_LINK']._serialized_end=1110
+  _globals['_SUBMSG']._serialized_end=227
+  _globals['_UNSUBMSG']._serialized_start=229
+  _globals['_UNSUBMSG']._serialized_end=298
+  _globals['_NOTIFYMSG']._serialized_start=300
+  _globals['_NOTIFYMSG']._serialized_end=387
+  _globals['_ADVMSG']._serialized_start=389
+  _globals['_ADVMSG']._serialized_end=456
+  _globals['_UNADVMSG']._serialized_start=458
+  _globals['_UNADVMSG']._serialized_end=527
+  _globals['_CONTROLMSG']._serialized_start=530
+  _globals['_CONTROLMSG']._serialized_end=694
+  _globals['_LOCKMSG']._serialized_start=696
+  _globals['_LOCKMSG']._serialized_end=781
+  _globals['_BEGINMSG']._serialized_start=783
+  _globals['_BEGINMSG']._serialized_end=806
+  _globals['_RELAYEDMSG']._serialized_start=808
+  _globals['_RELAYEDMSG']._serialized_end=890
+  _globals['_REROUTEMSG']._serialized_start=892
+  _globals['_REROUTEMSG']._serialized_end=957
+  _globals['_SEPARATORMSG']._serialized_start=959
+  _globals['_SEPARATORMSG']._serialized_end=1020
+  _globals['_ENDMSG']._serialized_start=1022
+  _globals['_ENDMSG']._serialized_end=1043
+  _globals['_UNLOCKMSG']._serialized_start=1045
+  _globals['_UNLOCKMSG']._serialized_end=1083
+  _globals['_BYEMSG']._serialized_start=1085
+  _globals['_BYEMSG']._serialized_end=1093
+  _globals['_MOVEMSG']._serialized_start=1095
+  _globals['_MOVEMSG']._serialized_end=1152
+  _globals['_RECOLORMSG']._serialized_start=1154
+  _globals['_RECOLORMSG']._serialized_end=1265
+  _globals['_RECOLORACKMSG']._serialized_start=1267
+  _globals['_RECOLORACKMSG']._serialized_end=1297
+  _globals['_ASKPLACEMSG']._serialized_start=1299
+  _globals['_ASKPLACEMSG']._serialized_end=1312
+  _globals['_PLACEMSG']._serialized_start=1314
+  _globals['_PLACEMSG']._serialized_end=1341
+  _globals['_RECONFIGUREMSG']._serialized_start=1343
+  _globals['_RECONFIGUREMSG']._serialized_end=1407
+  _globals['_SWITCHMSG']._serialized_start=1409
+  _globals['_SWITCHMSG']._serialized_end=1433
+  _globals['_BATCH']._serialized_start=1435
+  _globals['_BATCH']._serialized_end=1482
+  _globals['_ENVELOPE']._serialized_start=1485
+  _globals['_ENVELOPE']._serialized_end=2359
+  _globals['_ENVELOPEVIEW']._serialized_start=2362
+  _globals['_ENVELOPEVIEW']._serialized_end=3245
+  _globals['_NOTIFYVIEW']._serialized_start=3247
+  _globals['_NOTIFYVIEW']._serialized_end=3310
+  _globals['_BATCHVIEW']._serialized_start=3312
+  _globals['_BATCHVIEW']._serialized_end=3367
+  _globals['_LINK']._serialized_start=3369
+  _globals['_LINK']._serialized_end=3432
 # @@protoc_insertion_point(module_scope)

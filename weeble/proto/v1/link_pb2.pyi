@@ -22,30 +22,188 @@ class Hello(_message.Message):
     def __init__(self, broker_id: _Optional[str] = ..., link_token: _Optional[str] = ..., protocol_version: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class SubMsg(_message.Message):
-    __slots__ = ("sub_id", "filter", "tag")
+    __slots__ = ("sub_id", "filter", "tag", "gray")
     SUB_ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     TAG_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
     sub_id: str
     filter: str
     tag: int
-    def __init__(self, sub_id: _Optional[str] = ..., filter: _Optional[str] = ..., tag: _Optional[int] = ...) -> None: ...
+    gray: bool
+    def __init__(self, sub_id: _Optional[str] = ..., filter: _Optional[str] = ..., tag: _Optional[int] = ..., gray: _Optional[bool] = ...) -> None: ...
 
 class UnsubMsg(_message.Message):
-    __slots__ = ("sub_id", "filter", "tag")
+    __slots__ = ("sub_id", "filter", "tag", "gray")
     SUB_ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     TAG_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
     sub_id: str
     filter: str
     tag: int
-    def __init__(self, sub_id: _Optional[str] = ..., filter: _Optional[str] = ..., tag: _Optional[int] = ...) -> None: ...
+    gray: bool
+    def __init__(self, sub_id: _Optional[str] = ..., filter: _Optional[str] = ..., tag: _Optional[int] = ..., gray: _Optional[bool] = ...) -> None: ...
 
 class NotifyMsg(_message.Message):
-    __slots__ = ("notification",)
+    __slots__ = ("notification", "gray", "color")
     NOTIFICATION_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
+    COLOR_FIELD_NUMBER: _ClassVar[int]
     notification: _client_pb2.Notification
-    def __init__(self, notification: _Optional[_Union[_client_pb2.Notification, _Mapping]] = ...) -> None: ...
+    gray: bool
+    color: int
+    def __init__(self, notification: _Optional[_Union[_client_pb2.Notification, _Mapping]] = ..., gray: _Optional[bool] = ..., color: _Optional[int] = ...) -> None: ...
+
+class AdvMsg(_message.Message):
+    __slots__ = ("adv_id", "filter", "tag", "gray")
+    ADV_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
+    adv_id: str
+    filter: str
+    tag: int
+    gray: bool
+    def __init__(self, adv_id: _Optional[str] = ..., filter: _Optional[str] = ..., tag: _Optional[int] = ..., gray: _Optional[bool] = ...) -> None: ...
+
+class UnadvMsg(_message.Message):
+    __slots__ = ("adv_id", "filter", "tag", "gray")
+    ADV_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
+    adv_id: str
+    filter: str
+    tag: int
+    gray: bool
+    def __init__(self, adv_id: _Optional[str] = ..., filter: _Optional[str] = ..., tag: _Optional[int] = ..., gray: _Optional[bool] = ...) -> None: ...
+
+class ControlMsg(_message.Message):
+    __slots__ = ("sub", "unsub", "adv", "unadv")
+    SUB_FIELD_NUMBER: _ClassVar[int]
+    UNSUB_FIELD_NUMBER: _ClassVar[int]
+    ADV_FIELD_NUMBER: _ClassVar[int]
+    UNADV_FIELD_NUMBER: _ClassVar[int]
+    sub: SubMsg
+    unsub: UnsubMsg
+    adv: AdvMsg
+    unadv: UnadvMsg
+    def __init__(self, sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ...) -> None: ...
+
+class LockMsg(_message.Message):
+    __slots__ = ("rid", "path", "edge_a", "edge_b", "refused")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    EDGE_A_FIELD_NUMBER: _ClassVar[int]
+    EDGE_B_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    path: _containers.RepeatedScalarFieldContainer[str]
+    edge_a: str
+    edge_b: str
+    refused: str
+    def __init__(self, rid: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., edge_a: _Optional[str] = ..., edge_b: _Optional[str] = ..., refused: _Optional[str] = ...) -> None: ...
+
+class BeginMsg(_message.Message):
+    __slots__ = ("rid",)
+    RID_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    def __init__(self, rid: _Optional[str] = ...) -> None: ...
+
+class RelayedMsg(_message.Message):
+    __slots__ = ("rid", "message", "reroute")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REROUTE_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    message: ControlMsg
+    reroute: bool
+    def __init__(self, rid: _Optional[str] = ..., message: _Optional[_Union[ControlMsg, _Mapping]] = ..., reroute: _Optional[bool] = ...) -> None: ...
+
+class RerouteMsg(_message.Message):
+    __slots__ = ("rid", "message")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    message: ControlMsg
+    def __init__(self, rid: _Optional[str] = ..., message: _Optional[_Union[ControlMsg, _Mapping]] = ...) -> None: ...
+
+class SeparatorMsg(_message.Message):
+    __slots__ = ("rid", "brokers", "relayed")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    RELAYED_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    brokers: _containers.RepeatedScalarFieldContainer[str]
+    relayed: bool
+    def __init__(self, rid: _Optional[str] = ..., brokers: _Optional[_Iterable[str]] = ..., relayed: _Optional[bool] = ...) -> None: ...
+
+class EndMsg(_message.Message):
+    __slots__ = ("rid",)
+    RID_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    def __init__(self, rid: _Optional[str] = ...) -> None: ...
+
+class UnlockMsg(_message.Message):
+    __slots__ = ("rid", "flip")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    FLIP_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    flip: bool
+    def __init__(self, rid: _Optional[str] = ..., flip: _Optional[bool] = ...) -> None: ...
+
+class ByeMsg(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MoveMsg(_message.Message):
+    __slots__ = ("broker", "parent", "leaves")
+    BROKER_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    LEAVES_FIELD_NUMBER: _ClassVar[int]
+    broker: str
+    parent: str
+    leaves: bool
+    def __init__(self, broker: _Optional[str] = ..., parent: _Optional[str] = ..., leaves: _Optional[bool] = ...) -> None: ...
+
+class RecolorMsg(_message.Message):
+    __slots__ = ("color", "moves", "rids", "round", "activating")
+    COLOR_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    RIDS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATING_FIELD_NUMBER: _ClassVar[int]
+    color: int
+    moves: _containers.RepeatedCompositeFieldContainer[MoveMsg]
+    rids: _containers.RepeatedScalarFieldContainer[str]
+    round: int
+    activating: bool
+    def __init__(self, color: _Optional[int] = ..., moves: _Optional[_Iterable[_Union[MoveMsg, _Mapping]]] = ..., rids: _Optional[_Iterable[str]] = ..., round: _Optional[int] = ..., activating: _Optional[bool] = ...) -> None: ...
+
+class RecolorAckMsg(_message.Message):
+    __slots__ = ("color",)
+    COLOR_FIELD_NUMBER: _ClassVar[int]
+    color: int
+    def __init__(self, color: _Optional[int] = ...) -> None: ...
+
+class AskPlaceMsg(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PlaceMsg(_message.Message):
+    __slots__ = ("pointer",)
+    POINTER_FIELD_NUMBER: _ClassVar[int]
+    pointer: str
+    def __init__(self, pointer: _Optional[str] = ...) -> None: ...
+
+class ReconfigureMsg(_message.Message):
+    __slots__ = ("rid", "moves")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    moves: _containers.RepeatedCompositeFieldContainer[MoveMsg]
+    def __init__(self, rid: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[MoveMsg, _Mapping]]] = ...) -> None: ...
 
 class SwitchMsg(_message.Message):
     __slots__ = ("tag",)
@@ -60,7 +218,7 @@ class Batch(_message.Message):
     def __init__(self, envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +227,21 @@ class Envelope(_message.Message):
     NOTIFY_FIELD_NUMBER: _ClassVar[int]
     SWITCH_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    ADV_FIELD_NUMBER: _ClassVar[int]
+    UNADV_FIELD_NUMBER: _ClassVar[int]
+    LOCK_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    RELAYED_FIELD_NUMBER: _ClassVar[int]
+    REROUTE_FIELD_NUMBER: _ClassVar[int]
+    SEPARATOR_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    UNLOCK_FIELD_NUMBER: _ClassVar[int]
+    BYE_FIELD_NUMBER: _ClassVar[int]
+    RECOLOR_FIELD_NUMBER: _ClassVar[int]
+    RECOLOR_ACK_FIELD_NUMBER: _ClassVar[int]
+    ASK_PLACE_FIELD_NUMBER: _ClassVar[int]
+    PLACE_FIELD_NUMBER: _ClassVar[int]
+    RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -77,10 +250,25 @@ class Envelope(_message.Message):
     notify: NotifyMsg
     switch: SwitchMsg
     batch: Batch
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+    adv: AdvMsg
+    unadv: UnadvMsg
+    lock: LockMsg
+    begin: BeginMsg
+    relayed: RelayedMsg
+    reroute: RerouteMsg
+    separator: SeparatorMsg
+    end: EndMsg
+    unlock: UnlockMsg
+    bye: ByeMsg
+    recolor: RecolorMsg
+    recolor_ack: RecolorAckMsg
+    ask_place: AskPlaceMsg
+    place: PlaceMsg
+    reconfigure: ReconfigureMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ...) -> None: ...
 
 class EnvelopeView(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +277,21 @@ class EnvelopeView(_message.Message):
     NOTIFY_FIELD_NUMBER: _ClassVar[int]
     SWITCH_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    ADV_FIELD_NUMBER: _ClassVar[int]
+    UNADV_FIELD_NUMBER: _ClassVar[int]
+    LOCK_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    RELAYED_FIELD_NUMBER: _ClassVar[int]
+    REROUTE_FIELD_NUMBER: _ClassVar[int]
+    SEPARATOR_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    UNLOCK_FIELD_NUMBER: _ClassVar[int]
+    BYE_FIELD_NUMBER: _ClassVar[int]
+    RECOLOR_FIELD_NUMBER: _ClassVar[int]
+    RECOLOR_ACK_FIELD_NUMBER: _ClassVar[int]
+    ASK_PLACE_FIELD_NUMBER: _ClassVar[int]
+    PLACE_FIELD_NUMBER: _ClassVar[int]
+    RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -97,13 +300,32 @@ class EnvelopeView(_message.Message):
     notify: NotifyView
     switch: SwitchMsg
     batch: BatchView
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ...) -> None: ...
+    adv: AdvMsg
+    unadv: UnadvMsg
+    lock: LockMsg
+    begin: BeginMsg
+    relayed: RelayedMsg
+    reroute: RerouteMsg
+    separator: SeparatorMsg
+    end: EndMsg
+    unlock: UnlockMsg
+    bye: ByeMsg
+    recolor: RecolorMsg
+    recolor_ack: RecolorAckMsg
+    ask_place: AskPlaceMsg
+    place: PlaceMsg
+    reconfigure: ReconfigureMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ...) -> None: ...
 
 class NotifyView(_message.Message):
-    __slots__ = ("notification",)
+    __slots__ = ("notification", "gray", "color")
     NOTIFICATION_FIELD_NUMBER: _ClassVar[int]
+    GRAY_FIELD_NUMBER: _ClassVar[int]
+    COLOR_FIELD_NUMBER: _ClassVar[int]
     notification: bytes
-    def __init__(self, notification: _Optional[bytes] = ...) -> None: ...
+    gray: bool
+    color: int
+    def __init__(self, notification: _Optional[bytes] = ..., gray: _Optional[bool] = ..., color: _Optional[int] = ...) -> None: ...
 
 class BatchView(_message.Message):
     __slots__ = ("envelopes",)
