@@ -25,6 +25,7 @@ other), on the event loop of the caller, beside the workload's clients.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from weeble.broker.core.events import Event, Leave
+from weeble.broker.core.messages import COORDINATION, Bye, Reconfigure
 from weeble.broker.core.reconfig.plan import Op, PlanError, Tree, apply
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.sim.reconfigure import Reconfigurator, Record, describe
@@ -44,6 +46,7 @@ from weeble.trace.writer import LiveSink
 log = logging.getLogger(__name__)
 
 NODE = "reconfigure"  # the node (and trace file) of the live manager's records
+_COORDINATION = {cls.__name__.lower(): cls for cls in (*COORDINATION, Reconfigure)}
 
 
 class Bed(Protocol):
@@ -116,9 +119,10 @@ class _Engine:
     def inject(self, _now: float, broker: str, event: Event) -> None:
         self.net.steps.put_nowait(("inject", broker, event))
 
-    def observe_sends(self, _observer: Any) -> None:
-        """No central view of the brokers' sends live: coordination messages are counted from
-        the brokers' `send` records instead (when the scenario traces sends)."""
+    def observe_sends(self, observer: Any) -> None:
+        """No central view of the brokers' sends live: the coordination messages are counted
+        from the brokers' `send` records (their rid, `trace.writer.message_ids`)."""
+        self.net.send_observers.append(observer)
 
 
 class LiveNetwork:
@@ -143,6 +147,9 @@ class LiveNetwork:
         self._tasks: list[asyncio.Task[None]] = []
         self.settle = 0.5  # s between a leaving leaf's clients leaving and its Leave
         self.on_tick: list[Callable[[], None]] = []
+        self.send_observers: list[Callable[[float, str, str, str, Any], None]] = []
+        self._held: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque()
+        self.hold = 0.5  # s, > the brokers' trace flush interval (0.2 s)
 
     def now(self) -> float:
         return self.loop.time() - self.t0
@@ -209,6 +216,9 @@ class LiveNetwork:
                     for other in self.bed.brokers:  # everyone may need to reach it
                         if other != a:
                             await self._admin(other).set_peers({a: config.listen_address})
+                    joined = getattr(self.clients, "joined", None)
+                    if joined is not None:
+                        joined(a, config.listen_address)
                 elif what == "retire":
                     await asyncio.sleep(self.settle)  # the Bye is on its way
                     admin = self._admins.pop(a, None)
@@ -234,6 +244,10 @@ class LiveNetwork:
         while True:
             for broker in list(self.brokers):
                 self._read(broker)
+            now = self.loop.time()
+            while self._held and self._held[0][0] <= now:
+                _, broker, record = self._held.popleft()
+                self._feed(broker, record)
             for tick in self.on_tick:
                 tick()
             await asyncio.sleep(0.05)
@@ -251,14 +265,35 @@ class LiveNetwork:
         end = data.rfind(b"\n") + 1  # a torn last line is read next time
         self._offsets[str(path)] = self._offsets.get(str(path), 0) + end
         for line in data[:end].splitlines():
-            if b'"reconfig"' not in line:
+            if b'"reconfig"' in line:
+                kind = "reconfig"
+            elif b'"send"' in line and (b'"rid"' in line or b'"msg":"bye"' in line):
+                kind = "send"
+            else:
                 continue
             try:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if record.get("kind") == "reconfig":
-                self._feed(broker, record)
+            if record.get("kind") != kind:
+                continue
+            if kind == "reconfig":
+                # held a little: the other brokers' sends of this reconfiguration may still be
+                # in their trace buffers (a flush interval), and they count for it
+                self._held.append((self.loop.time() + self.hold, broker, record))
+            else:
+                self._sent(record)
+
+    def _sent(self, record: dict[str, Any]) -> None:
+        """A broker's `send` record of a coordination message, as the manager counts it."""
+        cls = _COORDINATION.get(str(record.get("msg")))
+        if cls is None:
+            return
+        msg = cls.__new__(cls)  # only its type and rid are looked at
+        if cls is not Bye:
+            msg.rid = record.get("rid", "")
+        for observer in self.send_observers:
+            observer(self.now(), "send", str(record.get("from")), str(record.get("to")), msg)
 
     def _feed(self, broker: str, record: dict[str, Any]) -> None:
         fields = {k: v for k, v in record.items() if k not in ("v", "t", "node", "kind")}

@@ -351,6 +351,11 @@ class Testbed:
 
     # ---- reconfiguration (weeble/orchestrator/reconfigure.py drives these) ------------------
 
+    @property
+    def reconfigures(self) -> bool:
+        """Live reconfiguration is available on this testbed (the local backend)."""
+        return self.backend.name == "local"
+
     def tree(self) -> Tree:
         """The broker tree as the testbed knows it (the last reconfiguration included)."""
         return Tree.of(self.edges, self.configs)

@@ -261,6 +261,18 @@ class LiveWorkload:
         except (grpc.aio.AioRpcError, KeyError) as e:
             self._error(c, "unsubscribe", e, sub_id=sub_id)
 
+    def joined(self, broker: str, address: str) -> None:
+        """A broker joined the tree (AddLeaf): clients may now be started there."""
+        self.addresses[broker] = address
+        self.gone.discard(broker)
+
+    async def subscribe(self, client: str, broker: str, filter_text: str,
+                        sub_id: str | None = None) -> str:
+        """Start a subscription now, beside the plan's (traced like theirs); its sub_id."""
+        sub_id = sub_id or f"{client}/0"
+        await self._subscribe(client, broker, sub_id, filter_text)
+        return sub_id
+
     async def leave(self, broker: str) -> None:
         """`broker` leaves the tree (RemoveLeaf): its subscribers unsubscribe now, its
         publishers stop, and nothing more is planned there (as in the simulator)."""

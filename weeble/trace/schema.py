@@ -56,7 +56,7 @@ S, N, F, B, L, J = Type.STR, Type.INT, Type.FLOAT, Type.BOOL, Type.STR_LIST, Typ
 # The ids that join a link message with others.
 MESSAGE_IDS: Mapping[str, Type] = {
     "msg": S, "nid": S, "publisher": S, "seq": N, "sub_id": S, "filter": S, "filter_sha256": S,
-    "tag": N, "lseq": N}
+    "tag": N, "lseq": N, "rid": S}
 # What a fault record says about the fault: see FIELD_DOC.
 FAULT_FIELDS: Mapping[str, Type] = {
     "type": S, "target": S, "targets": L, "field": S, "broker": S, "client": S, "sub_id": S,

@@ -119,6 +119,9 @@ def message_ids(message: Message) -> dict[str, Any]:
                 **clipped(filter=str(message.filter)), "tag": message.tag}
     if isinstance(message, Switch):
         return {"msg": "switch", "tag": message.tag}
+    rid = getattr(message, "rid", None)  # a reconfiguration's coordination message
+    if isinstance(rid, str):
+        return {"msg": type(message).__name__.lower(), "rid": rid}
     return {"msg": type(message).__name__.lower()}
 
 
