@@ -30,6 +30,7 @@ from weeble.model.scenario import (
     Timing,
     parse_scenario,
 )
+from weeble.orchestrator.backend import BackendError
 from weeble.orchestrator.testbed import Testbed
 
 BASE: dict[str, Any] = {
@@ -68,7 +69,7 @@ KNOBS: list[tuple[str, Any, set[str]]] = [
 NOT_ROM = {"timing.delay", "routing.adverts", "reconfigurations.operations",
            "reconfigurations.start", "reconfigurations.gap", "reconfigurations.strawman"}
 # The coloured overlay's knobs (overlay.kind and the Colours constants): tested on a coloured
-# base, in the simulator (live brokers do not run the 3-colour scheme yet: planning refuses).
+# base, in the simulator and in the live brokers' configs.
 COLOURED: dict[str, Any] = {"kind": "coloured", "xi": 5.0, "height": 2}
 OVERLAY_KNOBS: list[tuple[str, Any]] = [
     ("xi", 6.0), ("height", 3), ("degree", 2), ("timeout", "thesis"), ("xi_prime", 5.5),
@@ -206,17 +207,18 @@ def test_a_knob_reaches_the_core_in_the_simulator_and_live(
 
 
 @pytest.mark.parametrize(("knob", "value"), OVERLAY_KNOBS, ids=[k for k, _ in OVERLAY_KNOBS])
-def test_an_overlay_knob_reaches_the_colours_of_every_simulated_broker(
+def test_an_overlay_knob_reaches_the_colours_of_every_broker(
         knob: str, value: Any, tmp_path: Path) -> None:
     coloured = parse_scenario({**BASE, "overlay": COLOURED})
     scenario = parse_scenario({**BASE, "overlay": {**COLOURED, knob: value}})
-    roms = sim_roms(scenario, tmp_path)
-    assert roms == scenario.roms()
-    for b, rom in roms.items():
-        assert rom.overlay is OverlayKind.COLOURED
-        before, after = flat(coloured.roms()[b]), flat(rom)
-        assert {k for k in after if after[k] != before[k]} == {f"colours.{knob}"}
-        assert after[f"colours.{knob}"] == value
+    for where, roms in (("sim", sim_roms(scenario, tmp_path / "sim")),
+                        ("live", live_roms(scenario, tmp_path / "runs"))):
+        assert roms == scenario.roms(), where
+        for b, rom in roms.items():
+            assert rom.overlay is OverlayKind.COLOURED
+            before, after = flat(coloured.roms()[b]), flat(rom)
+            assert {k for k in after if after[k] != before[k]} == {f"colours.{knob}"}
+            assert after[f"colours.{knob}"] == value
     static = parse_scenario(BASE).roms()["b1"]
     assert static.overlay is OverlayKind.STATIC and static.colours == Colours()
 
@@ -231,7 +233,14 @@ def test_advertisements_reach_every_simulated_broker(tmp_path: Path) -> None:
 
 
 def test_live_planning_refuses_what_live_brokers_cannot_run_yet(tmp_path: Path) -> None:
-    for extra in ({"overlay": COLOURED}, {"routing": {**BASE["routing"], "adverts": True}},
-                  {"reconfigurations": {"operations": [{"op": "remove_leaf", "leaf": "b2"}]}}):
-        with pytest.raises(ScenarioError, match="simulator only"):
-            live_roms(parse_scenario({**BASE, **extra}), tmp_path / "runs")
+    with pytest.raises(ScenarioError, match="simulator only"):  # live clients do not advertise
+        live_roms(parse_scenario({**BASE, "routing": {**BASE["routing"], "adverts": True}}),
+                  tmp_path / "runs")
+    # reconfiguration runs live on the local backend; the others say why not, before anything
+    reconfigured = parse_scenario({**BASE, "reconfigurations": {
+        "operations": [{"op": "remove_leaf", "leaf": "b2"}]}})
+    assert set(live_roms(reconfigured, tmp_path / "runs")) == {"b0", "b1", "b2"}
+    for backend in ("mininet", "docker", "k8s"):
+        with pytest.raises(BackendError, match=f"local backend only.*{backend}"):
+            Testbed.plan(reconfigured, runs_dir=tmp_path / "r2", any_ports=True,
+                         backend=backend)

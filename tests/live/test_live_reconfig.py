@@ -183,3 +183,32 @@ def test_weeble_reconfigure_against_a_running_testbed(tmp_path: Path) -> None:
     finished = [r for r in records if r["phase"] == "finished"]
     assert [(r["rid"], r["outcome"]) for r in finished] == [("r1", "done"), ("r2", "done"),
                                                              ("r3", "done")]
+
+
+def test_the_colour_scheme_reshapes_a_live_tree_under_load(tmp_path: Path) -> None:
+    # the other mechanism (thesis 4.5): each operation is a request for the root R, carried in
+    # its next recolor and active two recolors later; recolor messages over the links only
+    s = scenario(
+        duration=12, timing={"pi": 1.2, "rho": 0.6, "delta_min": 0.0, "delta_max": 0.05,
+                             "d": 8},
+        overlay={"kind": "coloured", "xi": 1.2, "height": 4},
+        workload={"filter_classes": 3, "subscriptions": 8, "mean_lifetime": 1000,
+                  "publish_rate": 30})
+    bed = start(s, tmp_path / "runs")
+    try:
+        async def steps(manager: Any, _workload: LiveWorkload) -> list[Any]:
+            await asyncio.sleep(2.5)  # the first recolors have made every broker a member
+            return [await manager.reconfigure(op) for op in (
+                ExchangeLink(remove=("b1", "b3"), add=("b2", "b3")), AddLeaf("b7", "b5"),
+                RemoveLeaf("b6"))]
+
+        records, _ = asyncio.run(_under_load(bed, s, steps))
+        assert [r.outcome for r in records] == ["done"] * 3, [r.why for r in records]
+        assert bed.tree().edges >= {("b2", "b3"), ("b5", "b7")}
+        assert not bed.backend.alive("b6") and bed.backend.alive("b7")
+        report = _judge(bed)
+        for o in report["operations"]:
+            assert (o["lost"], o["duplicated"], o["reordered"]) == (0, 0, 0), o
+            assert o["coordination"].get("recolor", 0) > 0, o  # R's recolors carried it
+    finally:
+        bed.close()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from weeble.broker.core.events import Event, Leave
-from weeble.broker.core.messages import COORDINATION, Bye, Reconfigure
+from weeble.broker.core.messages import COORDINATION, Bye, Recolor, Reconfigure
 from weeble.broker.core.reconfig.plan import Op, PlanError, Tree, apply
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.sim.reconfigure import Reconfigurator, Record, describe
@@ -46,7 +46,7 @@ from weeble.trace.writer import LiveSink
 log = logging.getLogger(__name__)
 
 NODE = "reconfigure"  # the node (and trace file) of the live manager's records
-_COORDINATION = {cls.__name__.lower(): cls for cls in (*COORDINATION, Reconfigure)}
+_COORDINATION = {cls.__name__.lower(): cls for cls in (*COORDINATION, Reconfigure, Recolor)}
 
 
 class Bed(Protocol):
@@ -220,6 +220,8 @@ class LiveNetwork:
                     if joined is not None:
                         joined(a, config.listen_address)
                 elif what == "retire":
+                    if self.clients is not None:  # (the colour scheme: they go now)
+                        await self.clients.leave(a)
                     await asyncio.sleep(self.settle)  # the Bye is on its way
                     admin = self._admins.pop(a, None)
                     if admin is not None:
@@ -267,7 +269,7 @@ class LiveNetwork:
         for line in data[:end].splitlines():
             if b'"reconfig"' in line:
                 kind = "reconfig"
-            elif b'"send"' in line and (b'"rid"' in line or b'"msg":"bye"' in line):
+            elif b'"send"' in line and (b'"rid' in line or b'"msg":"bye"' in line):
                 kind = "send"
             else:
                 continue
@@ -289,8 +291,10 @@ class LiveNetwork:
         cls = _COORDINATION.get(str(record.get("msg")))
         if cls is None:
             return
-        msg = cls.__new__(cls)  # only its type and rid are looked at
-        if cls is not Bye:
+        msg = cls.__new__(cls)  # only its type and rid(s) are looked at
+        if cls is Recolor:
+            msg.rids = tuple(record.get("rids") or ())
+        elif cls is not Bye:
             msg.rid = record.get("rid", "")
         for observer in self.send_observers:
             observer(self.now(), "send", str(record.get("from")), str(record.get("to")), msg)

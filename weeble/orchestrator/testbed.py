@@ -73,7 +73,7 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
                    link_token: str, client_secret: str | None, tls: TlsConfig | None,
                    trace_path: Callable[[str], Path],
                    link_tls: dict[str, TlsConfig] | None = None,
-                   address_book: bool = True) -> dict[str, BrokerConfig]:
+                   address_book: bool = False) -> dict[str, BrokerConfig]:
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
@@ -179,6 +179,12 @@ class Testbed:
         client_secret = None if live.open_clients else new_client_secret()
         access = AdminAccess(admin_token)
         kind = backend or getattr(scenario, "backend", None) or "local"
+        if (scenario.reconfigurations.operations or scenario.colours is not None) \
+                and kind != "local":
+            raise BackendError(f"{scenario.name}: live reconfiguration runs on the local backend"
+                               f" only, not {kind}: there a broker reaches only its configured "
+                               "neighbours, and reshaping the tree needs new links and the link "
+                               "exchange's out-of-band channels between any two brokers")
         backend_obj = backend_class(kind).create(run_dir, access, run_id=run_id,
                                                  log_level=log_level)
         try:
@@ -205,13 +211,6 @@ class Testbed:
             backend_obj.access = access
 
         root = scenario.root_broker
-        if (scenario.reconfigurations.operations or scenario.colours is not None) \
-                and backend_obj.name != "local":
-            backend_obj.close()
-            raise BackendError(f"{scenario.name}: live reconfiguration runs on the local backend"
-                               f" only; on {backend_obj.name} the brokers reach only their "
-                               "configured neighbours, and the link exchange needs new links and"
-                               " out-of-band channels between any two brokers")
         configs = broker_configs(
             scenario, places, backend_obj.peer_address, admin_token=admin_token,
             link_token=link_token, client_secret=client_secret, tls=tls,

@@ -56,7 +56,7 @@ S, N, F, B, L, J = Type.STR, Type.INT, Type.FLOAT, Type.BOOL, Type.STR_LIST, Typ
 # The ids that join a link message with others.
 MESSAGE_IDS: Mapping[str, Type] = {
     "msg": S, "nid": S, "publisher": S, "seq": N, "sub_id": S, "filter": S, "filter_sha256": S,
-    "tag": N, "lseq": N, "rid": S}
+    "tag": N, "lseq": N, "rid": S, "rids": L}
 # What a fault record says about the fault: see FIELD_DOC.
 FAULT_FIELDS: Mapping[str, Type] = {
     "type": S, "target": S, "targets": L, "field": S, "broker": S, "client": S, "sub_id": S,
@@ -370,6 +370,7 @@ FIELD_DOC: Mapping[str, str] = {
     "event": "the event being handled", "effect": "the effect being carried out",
     "address": "the broker address the client uses (link_open: the address dialled)",
     "op": "the failed request", "peers": "the brokers whose addresses the book now has",
+    "rids": "the reconfigurations a recolor message carries (3-colour scheme)",
     # run header
     "scenario": "the scenario's name", "options": "the core's Options (JSON object)",
     "pi": "π, s", "rho": "ρ, s", "delta_min": "δmin, s", "delta_max": "δmax, s",

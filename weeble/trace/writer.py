@@ -122,6 +122,9 @@ def message_ids(message: Message) -> dict[str, Any]:
     rid = getattr(message, "rid", None)  # a reconfiguration's coordination message
     if isinstance(rid, str):
         return {"msg": type(message).__name__.lower(), "rid": rid}
+    rids = getattr(message, "rids", None)  # a recolor carrying reconfigurations
+    if rids:
+        return {"msg": type(message).__name__.lower(), "rids": list(rids)}
     return {"msg": type(message).__name__.lower()}
 
 
