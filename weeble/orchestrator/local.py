@@ -422,6 +422,12 @@ class LocalBackend(Backend):
             raise
         return final
 
+    def update_config(self, broker_id: str, **fields: Any) -> BrokerConfig:
+        """Change fields of the config a (re)start of `broker_id` uses (e.g. its address book
+        after a broker joined); the running process is told by the admin API, not here."""
+        self._configs[broker_id] = self._config(broker_id).model_copy(update=fields)
+        return self._configs[broker_id]
+
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
         config = self._config(broker_id)
         if self.alive(broker_id):

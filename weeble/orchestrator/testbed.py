@@ -420,6 +420,11 @@ class Testbed:
         config = BrokerConfig.model_validate(config.model_dump())  # checked like any other
         started = self.backend.add_broker(config)
         self.configs[broker_id] = started
+        update = getattr(self.backend, "update_config", None)
+        for b, c in list(self.configs.items()):  # a restarted broker must know it too
+            if b != broker_id and update is not None:
+                self.configs[b] = update(b, peers={**c.peers, broker_id: listen}) \
+                    if b != attach else self.backend.config(b)
         self.save_state()
         self.backend.wait_healthy(broker_id, self.startup_timeout)
         return started
