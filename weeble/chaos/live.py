@@ -128,6 +128,7 @@ class LiveTarget:
         self._t0 = 0.0  # loop time of the experiment's start
         self._t0_ns = 0  # wall clock at the same instant
         self._paused: set[str] = set()
+        self.until: float | None = None  # s from the start: `during` waits end there
         self._spawned: set[asyncio.Task[None]] = set()
         self._phases = PhaseWatch(bed.trace_dir, skip=trace.path.name)
 
@@ -171,8 +172,11 @@ class LiveTarget:
         assert self._stop is not None, "begin() first"
         stop = asyncio.ensure_future(self._stop.wait())
         seen = asyncio.ensure_future(self._phases.wait(rid, phase, broker, self._t0_ns))
+        # `weeble chaos --until S` on a testbed nobody reconfigures: the phase never comes
+        timeout = None if self.until is None else max(0.0, self.until - self.elapsed())
         try:
-            await asyncio.wait({stop, seen}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stop, seen}, timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
             if not seen.done():

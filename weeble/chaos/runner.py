@@ -285,6 +285,7 @@ class ChaosRunner:
                                   " --chaos FILE`)")
         self.trace = ChaosTrace(trace_path or bed.trace_dir / TRACE_FILE)
         self.target = LiveTarget(bed, self.trace, clients=clients)
+        self.target.until = until  # a `during` phase is not waited for beyond it
         experiment.check(self.target.tree, self.target.params, until=None)
         taken = self.trace.known_ids()
         prefix = ""
