@@ -398,6 +398,9 @@ class Testbed:
         if broker_id in self.configs or broker_id in self.retired:
             raise BackendError(f"add broker: {broker_id!r} is (or was) a broker of this run")
         template = self.configs[attach]
+        if template.link_tls is not None:
+            raise BackendError(f"add broker: this run has TLS on links (live.tls), and {broker_id}"
+                               " would need a certificate of its own; not supported yet")
         host = self._next_host()
         _, listen_port = split_address(template.listen_address)
         _, admin_port = split_address(template.admin_address)
