@@ -193,44 +193,51 @@ class LiveNetwork:
     async def _carry_out(self) -> None:
         while True:
             what, a, b = await self.steps.get()
-            if what == "then":
-                why, self.error = self.error, ""
-                try:
-                    a(self.now(), why)
-                except Exception:  # the manager must go on with the next operation
-                    log.exception("reconfiguration bookkeeping failed")
-                continue
             try:
-                if what == "inject":
-                    if isinstance(b, Leave) and self.clients is not None:
-                        # its clients leave first (as in the simulator), then the leaf itself,
-                        # once what they published or unsubscribed has gone out
-                        await self.clients.leave(a)
-                        await asyncio.sleep(self.settle)
-                    reply = await self._admin(a).manage_event(b)
-                    refused = [t for t in reply["traces"] if t.get("phase") == "refused"]
-                    for t in refused:  # as the simulator learns it: from the broker's record
-                        self._feed(a, t)
-                elif what == "add":
-                    config = await asyncio.to_thread(self.bed.add_broker, a, b)
-                    for other in self.bed.brokers:  # everyone may need to reach it
-                        if other != a:
-                            await self._admin(other).set_peers({a: config.listen_address})
-                    joined = getattr(self.clients, "joined", None)
-                    if joined is not None:
-                        joined(a, config.listen_address)
-                elif what == "retire":
-                    if self.clients is not None:  # (the colour scheme: they go now)
-                        await self.clients.leave(a)
-                    await asyncio.sleep(self.settle)  # the Bye is on its way
-                    admin = self._admins.pop(a, None)
-                    if admin is not None:
-                        with contextlib.suppress(Exception):
-                            await admin.close()
-                    await asyncio.to_thread(self.bed.remove_broker, a)
-            except Exception as e:
-                self.error = f"{what} {a}: {type(e).__name__}: {e}"
-                log.warning("reconfiguration step failed: %s", self.error)
+                await self._step(what, a, b)
+            finally:
+                self.steps.task_done()
+
+    async def _step(self, what: str, a: Any, b: Any) -> None:
+        """One step of a reconfiguration, in the order the manager asked for them."""
+        if what == "then":
+            why, self.error = self.error, ""
+            try:
+                a(self.now(), why)
+            except Exception:  # the manager must go on with the next operation
+                log.exception("reconfiguration bookkeeping failed")
+            return
+        try:
+            if what == "inject":
+                if isinstance(b, Leave) and self.clients is not None:
+                    # its clients leave first (as in the simulator), then the leaf itself,
+                    # once what they published or unsubscribed has gone out
+                    await self.clients.leave(a)
+                    await asyncio.sleep(self.settle)
+                reply = await self._admin(a).manage_event(b)
+                refused = [t for t in reply["traces"] if t.get("phase") == "refused"]
+                for t in refused:  # as the simulator learns it: from the broker's record
+                    self._feed(a, t)
+            elif what == "add":
+                config = await asyncio.to_thread(self.bed.add_broker, a, b)
+                for other in self.bed.brokers:  # everyone may need to reach it
+                    if other != a:
+                        await self._admin(other).set_peers({a: config.listen_address})
+                joined = getattr(self.clients, "joined", None)
+                if joined is not None:
+                    joined(a, config.listen_address)
+            elif what == "retire":
+                if self.clients is not None:  # (the colour scheme: they go now)
+                    await self.clients.leave(a)
+                await asyncio.sleep(self.settle)  # the Bye is on its way
+                admin = self._admins.pop(a, None)
+                if admin is not None:
+                    with contextlib.suppress(Exception):
+                        await admin.close()
+                await asyncio.to_thread(self.bed.remove_broker, a)
+        except Exception as e:
+            self.error = f"{what} {a}: {type(e).__name__}: {e}"
+            log.warning("reconfiguration step failed: %s", self.error)
 
     def skip_to_end(self) -> None:
         """Records written before now are not this manager's (`weeble reconfigure` attached to
@@ -384,6 +391,10 @@ class LiveReconfigurator:
                 raise TimeoutError(f"{record.rid} {describe(record.op)}: not ended after "
                                    f"{timeout:g} s")
             await asyncio.sleep(0.05)
+        # and what its end set off is carried out too (the 3-colour scheme stops a leaf that
+        # left when its removal is active)
+        assert self.net is not None
+        await asyncio.wait_for(self.net.steps.join(), max(0.1, deadline - time.monotonic()))
         self._watch()
         return record
 

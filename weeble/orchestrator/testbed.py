@@ -357,7 +357,7 @@ class Testbed:
 
     def tree(self) -> Tree:
         """The broker tree as the testbed knows it (the last reconfiguration included)."""
-        return Tree.of(self.edges, self.configs)
+        return Tree.of(self.edges, [self.root])  # its brokers: the links' (a lone root)
 
     def settings(self) -> dict[str, Any]:
         """The scenario's reconfiguration knobs the live manager takes."""
