@@ -21,9 +21,9 @@ so a copy is made whenever a field (the colour) has to differ on one outgoing li
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from weeble.broker.core.filters import Filter, IndexKey, Value
+from weeble.broker.core.filters import Filter, Value
 from weeble.broker.core.sketch.bloom import BloomFilter
 
 
@@ -38,9 +38,6 @@ class Notification:
     seq: int
     attributes: Mapping[str, Value]
     published_at: float = 0.0
-    # The attributes' index keys (filters.notification_index_keys), computed by the first
-    # broker that matches the notification and reused at every further hop (not wire state)
-    keys: list[IndexKey] | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:

@@ -142,16 +142,14 @@ class RoutingTable:
 
     # ---- queries ----------------------------------------------------------------------------
 
-    def match(self, attributes: Mapping[str, Value], dests: dict[str, None],
-              keys: list[IndexKey] | None = None) -> dict[str, None]:
-        """Add to `dests` every destination with an entry matching the notification (`keys`:
-        its index keys, if already known).
+    def match(self, attributes: Mapping[str, Value], dests: dict[str, None]) -> dict[str, None]:
+        """Add to `dests` every destination with an entry matching the notification.
 
         A dict used as an ordered set: iteration order must not depend on string hashing, or the
         simulator would not be deterministic across processes.
         """
         by_key = self._by_key
-        for key in notification_index_keys(attributes) if keys is None else keys:
+        for key in notification_index_keys(attributes):
             bucket = by_key.get(key)
             if bucket:
                 for entry in bucket:

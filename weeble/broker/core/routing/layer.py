@@ -26,7 +26,7 @@ from weeble.broker.core.events import (
     SetTimer,
     Trace,
 )
-from weeble.broker.core.filters import Filter, notification_index_keys
+from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Adv, Notify, Sub, Switch, Unadv, Unsub
 from weeble.broker.core.overlay import Topology
 from weeble.broker.core.rom import Algorithm, ConfigError, Rom
@@ -191,12 +191,9 @@ class Routing:
         """Forward a notification; the incoming message object is passed on (hot path)."""
         n = message.notification
         attrs = n.attributes
-        keys = n.keys
-        if keys is None:
-            keys = n.keys = notification_index_keys(attrs)
         dests: dict[str, None] = {}
         for table in self._tables:  # A1: the union of both tables under the wrapper
-            table.match(attrs, dests, keys)
+            table.match(attrs, dests)
         topo = self.topo
         neighbors = topo.neighbors
         if self._flooding:
