@@ -1,0 +1,55 @@
+"""Chaos during a live reconfiguration (issue 10, item 4, live): a fault scheduled `during` a
+link exchange of a running testbed strikes while the broker it names holds the exchange's lock,
+keyed on the phases the brokers write to the run's trace; the exchange still finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.live.livebed import scenario, start
+from weeble.broker.core.reconfig.plan import ExchangeLink
+from weeble.chaos.evidence import TRACE_FILE
+from weeble.chaos.runner import ChaosRunner
+from weeble.model.experiment import parse_experiment
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_fault_during_a_live_exchange_strikes_while_its_broker_holds_the_lock(
+        tmp_path: Path) -> None:
+    # 100 ms per hop: b0 holds r1's lock about 0.9 s, much longer than a trace flush takes
+    bed = start(scenario(delta_max=0.2, duration=60, live={"links": {"delay_ms": 100}}),
+                tmp_path)
+    try:
+        async def main() -> tuple[Any, Any]:
+            exp = parse_experiment({"faults": [
+                {"name": "in-r1", "kind": "clock", "target": "b0",
+                 "during": {"reconfiguration": 1, "phase": "lock", "broker": "b0"}}]})
+            runner = ChaosRunner(bed, exp)
+            chaos = asyncio.ensure_future(runner.run())
+            await asyncio.sleep(0.3)
+            # b1-b4 for b4-b5: the cycle b4 b1 b0 b2 b5
+            record = await bed.reconfigure(ExchangeLink(remove=("b1", "b4"), add=("b4", "b5")))
+            outcomes = await asyncio.wait_for(chaos, 30)
+            return record, outcomes
+
+        record, outcomes = asyncio.run(main())
+        assert record.outcome == "done", record.why
+        fault, = outcomes
+        assert fault.took_effect is True and fault.during == "r1 lock at b0"
+    finally:
+        bed.close()
+    b0 = _records(bed.trace_dir / "b0.jsonl")
+    lock, = [r["t"] for r in b0 if r["kind"] == "reconfig" and r["rid"] == "r1"
+             and r["phase"] == "lock"]
+    unlocked, = [r["t"] for r in b0 if r["kind"] == "reconfig" and r["rid"] == "r1"
+                 and r["phase"] == "unlocked"]
+    begin, = [r for r in _records(bed.trace_dir / TRACE_FILE) if r["kind"] == "fault_begin"]
+    assert (begin["rid"], begin["phase"]) == ("r1", "lock")
+    assert lock <= begin["t"] < unlocked, (lock, begin["t"], unlocked)
+    assert {tuple(sorted(e)) for e in bed.edges} >= {("b4", "b5")}
