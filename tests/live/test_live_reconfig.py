@@ -247,3 +247,21 @@ def test_a_fault_during_a_live_exchange_strikes_at_its_phase(tmp_path: Path) -> 
         _judge(bed)
     finally:
         bed.close()
+
+
+def test_the_main_jobs_reconfigurations_fall_outside_its_fault_episodes() -> None:
+    # scripts/main.sh's second part: each reconfiguration's row is judged on its own only if
+    # no fault's episode (the fault, then Δ to recover) overlaps it
+    from weeble.model.scenario import load_scenario
+
+    s = load_scenario(Path(__file__).resolve().parents[2] / "scenarios"
+                      / "quickstart-reconfig.yaml")
+    plan = s.reconfiguration_plan()
+    kinds = [type(op).__name__ for _, op in plan]
+    assert kinds.count("ExchangeLink") >= 1 and "AddLeaf" in kinds
+    assert s.chaos is not None
+    episodes = [(i.start, (i.end if i.end is not None else i.start) + s.bound)
+                for i in s.chaos.timeline(until=s.duration)]
+    for at, _ in plan:
+        assert at is not None and at < s.duration - s.bound  # its window inside the run
+        assert all(not (begin <= at <= end) for begin, end in episodes), (at, episodes)
