@@ -29,9 +29,9 @@ from weeble.orchestrator.testbed import Testbed
 class PhaseWatch:
     """The reconfiguration phases of a live run, from its trace (the contract, the same as in
     the simulator): the manager's `reconfiguration` records and the brokers' `reconfig` ones,
-    read as the nodes flush them into RUN/trace/ (every `trace_flush_interval_s`, 0.2 s by
-    default: a live `during` fault strikes up to that much after its phase). Faults waiting
-    for a phase are woken with its time (wall-clock ns)."""
+    read as the nodes flush them into RUN/trace/ (a broker has its `reconfig` records written
+    at once, the manager flushes its own; other nodes every `trace_flush_interval_s`), looked
+    at every POLL s. Faults waiting for a phase are woken with its time (wall-clock ns)."""
 
     POLL = 0.02  # s between two looks at the trace files
 

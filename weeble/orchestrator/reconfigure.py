@@ -98,6 +98,7 @@ class _Sink:
     def write(self, _file: str, t: float, _node: str, kind: str, fields: dict[str, Any]) -> None:
         self.sink.record_at(int((self.wall0 + t) * 1e9), kind, dict(fields))
         if kind == "reconfiguration":
+            self.sink.flush_soon()  # a chaos fault `during` its start or end waits for it
             if fields["phase"] == "started":
                 self.say(f"{fields['rid']} {fields['op']}: started at {t:.2f} s")
             else:

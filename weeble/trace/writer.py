@@ -250,6 +250,11 @@ class LiveSink:
             if len(queue) >= 16 * self.max_buffer:  # the flusher cannot keep up: write here
                 self.flush()
 
+    def flush_soon(self) -> None:
+        """Have the flusher thread write what is queued now rather than at its next period
+        (for the rare records someone waits for, off the caller's thread)."""
+        _FLUSHER.wake()
+
     def record_at(self, t_ns: int, kind: str, fields: dict[str, Any]) -> None:
         """A record with a time of the caller's (e.g. the moment a fault struck)."""
         if self._file is not None:

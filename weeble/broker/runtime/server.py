@@ -199,6 +199,8 @@ class BrokerServer:
 
     def _core_trace(self, effect: Trace) -> None:
         self.trace.record(effect.kind, effect.fields)
+        if effect.kind == "reconfig":  # a chaos fault `during` this phase waits for it
+            self.trace.flush_soon()
         if effect.kind == "expire":
             count = effect.fields.get("count", 1)
             self.metrics.expiries(count if isinstance(count, int) else 1)
