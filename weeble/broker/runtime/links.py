@@ -21,7 +21,7 @@ Outgoing messages pass the link shaper (delay, jitter, loss, duplication, rate) 
 queue that also holds them while the link is down; a message that finds the queue full is
 dropped and counted (`overflow`), as is one lost by the shaper, one sent over a cut link, or one
 in flight when a stream breaks. The receiver acknowledges what it received (Envelope.ack, on
-its own writes, or alone every ACK_EVERY messages and every 0.1 s); what a broken session
+its own writes, or alone every 0.1 s and every ACK_EVERY messages); what a broken session
 leaves unacknowledged (the peer was killed with it in its socket or its read buffer) is
 dropped and counted as `unacked`, with a `drop` record each, so a sender's trace never leaves
 at its `send` record a message it cannot vouch for. Incoming bytes are decoded here: a garbage
@@ -77,9 +77,12 @@ CONNECT_METHOD = f"/{LINK_SERVICE}/Connect"
 _ENVELOPE_SLACK = 64  # room for a batch header around a message at the size limit
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024  # what a peer that states no limit accepts
 _FRAMING = 6  # at most: the tag and length varint of one envelope inside a Batch
-# The receiver acknowledges at least every ACK_EVERY messages (and every 0.1 s, server.py):
-# what the sender keeps for a possible `unacked` drop is about that many messages.
-ACK_EVERY = 128
+# The receiver acknowledges every 0.1 s (server.py), on its own messages when it has some, and
+# alone after ACK_EVERY messages: what the sender keeps for a possible `unacked` drop is about
+# 0.1 s of traffic. An ack alone is a gRPC message of its own (tens of µs of CPU at both ends):
+# one per 128 messages cost a chain of 3 brokers ~15 % CPU per notification, batched
+# (benchmarks/before_after.py live_throughput); the timer alone costs ~10 messages per second.
+ACK_EVERY = 8192
 
 # receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
 Receiver = Callable[[str, Message, bytes | None], None]
