@@ -390,23 +390,23 @@ def test_what_a_dead_peer_never_acknowledged_is_dropped_and_counted(configs: Con
             await call.read()
             await call.write(link_pb2.Envelope(
                 seq=1, sub=link_pb2.SubMsg(sub_id="s0", filter="k >= 0")).SerializeToString())
-            await wait_until(lambda: link.counters["received"] == 1)
+            await wait_until(lambda: link.counters["received"] == 1, timeout=20)
             for k in range(n):
                 await pub.publish({"k": k})
-            await wait_until(lambda: link.counters["sent"] == n)
+            await wait_until(lambda: link.counters["sent"] == n, timeout=20)
             call.cancel()  # the peer dies
             await channel.close()
-            await wait_until(lambda: link.counters["dropped_unacked"] == n)
+            await wait_until(lambda: link.counters["dropped_unacked"] == n, timeout=20)
             # a second peer acknowledges what it read: nothing of that is counted
             channel, call = await dial_as(cfg, "b0")
             await call.read()
             await call.write(link_pb2.Envelope(
                 seq=1, sub=link_pb2.SubMsg(sub_id="s0", filter="k >= 0")).SerializeToString())
-            await asyncio.sleep(0.2)
+            await wait_until(lambda: link.counters["received"] == 2, timeout=20)
             for k in range(n):
                 await pub.publish({"k": n + k})
             last = 0
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(20):
                 while last < 2 * n:
                     env = link_pb2.Envelope.FromString(await call.read())
                     envs = env.batch.envelopes if env.HasField("batch") else [env]
@@ -415,10 +415,10 @@ def test_what_a_dead_peer_never_acknowledged_is_dropped_and_counted(configs: Con
                     ack = max(e.seq for e in envs)
                     if ack:  # (not for an ack alone from b1)
                         await call.write(link_pb2.Envelope(ack=ack).SerializeToString())
-            await wait_until(lambda: link.status()["unacked"] == 0)
+            await wait_until(lambda: link.status()["unacked"] == 0, timeout=20)
             call.cancel()
             await channel.close()
-            await wait_until(lambda: not link.connected)
+            await wait_until(lambda: not link.connected, timeout=20)
             assert link.counters["dropped_unacked"] == n
             assert server.metrics.counters["dropped_unacked"] == n
 
