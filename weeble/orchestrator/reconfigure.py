@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from weeble.broker.core.events import Event, Leave
+from weeble.broker.core.events import Event, Leave, StartExchange, SubmitReconfig
 from weeble.broker.core.messages import COORDINATION, Bye, Recolor, Reconfigure
 from weeble.broker.core.reconfig.plan import Op, PlanError, Tree, apply
 from weeble.broker.runtime.admin_client import AdminClient
@@ -208,6 +208,12 @@ class LiveNetwork:
             except Exception:  # the manager must go on with the next operation
                 log.exception("reconfiguration bookkeeping failed")
             return
+        observed = what == "inject" and isinstance(b, StartExchange | SubmitReconfig)
+        if self.error:  # a step of this operation failed: the rest of it is not carried out
+            if observed:  # an operation the brokers would have ended: it ends here, failed
+                self._feed(a, {"rid": b.rid, "phase": "failed", "why": self.error})
+                self.error = ""
+            return
         try:
             if what == "inject":
                 if isinstance(b, Leave) and self.clients is not None:
@@ -237,8 +243,12 @@ class LiveNetwork:
                         await admin.close()
                 await asyncio.to_thread(self.bed.remove_broker, a)
         except Exception as e:
-            self.error = f"{what} {a}: {type(e).__name__}: {e}"
-            log.warning("reconfiguration step failed: %s", self.error)
+            why = f"{what} {a}: {type(e).__name__}: {e}"
+            log.warning("reconfiguration step failed: %s", why)
+            if observed:  # no broker will say how it ended: say it here
+                self._feed(a, {"rid": b.rid, "phase": "failed", "why": why})
+            else:
+                self.error = why
 
     def skip_to_end(self) -> None:
         """Records written before now are not this manager's (`weeble reconfigure` attached to

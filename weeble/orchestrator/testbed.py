@@ -395,8 +395,8 @@ class Testbed:
         if self.backend.name != "local":
             raise BackendError(f"add broker: the {self.backend.name} backend cannot add brokers"
                                " to a running tree yet (local only)")
-        if broker_id in self.configs or broker_id in self.retired:
-            raise BackendError(f"add broker: {broker_id!r} is (or was) a broker of this run")
+        if broker_id in self.configs:
+            raise BackendError(f"add broker: {broker_id!r} is a broker of this run already")
         template = self.configs[attach]
         if template.link_tls is not None:
             raise BackendError(f"add broker: this run has TLS on links (live.tls), and {broker_id}"
@@ -423,6 +423,8 @@ class Testbed:
         config = BrokerConfig.model_validate(config.model_dump())  # checked like any other
         started = self.backend.add_broker(config)
         self.configs[broker_id] = started
+        if broker_id in self.retired:  # it left earlier and comes back (its trace goes on)
+            self.retired.remove(broker_id)
         update = getattr(self.backend, "update_config", None)
         for b, c in list(self.configs.items()):  # a restarted broker must know it too
             if b != broker_id and update is not None:
