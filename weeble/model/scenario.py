@@ -45,7 +45,7 @@ Example (every field that has a default may be left out):
         - {op: move_to, edges: [[b0, b1], ...]}    # static: D(T1, T2) exchanges; coloured: one
         - {op: random, count: 5, at: 250, every: 5, length: 4}   # random exchanges at a rate
     measure: {start: 130, table_samples: 4}   # a steady-state window to the end (simulator)
-    optimizer:               # the tree optimizer (thesis ch. 5), simulator only for now
+    optimizer:               # the tree optimizer (thesis ch. 5): simulator, live on local
       heuristic: ci          # ci | mst | mit | none (the static tree)
       broadcast_interval: 2.5  # s; eta, cache_size, filter_size, hashes: Table 5.2
       start: 30              # the heuristic starts here
@@ -517,7 +517,7 @@ class Scenario(_Model):
     overlay: Overlay = Overlay()
     reconfigurations: Reconfigurations = Reconfigurations()
     measure: Measure | None = None  # a steady-state window (simulator only)
-    optimizer: OptimizerSpec | None = None  # the tree optimizer (ch. 5), simulator only for now
+    optimizer: OptimizerSpec | None = None  # the tree optimizer (ch. 5); live: local backend
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
 

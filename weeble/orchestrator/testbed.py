@@ -77,12 +77,17 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
     """Every broker's config for a scenario laid out by a backend (its placements and the
     addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
     live = scenario.live
-    if scenario.routing.adverts or scenario.optimizer is not None:
-        # live clients do not advertise, and the optimizer is not driven live yet: a live run
-        # would silently run something else (subscriptions that go nowhere, a static tree), so
-        # say so rather than run the wrong experiment
-        raise ScenarioError(f"{scenario.name}: routing.adverts and optimizer are simulator only"
-                            " for now (`weeble simulate`)")
+    if scenario.routing.adverts:
+        # live clients do not advertise: a live run would silently run something else
+        # (subscriptions that go nowhere), so say so rather than run the wrong experiment
+        raise ScenarioError(f"{scenario.name}: routing.adverts is simulator only for now"
+                            " (`weeble simulate`)")
+    if scenario.optimizer is not None and scenario.optimizer.heuristic != "none" \
+            and not address_book:
+        # the optimizer's exchanges link brokers that are not neighbours yet: they need every
+        # broker's address (the local backend's address book)
+        raise ScenarioError(f"{scenario.name}: optimizer: live only on the local backend for now"
+                            " (its exchanges need every broker's address)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())

@@ -35,6 +35,8 @@ from weeble.broker.core.rom import (
     Algorithm,
     Colours,
     ConfigError,
+    Heuristic,
+    Optimizer,
     Options,
     Ordering,
     OverlayKind,
@@ -147,6 +149,7 @@ class BrokerConfig(_Strict):
     ordering: Ordering = Ordering.FIFO
     overlay: OverlayKind = OverlayKind.STATIC
     colours: dict[str, Any] | None = None  # the 3-colour scheme's ROM (rom.Colours' fields)
+    optimizer: dict[str, Any] | None = None  # the tree optimizer's ROM (rom.Optimizer's fields)
     neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
     # the address book: every other broker of the run a link may be opened to at run time
     # (reconfiguration: new neighbours, the link exchange's out-of-band channels)
@@ -233,6 +236,7 @@ class BrokerConfig(_Strict):
             ordering=self.ordering,
             overlay=self.overlay,
             colours=Colours(**self.colours) if self.colours else Colours(),
+            optimizer=_optimizer(self.optimizer),
         )
 
     @staticmethod
@@ -244,7 +248,8 @@ class BrokerConfig(_Strict):
                 "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
                 "options": asdict(rom.options), "adverts": rom.adverts,
                 "ordering": rom.ordering, "overlay": rom.overlay,
-                "colours": asdict(rom.colours) if rom.overlay is OverlayKind.COLOURED else None}
+                "colours": asdict(rom.colours) if rom.overlay is OverlayKind.COLOURED else None,
+                "optimizer": asdict(rom.optimizer) if rom.optimizer is not None else None}
 
     def limits(self) -> Limits:
         t = self.tuning
@@ -286,3 +291,17 @@ def format_errors(error: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(config)"
         lines.append(f"{where}: {err['msg']}")
     return "; ".join(lines)
+
+
+def _optimizer(fields: dict[str, Any] | None) -> Optimizer | None:
+    """The optimizer's ROM from its config fields (JSON: link_costs as pairs, heuristic as text)."""
+    if not fields:
+        return None
+    try:
+        opt = Optimizer(**{**fields, "heuristic": Heuristic(fields.get("heuristic", "ci")),
+                           "link_costs": tuple((str(b), float(c)) for b, c in
+                                               fields.get("link_costs", ()))})
+        opt.validate()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"optimizer: {e}") from None
+    return opt

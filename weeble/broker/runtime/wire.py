@@ -25,6 +25,7 @@ from weeble.broker.core.messages import (
     Adv,
     AskPlace,
     Begin,
+    Broadcast,
     Bye,
     End,
     Lock,
@@ -32,6 +33,7 @@ from weeble.broker.core.messages import (
     Notification,
     Notify,
     Place,
+    Propose,
     Recolor,
     RecolorAck,
     Reconfigure,
@@ -44,6 +46,7 @@ from weeble.broker.core.messages import (
     Unlock,
     Unsub,
 )
+from weeble.broker.core.sketch.bloom import BloomFilter
 from weeble.proto.v1 import client_pb2, link_pb2
 
 PROTOCOL_VERSION = 1
@@ -333,6 +336,16 @@ def message_to_envelope(message: Message, seq: int) -> link_pb2.Envelope:
     elif t is Reconfigure:
         m = message
         env.reconfigure.CopyFrom(link_pb2.ReconfigureMsg(rid=m.rid, moves=_moves_pb(m.moves)))
+    elif t is Broadcast:
+        m = message
+        f = m.summary
+        env.opt_broadcast.CopyFrom(link_pb2.OptBroadcastMsg(
+            path=list(m.path), p=list(m.p), c=list(m.c), summary=f.to_bytes(), m=f.m, k=f.k,
+            seed=f.seed & _UINT32))
+    elif t is Propose:
+        m = message
+        env.opt_propose.CopyFrom(link_pb2.OptProposeMsg(
+            rid=m.rid, path=list(m.path), p=list(m.p), c=list(m.c), cost=list(m.cost)))
     else:
         raise WireError(f"message: no wire form for {type(message).__name__}")
     return env
@@ -389,6 +402,24 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
     if kind == "reconfigure":
         m = env.reconfigure
         return Reconfigure(_rid(m.rid, kind), _moves_from(m.moves, "reconfigure.moves"))
+    if kind == "opt_broadcast":
+        m = env.opt_broadcast
+        if not m.path or len(m.p) != len(m.path) or len(m.c) != len(m.path) - 1:
+            raise WireError("opt_broadcast: needs a path, one p per broker, one c per link")
+        if not 8 <= m.m <= 1 << 24 or not 1 <= m.k <= 64:
+            raise WireError(f"opt_broadcast: a filter of {m.m} bits and {m.k} hashes")
+        try:
+            summary = BloomFilter.from_bytes(m.summary, m=m.m, k=m.k, seed=m.seed)
+        except ValueError as e:
+            raise WireError(f"opt_broadcast.summary: {e}") from None
+        return Broadcast(tuple(m.path), tuple(m.p), tuple(m.c), summary)
+    if kind == "opt_propose":
+        m = env.opt_propose
+        n = len(m.path)
+        if n < 3 or not len(m.p) == len(m.c) == len(m.cost) == n:
+            raise WireError("opt_propose: a cycle of 3 or more, one p, c and cost per broker")
+        return Propose(_rid(m.rid, kind), tuple(m.path), tuple(m.p), tuple(m.c),
+                       tuple(m.cost))
     raise WireError(f"envelope: unexpected kind {kind!r}")
 
 
@@ -407,7 +438,8 @@ _KINDS: dict[type, str] = {Notify: "notify", Sub: "sub", Unsub: "unsub", Switch:
                            Relayed: "relayed", Reroute: "reroute", Separator: "separator",
                            End: "end", Unlock: "unlock", Bye: "bye", Recolor: "recolor",
                            RecolorAck: "recolor_ack", AskPlace: "ask_place", Place: "place",
-                           Reconfigure: "reconfigure"}
+                           Reconfigure: "reconfigure", Broadcast: "opt_broadcast",
+                           Propose: "opt_propose"}
 
 
 def hello(broker_id: str, link_token: str, max_message_bytes: int = 0) -> link_pb2.Envelope:

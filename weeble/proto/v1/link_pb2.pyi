@@ -91,6 +91,38 @@ class ControlMsg(_message.Message):
     unadv: UnadvMsg
     def __init__(self, sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ...) -> None: ...
 
+class OptBroadcastMsg(_message.Message):
+    __slots__ = ("path", "p", "c", "summary", "m", "k", "seed")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    P_FIELD_NUMBER: _ClassVar[int]
+    C_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    M_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    path: _containers.RepeatedScalarFieldContainer[str]
+    p: _containers.RepeatedScalarFieldContainer[float]
+    c: _containers.RepeatedScalarFieldContainer[float]
+    summary: bytes
+    m: int
+    k: int
+    seed: int
+    def __init__(self, path: _Optional[_Iterable[str]] = ..., p: _Optional[_Iterable[float]] = ..., c: _Optional[_Iterable[float]] = ..., summary: _Optional[bytes] = ..., m: _Optional[int] = ..., k: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class OptProposeMsg(_message.Message):
+    __slots__ = ("rid", "path", "p", "c", "cost")
+    RID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    P_FIELD_NUMBER: _ClassVar[int]
+    C_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    rid: str
+    path: _containers.RepeatedScalarFieldContainer[str]
+    p: _containers.RepeatedScalarFieldContainer[float]
+    c: _containers.RepeatedScalarFieldContainer[float]
+    cost: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, rid: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., p: _Optional[_Iterable[float]] = ..., c: _Optional[_Iterable[float]] = ..., cost: _Optional[_Iterable[float]] = ...) -> None: ...
+
 class LockMsg(_message.Message):
     __slots__ = ("rid", "path", "edge_a", "edge_b", "refused")
     RID_FIELD_NUMBER: _ClassVar[int]
@@ -218,7 +250,7 @@ class Batch(_message.Message):
     def __init__(self, envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +274,8 @@ class Envelope(_message.Message):
     ASK_PLACE_FIELD_NUMBER: _ClassVar[int]
     PLACE_FIELD_NUMBER: _ClassVar[int]
     RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
+    OPT_BROADCAST_FIELD_NUMBER: _ClassVar[int]
+    OPT_PROPOSE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -265,10 +299,12 @@ class Envelope(_message.Message):
     ask_place: AskPlaceMsg
     place: PlaceMsg
     reconfigure: ReconfigureMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ...) -> None: ...
+    opt_broadcast: OptBroadcastMsg
+    opt_propose: OptProposeMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ...) -> None: ...
 
 class EnvelopeView(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +328,8 @@ class EnvelopeView(_message.Message):
     ASK_PLACE_FIELD_NUMBER: _ClassVar[int]
     PLACE_FIELD_NUMBER: _ClassVar[int]
     RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
+    OPT_BROADCAST_FIELD_NUMBER: _ClassVar[int]
+    OPT_PROPOSE_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -315,7 +353,9 @@ class EnvelopeView(_message.Message):
     ask_place: AskPlaceMsg
     place: PlaceMsg
     reconfigure: ReconfigureMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ...) -> None: ...
+    opt_broadcast: OptBroadcastMsg
+    opt_propose: OptProposeMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ...) -> None: ...
 
 class NotifyView(_message.Message):
     __slots__ = ("notification", "gray", "color")
