@@ -83,7 +83,10 @@ def test_the_optimizer_lowers_the_cost_of_a_live_tree(tmp_path: Path) -> None:
     finally:
         bed.down()
         bed.close()
-    assert len(trees) >= 3 and locked_rounds >= 1, (len(trees), locked_rounds)
+    # An exchange takes ~10 ms and the looks come every 0.2 s: whether one catches a lock is
+    # chance, so the looks that did are only reported; that the brokers reshaped the tree
+    # is asserted below (decisions, a different last tree, a cheaper one).
+    assert len(trees) >= 3, (len(trees), locked_rounds)
     assert trees[0] == {tuple(sorted(e)) for e in chain}
     for t in trees:
         assert _spanning(t), sorted(t)  # a spanning tree at every quiet moment
@@ -111,7 +114,8 @@ def test_the_optimizer_lowers_the_cost_of_a_live_tree(tmp_path: Path) -> None:
 
     before = tree_cost(trees[0], p, cost, traffic)
     after = tree_cost(trees[-1], p, cost, traffic)
-    print(f"live optimizer: {len(decided)} decisions, {len(trees)} quiet looks at the tree, "
+    print(f"live optimizer: {len(decided)} decisions, {len(trees)} quiet looks at the tree "
+          f"({locked_rounds} during an exchange), "
           f"the run's traffic costs {before:.0f} on the chain, {after:.0f} on the last tree")
     assert after < 0.8 * before, (before, after)
     report = check_run(bed.run_dir)
