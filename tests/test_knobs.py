@@ -12,7 +12,9 @@ import pytest
 
 from weeble.broker.core.rom import (
     Algorithm,
+    AntiEntropy,
     Colours,
+    Mode,
     Options,
     Ordering,
     OverlayKind,
@@ -131,7 +133,25 @@ def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
     rom_fields = set(flat(parse_scenario(BASE).roms()["b0"]))
     # the tree's, and the overlay's and advertisements' (tests below)
     assert rom_fields - reached == {"broker_id", "neighbors", "overlay", "adverts", "optimizer",
-                                    *(f"colours.{k}" for k, _ in OVERLAY_KNOBS)}
+                                    *(f"colours.{k}" for k, _ in OVERLAY_KNOBS), "mode",
+                                    *(f"anti_entropy.{k}" for k, _ in AE_KNOBS)}
+
+
+# The anti-entropy mode's knobs (seed 002), each to the ROM field of the same name.
+AE_KNOBS: list[tuple[str, Any]] = [
+    ("sketch", "full"), ("bits_per_element", 4.0), ("hashes", 2), ("min_bits", 16),
+    ("full_every", 0), ("on_mismatch", "full"), ("timer", "adaptive"), ("period", 10.0),
+    ("threshold", 3), ("reply_timeout", 1.5)]
+
+
+@pytest.mark.parametrize(("knob", "value"), AE_KNOBS, ids=[k for k, _ in AE_KNOBS])
+def test_every_anti_entropy_knob_reaches_its_rom_field(knob: str, value: Any) -> None:
+    from weeble.model.scenario import AntiEntropySpec
+
+    base = dataclasses.asdict(AntiEntropySpec().rom())
+    changed = dataclasses.asdict(AntiEntropySpec(**{knob: value}).rom())
+    assert {k for k in base if base[k] != changed[k]} == {knob}
+    assert {k for k, _ in AE_KNOBS} == set(AntiEntropySpec.model_fields) == set(base)
 
 
 # The tree optimizer's knobs (ch. 5) and the fields of its ROM (`Optimizer`) they must change;
@@ -179,6 +199,7 @@ def test_a_live_configuration_carries_every_rom_field(tmp_path: Path) -> None:
     """A ROM round-trips through a broker's config file, whatever its fields hold."""
     rom = dataclasses.replace(
         parse_scenario(BASE).roms()["b1"], adverts=True, ordering=Ordering.CAUSAL,
+        mode=Mode.ANTI_ENTROPY, anti_entropy=AntiEntropy(timer="strawman", period=1.5, hashes=3),
         options=Options(flag_rule=False, renew_forwarded=False, unsub_counts_all=False,
                         qsub=False, qnot=False, hold_relays=False, backoff=0.5))
     config = BrokerConfig(**BrokerConfig.rom_fields(rom), neighbors={"b0": "127.0.0.1:1"},

@@ -238,3 +238,38 @@ def test_unknown_fields_are_named_where_they_are(tmp_path: Path) -> None:
     message = error(tmp_path, routing={"algorithm": "identity", "hierarchcal": True})
     assert "routing: unknown field 'hierarchcal' (did you mean 'hierarchical'?" in message
     assert "(top level): unknown field 'durration'" in error(tmp_path, durration=3)
+
+
+# ---- the stabilization mode (issue 14) ------------------------------------------------------
+
+
+def test_mode_defaults_to_leasing_and_reaches_every_rom(tmp_path: Path) -> None:
+    from weeble.broker.core.rom import Mode
+    from weeble.broker.runtime.config import BrokerConfig
+
+    s = load_scenario(write(tmp_path, BASE))
+    assert s.mode is Mode.LEASING
+    rom = s.roms()["b1"]
+    assert rom.mode is Mode.LEASING
+    fields = BrokerConfig.rom_fields(rom)
+    assert fields["mode"] is Mode.LEASING and fields["anti_entropy"] is None
+
+
+def test_unknown_mode_names_the_key_and_the_modes(tmp_path: Path) -> None:
+    message = error(tmp_path, mode="antientropy")
+    assert "mode:" in message and "'anti_entropy'" in message and "'skip_ring'" in message
+
+
+def test_anti_entropy_knobs_need_the_mode(tmp_path: Path) -> None:
+    message = error(tmp_path, anti_entropy={"period": 2})
+    assert "anti_entropy: only the anti_entropy mode has it" in message
+
+
+def test_cli_mode_refuses_an_unknown_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    from weeble.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", str(SCENARIOS / "sim-small.yaml"), "--out", "/nonexistent",
+              "--mode", "lease"])
+    assert info.value.code == 2
+    assert "--mode: invalid choice: 'lease'" in capsys.readouterr().err

@@ -29,6 +29,16 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def add_mode_option(p: Any) -> None:
+    """`--mode`: run the scenario in another stabilization mode than its `mode:` says."""
+    from weeble.broker.core.rom import Mode
+
+    p.add_argument("--mode", choices=[m.value for m in Mode],
+                   help="how routing tables are kept correct: leasing (seed 000, the default),"
+                        " anti_entropy (seed 002: Bloom sketches per tree edge) or skip_ring"
+                        " (seed 003); overrides the scenario's `mode:`")
+
+
 OPEN_CLIENTS_NOTE = ("weeble: note: OPEN client mode (scenario live.open_clients): the brokers"
                      " do not authenticate clients, any client may use any client id; for"
                      " local play only")

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from weeble.commands import add_mode_option
 from weeble.commands.up import add_placement_options
 
 
@@ -35,6 +36,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--duration", type=float, metavar="S",
                    help="seconds of workload (overrides the scenario's duration)")
+    add_mode_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--chaos", metavar="FILE",
                    help="run this chaos experiment (a `weeble chaos` file) instead of the"
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from weeble.commands import OPEN_CLIENTS_NOTE, UsageError
-    from weeble.model.scenario import load_scenario, with_chaos
+    from weeble.model.scenario import load_scenario, with_chaos, with_mode
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.summary import summarize
     from weeble.orchestrator.testbed import Testbed
@@ -62,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration: must be > 0, got {args.duration}")
     duration = args.duration if args.duration is not None else scenario.duration
+    if args.mode is not None:
+        scenario = with_mode(scenario, args.mode)
     if args.chaos is not None:
         scenario = with_chaos(scenario, args.chaos)
     console = Console(stderr=True)

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from weeble.commands import add_mode_option
+
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -23,6 +25,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chaos", metavar="FILE",
                    help="run this chaos experiment (a `weeble chaos` file) instead of the"
                         " scenario's own")
+    add_mode_option(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary on stdout")
     p.set_defaults(handler=run)
 
@@ -30,9 +33,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
-    from weeble.model.scenario import load_scenario, with_chaos
+    from weeble.model.scenario import load_scenario, with_chaos, with_mode
 
     scenario = load_scenario(args.scenario)
+    if args.mode is not None:
+        scenario = with_mode(scenario, args.mode)
     if args.chaos is not None:
         scenario = with_chaos(scenario, args.chaos)
     summary = simulate(scenario, args.out, progress=not args.quiet,

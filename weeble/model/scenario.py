@@ -15,6 +15,7 @@ Example (every field that has a default may be left out):
     duration: 300            # virtual seconds
     topology: {kind: kary, m: 3, levels: 3}
     routing: {algorithm: identity, hierarchical: true}
+    mode: leasing            # or anti_entropy (seed 002; knobs in `anti_entropy:`), skip_ring
     timing: {pi: 30.2, rho: 30, delta_min: 0.025, delta_max: 0.025, delay: constant}
     workload: {filter_classes: 20, subscriptions: 200, mean_lifetime: 120, publish_rate: 50}
     subscriptions:
@@ -82,9 +83,11 @@ from weeble.broker.core.reconfig.plan import (
 from weeble.broker.core.reconfig.plan import plan as plan_move
 from weeble.broker.core.rom import (
     Algorithm,
+    AntiEntropy,
     Colours,
     ConfigError,
     Heuristic,
+    Mode,
     Optimizer,
     Options,
     Ordering,
@@ -437,6 +440,28 @@ class OptimizerSpec(_Model):
             seed=seed)
 
 
+# ---- the stabilization mode (issue 14) ------------------------------------------------------
+
+
+class AntiEntropySpec(_Model):
+    """The anti-entropy mode's knobs (seed 002; the core's `AntiEntropy` says what each does).
+    Defaults are spec D.4: m/n = 10, k = 7, re-salted every round, an exact round every 16."""
+
+    sketch: Literal["bloom", "full"] = "bloom"
+    bits_per_element: float = Field(default=10.0, gt=0)  # m/n
+    hashes: int = Field(default=7, ge=1)  # k
+    min_bits: int = Field(default=64, ge=8)
+    full_every: int = Field(default=16, ge=0)  # K; 0: never
+    on_mismatch: Literal["localise", "full"] = "localise"
+    timer: Literal["static", "strawman", "adaptive"] = "static"
+    period: float = Field(default=3.0, gt=0)  # s, per directed edge
+    threshold: int = Field(default=5, ge=1)  # adaptive: unwanted events before rounds resume
+    reply_timeout: float = Field(default=2.0, gt=0)  # periods
+
+    def rom(self) -> AntiEntropy:
+        return AntiEntropy(**self.model_dump())
+
+
 # ---- the scenario ---------------------------------------------------------------------------
 
 
@@ -518,6 +543,10 @@ class Scenario(_Model):
     reconfigurations: Reconfigurations = Reconfigurations()
     measure: Measure | None = None  # a steady-state window (simulator only)
     optimizer: OptimizerSpec | None = None  # the tree optimizer (ch. 5); live: local backend
+    # How routing tables are kept correct: leasing (seed 000, the default), anti_entropy
+    # (seed 002: Bloom sketches per tree edge, its knobs in `anti_entropy:`), skip_ring (seed 003)
+    mode: Mode = Mode.LEASING
+    anti_entropy: AntiEntropySpec | None = None
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
 
@@ -578,8 +607,12 @@ class Scenario(_Model):
                        hierarchical=r.hierarchical, wrapper=r.wrapper, options=options,
                        adverts=r.adverts, ordering=self.reconfigurations.ordering,
                        optimizer=o.rom(b, p, c, self.seed) if o is not None else None,
-                       **overlay)
+                       mode=self.mode, anti_entropy=self.anti_entropy_rom, **overlay)
                 for b in topology.brokers}
+
+    @property
+    def anti_entropy_rom(self) -> AntiEntropy:
+        return (self.anti_entropy or AntiEntropySpec()).rom()
 
     @property
     def bound(self) -> float:
@@ -657,6 +690,21 @@ def parse_scenario(data: object, source: str = "<scenario>") -> Scenario:
     return scenario
 
 
+def with_mode(scenario: Scenario, mode: str) -> Scenario:
+    """`scenario` in another mode (`--mode`), checked as if its file said so."""
+    try:
+        s = scenario.model_copy(update={"mode": Mode(mode)})
+    except ValueError:
+        raise ScenarioError(f"--mode: unknown mode {mode!r} (modes: "
+                            f"{', '.join(m.value for m in Mode)})") from None
+    try:
+        _check(s)
+    except _Invalid as exc:
+        raise ScenarioError(f"{scenario.name} with --mode {mode}: {exc.path}: {exc.problem}") \
+            from None
+    return s
+
+
 def with_chaos(scenario: Scenario, experiment_path: str | Path) -> Scenario:
     """`scenario` with the chaos experiment of a file (the one `weeble chaos` takes) as its
     faults instead of its own, checked against its tree and duration."""
@@ -720,6 +768,7 @@ def _check(s: Scenario) -> None:
             raise _Invalid(f"publications[{i}].client", f"{pub.client!r} is a broker id")
 
     _check_reconfigurations(s)
+    _check_mode(s)
     if s.measure is not None and s.measure.start >= s.duration:
         raise _Invalid("measure.start", f"{s.measure.start} leaves no window before the end of"
                        f" the run (duration {s.duration})")
@@ -770,6 +819,33 @@ def _check_reconfigurations(s: Scenario) -> None:
                                " (overlay.kind: coloured)")
     _plan(s)
     _check_optimizer(s)
+
+
+BUILT_MODES = (Mode.LEASING,)  # the modes `weeble simulate` and `weeble run` carry out
+
+
+def _check_mode(s: Scenario) -> None:
+    """A mode's preconditions: seed 002's anti-entropy keeps simple-routing tables of one static
+    tree (its Definitions 2-4 and Theorem 1 are stated for them)."""
+    if s.mode not in BUILT_MODES:
+        raise _Invalid("mode", f"{s.mode.value!r} is not built yet (modes that run: "
+                       f"{', '.join(m.value for m in BUILT_MODES)})")
+    if s.anti_entropy is not None and s.mode is not Mode.ANTI_ENTROPY:
+        raise _Invalid("anti_entropy", f"only the anti_entropy mode has it (mode: "
+                       f"{s.mode.value}; set mode: anti_entropy)")
+    if s.mode is not Mode.ANTI_ENTROPY:
+        return
+    r = s.routing
+    if r.algorithm is not Algorithm.SIMPLE or r.wrapper or r.adverts or r.hierarchical:
+        raise _Invalid("routing", "the anti_entropy mode keeps seed 002's tables: simple "
+                       "peer-to-peer routing (algorithm: simple; no wrapper, adverts or "
+                       "hierarchical)")
+    if s.overlay.kind is not OverlayKind.STATIC:
+        raise _Invalid("overlay.kind", "the anti_entropy mode runs on the static tree")
+    if s.reconfigurations.operations:
+        raise _Invalid("reconfigurations", "the anti_entropy mode does not reshape its tree yet")
+    if s.optimizer is not None and s.optimizer.heuristic != "none":
+        raise _Invalid("optimizer", "the anti_entropy mode does not reshape its tree yet")
 
 
 def _check_optimizer(s: Scenario) -> None:

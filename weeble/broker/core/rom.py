@@ -203,6 +203,56 @@ class Colours:
         return 4 * self.xi + self.height * (2 * params.delta_max - params.delta_min)
 
 
+class Mode(StrEnum):
+    """How the routing tables are kept correct (issue 14; spec skipring-and-sketches D.4)."""
+
+    LEASING = "leasing"  # seed 000: second-chance leases, refreshed end to end every ρ
+    ANTI_ENTROPY = "anti_entropy"  # seed 002: per-edge sketch comparison and corrections
+    SKIP_RING = "skip_ring"  # seed 003: the supervised skip ring, topic-based
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AntiEntropy:
+    """ROM of the anti-entropy mode (seed 002; spec B.3, B.4, B.5, D.2, D.4): how each directed
+    tree edge compares what a broker forwarded with what its neighbour holds.
+
+    Defaults are spec D.4: Bloom sketches of m/n = 10 bits per element and k = 7 hashes
+    (a single difference escapes one round with probability ≈ 0.8 %), re-salted every round,
+    |F| sent beside, an exact exchange every K = 16 rounds."""
+
+    sketch: str = "bloom"  # bloom | full (the table itself, the baseline)
+    bits_per_element: float = 10.0  # m/n
+    hashes: int = 7  # k
+    min_bits: int = 64  # m for small tables
+    full_every: int = 16  # K: an exact round every K rounds; 0: never
+    on_mismatch: str = "localise"  # localise (send what B(F) certainly lacks) | full
+    timer: str = "static"  # static | strawman | adaptive (seed 002 §5)
+    period: float = 3.0  # s between two rounds of one directed edge
+    threshold: int = 5  # adaptive: unwanted events after a link failure before rounds resume
+    reply_timeout: float = 2.0  # periods a round waits for its reply before it is abandoned
+
+    def validate(self) -> None:
+        if self.sketch not in ("bloom", "full"):
+            raise ConfigError(f"anti_entropy.sketch: 'bloom' or 'full', got {self.sketch!r}")
+        if self.on_mismatch not in ("localise", "full"):
+            raise ConfigError(f"anti_entropy.on_mismatch: 'localise' or 'full', "
+                              f"got {self.on_mismatch!r}")
+        if self.timer not in ("static", "strawman", "adaptive"):
+            raise ConfigError(f"anti_entropy.timer: 'static', 'strawman' or 'adaptive', "
+                              f"got {self.timer!r}")
+        if self.bits_per_element <= 0:
+            raise ConfigError(f"anti_entropy.bits_per_element: must be > 0, "
+                              f"got {self.bits_per_element}")
+        if self.hashes < 1 or self.min_bits < 8:
+            raise ConfigError(f"anti_entropy: hashes >= 1 and min_bits >= 8, got "
+                              f"{self.hashes} and {self.min_bits}")
+        if self.full_every < 0:
+            raise ConfigError(f"anti_entropy.full_every: must be >= 0 (0: never), "
+                              f"got {self.full_every}")
+        if self.period <= 0 or self.reply_timeout <= 0 or self.threshold < 1:
+            raise ConfigError("anti_entropy: period > 0, reply_timeout > 0 and threshold >= 1")
+
+
 class Heuristic(StrEnum):
     """Who reshapes the tree (thesis ch. 5): Cost-and-Interest, or a baseline of §5.6.1."""
 
@@ -259,6 +309,8 @@ class Rom:
     overlay: OverlayKind = OverlayKind.STATIC
     colours: Colours = Colours()  # the 3-colour scheme's ROM (overlay = coloured)
     optimizer: Optimizer | None = None  # the tree optimizer of ch. 5 (layer `optimize`)
+    mode: Mode = Mode.LEASING  # how routing tables are kept correct
+    anti_entropy: AntiEntropy = AntiEntropy()  # its ROM (mode = anti_entropy)
 
     @property
     def is_root(self) -> bool:

@@ -33,9 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from weeble.broker.core.rom import (
     Algorithm,
+    AntiEntropy,
     Colours,
     ConfigError,
     Heuristic,
+    Mode,
     Optimizer,
     Options,
     Ordering,
@@ -150,6 +152,8 @@ class BrokerConfig(_Strict):
     overlay: OverlayKind = OverlayKind.STATIC
     colours: dict[str, Any] | None = None  # the 3-colour scheme's ROM (rom.Colours' fields)
     optimizer: dict[str, Any] | None = None  # the tree optimizer's ROM (rom.Optimizer's fields)
+    mode: Mode = Mode.LEASING  # how routing tables are kept correct (rom.Mode)
+    anti_entropy: dict[str, Any] | None = None  # the anti-entropy ROM (rom.AntiEntropy's fields)
     neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
     # the address book: every other broker of the run a link may be opened to at run time
     # (reconfiguration: new neighbours, the link exchange's out-of-band channels)
@@ -237,6 +241,8 @@ class BrokerConfig(_Strict):
             overlay=self.overlay,
             colours=Colours(**self.colours) if self.colours else Colours(),
             optimizer=_optimizer(self.optimizer),
+            mode=self.mode,
+            anti_entropy=_anti_entropy(self.anti_entropy),
         )
 
     @staticmethod
@@ -249,7 +255,10 @@ class BrokerConfig(_Strict):
                 "options": asdict(rom.options), "adverts": rom.adverts,
                 "ordering": rom.ordering, "overlay": rom.overlay,
                 "colours": asdict(rom.colours) if rom.overlay is OverlayKind.COLOURED else None,
-                "optimizer": asdict(rom.optimizer) if rom.optimizer is not None else None}
+                "optimizer": asdict(rom.optimizer) if rom.optimizer is not None else None,
+                "mode": rom.mode,
+                "anti_entropy": asdict(rom.anti_entropy) if rom.mode is Mode.ANTI_ENTROPY
+                else None}
 
     def limits(self) -> Limits:
         t = self.tuning
@@ -305,3 +314,13 @@ def _optimizer(fields: dict[str, Any] | None) -> Optimizer | None:
     except (TypeError, ValueError) as e:
         raise ConfigError(f"optimizer: {e}") from None
     return opt
+
+
+def _anti_entropy(fields: dict[str, Any] | None) -> AntiEntropy:
+    """The anti-entropy ROM from its config fields (defaults for the ones left out)."""
+    try:
+        ae = AntiEntropy(**(fields or {}))
+        ae.validate()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"anti_entropy: {e}") from None
+    return ae
