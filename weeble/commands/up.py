@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     with signals_raise():
         bed = Testbed.plan(scenario, runs_dir=args.runs_dir, run_id=args.run_id,
                            base_host=args.base_host, any_ports=args.any_ports,
-                           backend=args.backend)
+                           backend=args.backend,
+                           # ready for `weeble reconfigure` (Mininet, Docker: a peer network)
+                           reconfigurable=True)
         try:
             bed.up(on_event=lambda msg: print(f"  {msg}", file=sys.stderr))
         except BaseException:

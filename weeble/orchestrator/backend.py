@@ -54,6 +54,9 @@ class Ports:
     metrics_enabled: bool = False
     any_ports: bool = False
     base_host: str = "127.0.0.2"  # local backend: the first broker's loopback address
+    # a segment every broker is on, for the links and channels a reconfiguration makes at run
+    # time (backends with a network of their own; weeble/orchestrator/backends/peernet.py)
+    peer_network: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,10 @@ class Backend(ABC):
     removes everything it created unless `detach()` handed the brokers on (`weeble up`)."""
 
     name: ClassVar[str]
+    # can its runs link brokers at run time (reconfiguration, the optimizer)? if not, why not
+    links_at_run_time: ClassVar[bool] = False
+    links_at_run_time_why: ClassVar[str] = "it cannot link brokers at run time"
+    assigns_addresses: ClassVar[bool] = True  # it places a broker added at run time itself
     workdir: Path  # run_dir/brokers: each broker's config (<id>.json) and log (<id>.log)
     access: AdminAccess
 
@@ -275,6 +282,18 @@ class Backend(ABC):
         """Where `neighbor` reaches `broker_id` over their link (host:port)."""
 
     # ---- run-time membership ----------------------------------------------------------------
+
+    @property
+    def reconfigurable(self) -> bool:
+        """Can any broker of this run reach any other (the address book a reconfiguration and
+        the optimizer dial new links and out-of-band channels from)?"""
+        return False
+
+    def book_address(self, broker_id: str) -> str:
+        """Where any other broker of the run reaches `broker_id` on a link made at run time
+        (its entry in every address book, admin SetPeers)."""
+        raise BackendError(f"the {self.name} backend cannot link brokers at run time"
+                           " (no address book)")
 
     @abstractmethod
     def add_broker(self, config: BrokerConfig) -> BrokerConfig:

@@ -396,6 +396,18 @@ class LocalBackend(Backend):
 
     # ---- run-time membership ----------------------------------------------------------------
 
+    # a broker added at run time gets its addresses from the caller (a loopback address),
+    # not from this backend's network
+    assigns_addresses = False
+    links_at_run_time = True
+
+    @property
+    def reconfigurable(self) -> bool:
+        return True  # on loopback every broker reaches every other
+
+    def book_address(self, broker_id: str) -> str:
+        return self.address(broker_id).listen
+
     def _place(self, config: BrokerConfig) -> BrokerConfig:
         """The config of a broker added at run time, with this backend's addresses: locally,
         the ones the caller chose."""

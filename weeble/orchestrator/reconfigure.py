@@ -66,6 +66,10 @@ class Bed(Protocol):
 
     def add_broker(self, broker_id: str, attach: str) -> Any: ...  # its BrokerConfig
 
+    def book_address(self, broker_id: str) -> str: ...  # where other brokers reach it
+
+    def address(self, broker_id: str) -> Any: ...  # where the orchestrator reaches it
+
     def remove_broker(self, broker_id: str) -> None: ...
 
     def tree_changed(self, tree: Tree) -> None: ...
@@ -226,13 +230,14 @@ class LiveNetwork:
                 for t in refused:  # as the simulator learns it: from the broker's record
                     self._feed(a, t)
             elif what == "add":
-                config = await asyncio.to_thread(self.bed.add_broker, a, b)
+                await asyncio.to_thread(self.bed.add_broker, a, b)
+                book = self.bed.book_address(a)
                 for other in self.bed.brokers:  # everyone may need to reach it
                     if other != a:
-                        await self._admin(other).set_peers({a: config.listen_address})
+                        await self._admin(other).set_peers({a: book})
                 joined = getattr(self.clients, "joined", None)
-                if joined is not None:
-                    joined(a, config.listen_address)
+                if joined is not None:  # the clients: where the orchestrator's side reaches it
+                    joined(a, self.bed.address(a).listen)
             elif what == "retire":
                 if self.clients is not None:  # (the colour scheme: they go now)
                     await self.clients.leave(a)

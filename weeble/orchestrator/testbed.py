@@ -73,9 +73,12 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
                    link_token: str, client_secret: str | None, tls: TlsConfig | None,
                    trace_path: Callable[[str], Path],
                    link_tls: dict[str, TlsConfig] | None = None,
-                   address_book: bool = False) -> dict[str, BrokerConfig]:
+                   address_book: Callable[[str], str] | None = None
+                   ) -> dict[str, BrokerConfig]:
     """Every broker's config for a scenario laid out by a backend (its placements and the
-    addresses brokers dial each other at): the one place a scenario becomes broker ROM."""
+    addresses brokers dial each other at): the one place a scenario becomes broker ROM.
+    `address_book(b)`: where any broker reaches b on a link made at run time (the backend's
+    `book_address`; None: the brokers get no address book)."""
     live = scenario.live
     if scenario.routing.adverts:
         # live clients do not advertise: a live run would silently run something else
@@ -86,8 +89,8 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             and not address_book:
         # the optimizer's exchanges link brokers that are not neighbours yet: they need every
         # broker's address (the local backend's address book)
-        raise ScenarioError(f"{scenario.name}: optimizer: live only on the local backend for now"
-                            " (its exchanges need every broker's address)")
+        raise ScenarioError(f"{scenario.name}: optimizer: this backend gives the brokers no"
+                            " address book (the optimizer's exchanges need every broker's)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())
@@ -100,8 +103,8 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             neighbors={n: peer_address(n, b) for n in neighbors},
             # the address book of run-time links (reconfiguration): every broker, where the
             # network reaches it from b (on loopback: its listen address)
-            peers=({n: peer_address(n, b) for n in topology.brokers if n != b
-                    and n not in neighbors} if address_book else {}),
+            peers=({n: address_book(n) for n in topology.brokers if n != b
+                    and n not in neighbors} if address_book is not None else {}),
             listen_address=places[b].listen,
             admin_address=places[b].admin,
             admin_token=admin_token,
@@ -124,6 +127,13 @@ def snapshot_period(scenario: Scenario) -> float:
     """Table snapshots in every broker's trace, for the state-level view of a live run: every
     `trace.snapshots_every` s, by default ten per Δ (a stabilization time is read to Δ/10)."""
     return scenario.trace.snapshots_every or scenario.bound / 10
+
+
+def reshapes(scenario: Scenario) -> bool:
+    """Does a live run of the scenario link brokers at run time (reconfigurations, the colour
+    scheme, the optimizer)?"""
+    return bool(scenario.reconfigurations.operations or scenario.colours is not None
+                or (scenario.optimizer is not None and scenario.optimizer.heuristic != "none"))
 
 
 class Testbed:
@@ -158,12 +168,14 @@ class Testbed:
     def plan(cls, scenario: Scenario, *, runs_dir: Path | str = "runs",
              run_id: str | None = None, base_host: str | None = None,
              any_ports: bool = False, log_level: str = "INFO",
-             backend: str | None = None) -> Testbed:
+             backend: str | None = None, reconfigurable: bool = False) -> Testbed:
         """Write the run directory and every broker's config; start nothing.
 
         `base_host` overrides live.base_host; `any_ports` picks free ports instead of the
         scenario's fixed ones (tests, and runs beside others); `backend` overrides the
-        scenario's `backend:` (local, mininet, docker, k8s)."""
+        scenario's `backend:` (local, mininet, docker, k8s); `reconfigurable`: ready for
+        `weeble reconfigure` even if the scenario itself does not reshape the tree (on
+        Mininet and Docker: a peer network, weeble/orchestrator/backends/peernet.py)."""
         run_id = run_id or new_run_id(scenario.name)
         run_dir = (Path(runs_dir) / run_id).resolve()
         if (run_dir / STATE_FILE).exists():
@@ -184,19 +196,19 @@ class Testbed:
         client_secret = None if live.open_clients else new_client_secret()
         access = AdminAccess(admin_token)
         kind = backend or getattr(scenario, "backend", None) or "local"
-        if (scenario.reconfigurations.operations or scenario.colours is not None) \
-                and kind != "local":
-            raise BackendError(f"{scenario.name}: live reconfiguration runs on the local backend"
-                               f" only, not {kind}: there a broker reaches only its configured "
-                               "neighbours, and reshaping the tree needs new links and the link "
-                               "exchange's out-of-band channels between any two brokers")
-        backend_obj = backend_class(kind).create(run_dir, access, run_id=run_id,
-                                                 log_level=log_level)
+        needed = reshapes(scenario)
+        cls_ = backend_class(kind)
+        if needed and not cls_.links_at_run_time:
+            raise BackendError(f"{scenario.name}: live reconfiguration and the optimizer run on"
+                               f" the local, mininet and docker backends, not {kind}: "
+                               f"{cls_.links_at_run_time_why}")
+        backend_obj = cls_.create(run_dir, access, run_id=run_id, log_level=log_level)
         try:
             places = backend_obj.plan(brokers, edges, Ports(
                 listen=live.listen_port, admin=live.admin_port, metrics=live.metrics_port,
                 metrics_enabled=live.metrics_port is not None, any_ports=any_ports,
-                base_host=live.base_host))
+                base_host=live.base_host,
+                peer_network=(needed or reconfigurable) and cls_.links_at_run_time))
         except BaseException:
             backend_obj.close()
             raise
@@ -221,7 +233,7 @@ class Testbed:
             link_token=link_token, client_secret=client_secret, tls=tls,
             trace_path=lambda b: backend_obj.trace_path(run_dir / TRACE_DIR, b),
             link_tls=link_tls,
-            address_book=backend_obj.name == "local")
+            address_book=backend_obj.book_address if backend_obj.reconfigurable else None)
         bed = cls(run_id=run_id, run_dir=run_dir, scenario=scenario.model_dump(mode="json"),
                   configs=configs, backend=backend_obj, access=access, root=root,
                   edges=edges, link_token=link_token,
@@ -357,8 +369,13 @@ class Testbed:
 
     @property
     def reconfigures(self) -> bool:
-        """Live reconfiguration is available on this testbed (the local backend)."""
-        return self.backend.name == "local"
+        """Live reconfiguration is available on this testbed (its brokers have an address
+        book: the local backend; Mininet and Docker runs planned with a peer network)."""
+        return self.backend.reconfigurable
+
+    def book_address(self, broker_id: str) -> str:
+        """Where any broker of the run reaches `broker_id` on a link made at run time."""
+        return self.backend.book_address(broker_id)
 
     def tree(self) -> Tree:
         """The broker tree as the testbed knows it (the last reconfiguration included)."""
@@ -395,18 +412,22 @@ class Testbed:
 
     def add_broker(self, broker_id: str, attach: str) -> BrokerConfig:
         """Start a new broker as a leaf of `attach` (the ROM of `attach`, its own loopback
-        address and the run's ports); returns once it serves. Its link to `attach` comes up
-        when `attach` is told of it (the reconfiguration's AddNeighbor)."""
-        if self.backend.name != "local":
-            raise BackendError(f"add broker: the {self.backend.name} backend cannot add brokers"
-                               " to a running tree yet (local only)")
+        address and the run's ports, or a host or container of its own); returns once it
+        serves. Its link to `attach` comes up when `attach` is told of it (the
+        reconfiguration's AddNeighbor)."""
+        if not self.reconfigures:
+            raise BackendError(f"add broker: this {self.backend.name} run cannot link brokers"
+                               " at run time (planned without a peer network: `weeble up"
+                               " --reconfigurable`, or a scenario that reconfigures)")
         if broker_id in self.configs:
             raise BackendError(f"add broker: {broker_id!r} is a broker of this run already")
         template = self.configs[attach]
         if template.link_tls is not None:
             raise BackendError(f"add broker: this run has TLS on links (live.tls), and {broker_id}"
                                " would need a certificate of its own; not supported yet")
-        host = self._next_host()
+        # a backend with a network of its own gives the new broker its addresses (_place)
+        host = (split_address(template.listen_address)[0] if self.backend.assigns_addresses
+                else self._next_host())
         _, listen_port = split_address(template.listen_address)
         _, admin_port = split_address(template.admin_address)
         listen, admin = f"{host}:{listen_port}", f"{host}:{admin_port}"
@@ -418,7 +439,7 @@ class Testbed:
         config = template.model_copy(update={
             "broker_id": broker_id, "parent": attach,
             "neighbors": {attach: template.listen_address},
-            "peers": {b: c.listen_address for b, c in self.configs.items() if b != attach},
+            "peers": {b: self.backend.book_address(b) for b in self.configs if b != attach},
             "links": {attach: next(iter(template.links.values()))} if template.links else {},
             "listen_address": listen, "admin_address": admin, "metrics_address": metrics,
             "trace_path": trace,
@@ -431,9 +452,10 @@ class Testbed:
         if broker_id in self.retired:  # it left earlier and comes back (its trace goes on)
             self.retired.remove(broker_id)
         update = getattr(self.backend, "update_config", None)
+        book = self.backend.book_address(broker_id)
         for b, c in list(self.configs.items()):  # a restarted broker must know it too
             if b != broker_id and update is not None:
-                self.configs[b] = update(b, peers={**c.peers, broker_id: listen}) \
+                self.configs[b] = update(b, peers={**c.peers, broker_id: book}) \
                     if b != attach else self.backend.config(b)
         self.save_state()
         self.backend.wait_healthy(broker_id, self.startup_timeout)

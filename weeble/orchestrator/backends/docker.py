@@ -9,6 +9,9 @@ backend's twin half of the benchmarking block, RFC 2544), one /20 per run:
                     every broker, no broker reaches another over it; the broker binds its
                     admin and metrics here only
     weeble-T-a-b    internal bridge per overlay link (a /29): only a and b are on it
+    weeble-T-peers  a run that reconfigures: internal bridge with inter-container traffic on,
+                    every broker on it (the last /24): the address book's addresses, for the
+                    links and channels a reconfiguration makes at run time (peernet.py)
 
 Internal networks give a container no default route, so two brokers talk only over their
 link's network: a cut disconnects both containers from it (the interface leaves their
@@ -54,6 +57,7 @@ from weeble.orchestrator.backend import (
 )
 from weeble.orchestrator.backends import registry
 from weeble.orchestrator.backends.image import PYTHON, ensure_image
+from weeble.orchestrator.backends.peernet import PeerLinks
 from weeble.orchestrator.local import LocalBackend, _open_backends, wait_serving
 
 KIND = "docker"
@@ -120,11 +124,12 @@ class _Link:
     network: Any  # docker Network
 
 
-class DockerBackend(LocalBackend):
+class DockerBackend(PeerLinks):
     """Brokers in containers. Configs, admin calls, user-space shaping and restarts with the
     link shapes put back are the local backend's; processes and the network are Docker's."""
 
     name = "docker"
+    assigns_addresses = True
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *, image: str | None = None,
                  tag: str = "", log_level: str = "INFO") -> None:
@@ -141,6 +146,8 @@ class DockerBackend(LocalBackend):
         self._subnets: Iterator[ipaddress.IPv4Network] = iter(())
         self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
         self._net_lock = threading.RLock()
+        self._peers: Any = None  # docker Network: the peer network, if the run has one
+        self._peer_hosts: Iterator[ipaddress.IPv4Address] = iter(())
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -157,6 +164,7 @@ class DockerBackend(LocalBackend):
         _open_backends.discard(backend)
         backend._client = docker_client()
         backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
+        backend._load_peer_state(state)
         for b, config in configs.items():
             backend._configs[b] = config
             with contextlib.suppress(Exception):
@@ -179,7 +187,8 @@ class DockerBackend(LocalBackend):
     def state(self) -> dict[str, Any]:
         return {"tag": self.tag, "image": self.image, "ports": list(self._ports),
                 "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
-                "links": {f"{e.a}-{e.b}": e.ip for e in self._links.values()}}
+                "links": {f"{e.a}-{e.b}": e.ip for e in self._links.values()},
+                **self._peer_state()}
 
     # ---- the network --------------------------------------------------------------------------
 
@@ -198,7 +207,7 @@ class DockerBackend(LocalBackend):
             self.tag = next(t for t in iter(lambda: secrets.token_hex(2), None)
                             if t not in used)
             block = self._free_block()
-            mgmt, *rest = block.subnets(new_prefix=24)
+            mgmt, *rest, peers = block.subnets(new_prefix=24)
             self._mgmt_hosts = iter(list(mgmt.hosts())[1:])  # .1 is the host's gateway
             self._subnets = (s for r in rest for s in r.subnets(new_prefix=29))
             registry.register(KIND, self.tag, self.workdir)
@@ -211,6 +220,17 @@ class DockerBackend(LocalBackend):
                         subnet=str(mgmt), gateway=str(mgmt.network_address + 1))]))
             except Exception as e:
                 raise BackendError(f"docker: management network: {e}") from None
+            if ports.peer_network:
+                self._peer_network = True
+                self._peer_hosts = iter(list(peers.hosts())[1:])
+                try:
+                    self._peers = self._client.networks.create(
+                        f"weeble-{self.tag}-peers", driver="bridge", internal=True,
+                        labels={LABEL: self.tag, WORKDIR: str(self.workdir)},
+                        ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+                            subnet=str(peers), gateway=str(peers.network_address + 1))]))
+                except Exception as e:
+                    raise BackendError(f"docker: the peer network: {e}") from None
         with self._net_lock:
             for b in brokers:
                 self._create_container(b)
@@ -254,6 +274,26 @@ class DockerBackend(LocalBackend):
             raise BackendError(f"docker: container for broker {broker_id}: {e}") from None
         self._containers[broker_id] = self._client.containers.get(created["Id"])
         self._mgmt_ip[broker_id] = ip
+        if self._peer_network:
+            self._join_peers(broker_id)
+
+    def _join_peers(self, broker_id: str) -> None:
+        if self._peers is None:  # attached to a run another process planned
+            self._peers = self._client.networks.get(f"weeble-{self.tag}-peers")
+        try:
+            ip = str(next(self._peer_hosts))
+        except StopIteration:
+            used = {ipaddress.IPv4Address(a) for a in self._peer_ip.values()}
+            net = ipaddress.IPv4Network(self._peers.attrs["IPAM"]["Config"][0]["Subnet"])
+            free = [h for h in list(net.hosts())[1:] if h not in used]
+            if not free:
+                raise BackendError("docker: this run's peer network is full") from None
+            ip = str(free[0])
+        try:
+            self._peers.connect(self._containers[broker_id], ipv4_address=ip)
+        except Exception as e:
+            raise BackendError(f"docker: broker {broker_id} on the peer network: {e}") from None
+        self._peer_ip[broker_id] = ip
 
     def _connect(self, a: str, b: str) -> _Link:
         import docker
@@ -310,7 +350,7 @@ class DockerBackend(LocalBackend):
             raise BackendError(f"no link {a}-{b} in this Docker run")
         return entry
 
-    def peer_address(self, broker_id: str, neighbor: str) -> str:
+    def _wire_address(self, broker_id: str, neighbor: str) -> str:
         return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"
 
     def container(self, broker_id: str) -> Any:
@@ -447,13 +487,13 @@ class DockerBackend(LocalBackend):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
         self._mgmt_ip.pop(broker_id, None)
+        self._forget_peer(broker_id)
 
-    def add_link(self, a: str, b: str) -> None:
+    def _wire_link(self, a: str, b: str) -> None:
         with self._net_lock:
             self._connect(a, b)
-        super().add_link(a, b)
 
-    def remove_link(self, a: str, b: str) -> None:
+    def _unwire_link(self, a: str, b: str) -> None:
         entry = self._link(a, b)
         with self._net_lock:
             self._detach_end(entry, a)
@@ -461,21 +501,23 @@ class DockerBackend(LocalBackend):
             with contextlib.suppress(Exception):
                 entry.network.remove()
             del self._links[frozenset((a, b))]
-        super().remove_link(a, b)
 
-    def links(self) -> list[tuple[str, str]]:
+    def _wire_links(self) -> list[tuple[str, str]]:
         return sorted((e.a, e.b) for e in self._links.values())
 
     # ---- links ------------------------------------------------------------------------------
 
-    def cut_link(self, a: str, b: str) -> None:
+    def _wire_cut(self, a: str, b: str, status: str) -> None:
+        if status == "up":
+            self._heal(a, b)
+            return
         entry = self._link(a, b)
         with self._net_lock:
             for broker in (a, b):
                 self._detach_end(entry, broker)
                 self._no_default_route(broker)
 
-    def heal_link(self, a: str, b: str) -> None:
+    def _heal(self, a: str, b: str) -> None:
         entry = self._link(a, b)
         with self._net_lock:
             for broker in (a, b):
@@ -489,7 +531,7 @@ class DockerBackend(LocalBackend):
         networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
         return entry.network.name in networks
 
-    def link_state(self, a: str, b: str) -> LinkState:
+    def _wire_state(self, a: str, b: str) -> LinkState:
         """Whether each container is on the link's network, as the engine says."""
         entry = self._link(a, b)
         ends = {x: (f"on {entry.network.name} ({entry.ip[x]})" if self._connected(entry, x)
@@ -518,8 +560,7 @@ class DockerBackend(LocalBackend):
                 return parts[1].split("@")[0]
         raise BackendError(f"broker {broker_id}: no interface with {ip} (is the link cut?)")
 
-    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
-                   both_ways: bool = True) -> None:
+    def _wire_shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
         """Rate as a tbf qdisc on the sending container's link interface; the rest in the
         brokers' link shaper (admin)."""
         fields = change.fields()
@@ -537,7 +578,7 @@ class DockerBackend(LocalBackend):
                     with contextlib.suppress(BackendError):  # none set: nothing to remove
                         self._nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
         if fields:
-            super().shape_link(a, b, LinkShapeChange(**fields), both_ways=both_ways)
+            LocalBackend.shape_link(self, a, b, LinkShapeChange(**fields), both_ways=both_ways)
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's link interface toward b (evidence of a rate limit)."""

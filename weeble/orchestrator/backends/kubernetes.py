@@ -356,6 +356,20 @@ class KubernetesBackend(LocalBackend):
     the local backend's, over those names."""
 
     name = "k8s"
+    links_at_run_time = False
+    assigns_addresses = True
+    links_at_run_time_why = (
+        "each pod's NetworkPolicy admits only its planned neighbours (the manifests are"
+        " generated from the tree), and no cluster runs here to test a policy change under"
+        " traffic; redeploy an overlay with the new tree instead")
+
+    @property
+    def reconfigurable(self) -> bool:
+        return False
+
+    def book_address(self, broker_id: str) -> str:
+        raise BackendError(f"the k8s backend cannot link brokers at run time: "
+                           f"{self.links_at_run_time_why}")
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *, run_id: str,
                  log_level: str = "INFO", api: Any = None,

@@ -57,6 +57,7 @@ from weeble.orchestrator.backend import (
     Ports,
 )
 from weeble.orchestrator.backends import registry
+from weeble.orchestrator.backends.peernet import PeerLinks
 from weeble.orchestrator.local import LocalBackend, _open_backends
 
 KIND = "mininet"
@@ -181,11 +182,17 @@ class _Link:
     link: Any  # mininet.link.Link
 
 
-class MininetBackend(LocalBackend):
+class MininetBackend(PeerLinks):
     """Brokers as processes in Mininet hosts: the process side (start, signals, state, logs,
-    traces on the shared file system) is the local backend's; the network is Mininet's."""
+    traces on the shared file system) is the local backend's; the network is Mininet's.
+
+    The peer network of a run that reconfigures (peernet.py) is a Linux bridge in a host of its
+    own (`wTshp`: its own namespace, so the root namespace's firewall, Docker's included, never
+    sees its frames), with a veth `peer` from every broker's host to it, on the last /23 of
+    the run's block."""
 
     name = "mininet"
+    assigns_addresses = True
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *, tag: str | None = None,
                  log_level: str = "INFO") -> None:
@@ -204,6 +211,9 @@ class MininetBackend(LocalBackend):
         self._rates: dict[tuple[str, str], float] = {}  # (from, to) -> bits/s in the kernel
         self._lock = threading.RLock()  # Mininet's node shells serve one command at a time
         self._attached_state: dict[str, Any] = {}
+        self._switch: Any = None  # the peer network's host (its bridge: `pb`)
+        self._peer_hosts: Iterator[ipaddress.IPv4Address] = iter(())
+        self._peer_prefix = 23
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -219,6 +229,8 @@ class MininetBackend(LocalBackend):
         backend._detached = True
         _open_backends.discard(backend)
         backend._attached_state = state
+        backend._load_peer_state(state)
+        backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
         for b, config in configs.items():
             backend._configs[b] = config
             pid = brokers.get(b, {}).get("pid")
@@ -238,7 +250,8 @@ class MininetBackend(LocalBackend):
         return {"tag": self.tag,
                 "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
                 "links": {f"{k.a}-{k.b}": k.ip for k in self._links.values()},
-                "hosts": {b: h.pid for b, h in self._hosts.items()}}
+                "hosts": {b: h.pid for b, h in self._hosts.items()},
+                "ports": list(self._ports), **self._peer_state()}
 
     # ---- the network --------------------------------------------------------------------------
 
@@ -253,7 +266,8 @@ class MininetBackend(LocalBackend):
             used |= set(registry.entries(KIND))
             self.tag = next(t for t in iter(lambda: secrets.token_hex(2), None)
                             if t not in used)
-            self._subnets = self._free_block().subnets(new_prefix=30)
+            *ours, peers = self._free_block().subnets(new_prefix=23)
+            self._subnets = (s for net in ours for s in net.subnets(new_prefix=30))
             registry.register(KIND, self.tag, self.workdir)
             try:
                 self._net = self._mn.net.Mininet(topo=None, build=False, controller=None,
@@ -262,6 +276,18 @@ class MininetBackend(LocalBackend):
             except Exception as e:
                 raise BackendError(f"mininet: cannot start the network: {e}") from None
         with self._lock:
+            if ports.peer_network:
+                self._peer_network = True
+                self._peer_hosts = iter(list(peers.hosts()))
+                self._peer_prefix = peers.prefixlen
+                try:  # named like a host: its shell, and so its namespace, go with the run
+                    self._switch = self._net.addHost(f"w{self.tag}hp")
+                    out = self._switch.cmd("ip link set lo up; ip link add pb type bridge"
+                                           " && ip link set pb up && echo ok")
+                except Exception as e:
+                    raise BackendError(f"mininet: the peer network: {e}") from None
+                if "ok" not in out:
+                    raise BackendError(f"mininet: the peer network's bridge: {out.strip()}")
             for b in brokers:
                 self._add_host(b)
             for a, b in edges:
@@ -305,6 +331,25 @@ class MininetBackend(LocalBackend):
         self._hosts[broker_id] = host
         self._host_names[broker_id] = name
         self._mgmt[broker_id] = (host_ip, root_ip)
+        if self._switch is not None:
+            self._join_peers(broker_id, host, index)
+
+    def _join_peers(self, broker_id: str, host: Any, index: int) -> None:
+        """A veth from the broker's host to the peer network's bridge."""
+        try:
+            ip = str(next(self._peer_hosts))
+        except StopIteration:
+            raise BackendError("mininet: this run's peer network is full") from None
+        try:
+            self._mn.link.Link(host, self._switch, intfName1="peer", intfName2=f"p{index}",
+                               params1={"ip": f"{ip}/{self._peer_prefix}"})
+            out = self._switch.cmd(f"ip link set p{index} master pb && ip link set p{index} up"
+                                   " && echo ok")
+        except Exception as e:
+            raise BackendError(f"mininet: broker {broker_id} on the peer network: {e}") from None
+        if "ok" not in out:
+            raise BackendError(f"mininet: broker {broker_id} on the peer network: {out.strip()}")
+        self._peer_ip[broker_id] = ip
 
     def _connect(self, a: str, b: str) -> _Link:
         key = frozenset((a, b))
@@ -341,7 +386,7 @@ class MininetBackend(LocalBackend):
             raise BackendError(f"no link {a}-{b} in this Mininet network")
         return entry
 
-    def peer_address(self, broker_id: str, neighbor: str) -> str:
+    def _wire_address(self, broker_id: str, neighbor: str) -> str:
         return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"
 
     def host(self, broker_id: str) -> Any:
@@ -381,6 +426,7 @@ class MininetBackend(LocalBackend):
         for n in neighbours:
             self.remove_link(broker_id, n)
         super().remove_broker(broker_id, timeout)
+        self._forget_peer(broker_id)
         with self._lock:
             host = self._hosts.pop(broker_id, None)
             if host is not None:
@@ -388,13 +434,12 @@ class MininetBackend(LocalBackend):
             self._mgmt.pop(broker_id, None)
             self._host_names.pop(broker_id, None)
 
-    def add_link(self, a: str, b: str) -> None:
+    def _wire_link(self, a: str, b: str) -> None:
         self._need_net("add_link")
         with self._lock:
             self._connect(a, b)
-        super().add_link(a, b)
 
-    def remove_link(self, a: str, b: str) -> None:
+    def _unwire_link(self, a: str, b: str) -> None:
         self._need_net("remove_link")
         entry = self._link(a, b)
         with self._lock:
@@ -402,16 +447,15 @@ class MininetBackend(LocalBackend):
             del self._links[frozenset((a, b))]
         self._rates.pop((a, b), None)
         self._rates.pop((b, a), None)
-        super().remove_link(a, b)
 
-    def links(self) -> list[tuple[str, str]]:
-        if self._net is None:
-            return super().links()
+    def _wire_links(self) -> list[tuple[str, str]]:
+        if self._net is None:  # attached: the configs' links that are not peer links
+            return [e for e in LocalBackend.links(self) if not self._peer_link(*e)]
         return sorted((e.a, e.b) for e in self._links.values())
 
     # ---- links ------------------------------------------------------------------------------
 
-    def _set_status(self, a: str, b: str, status: str) -> None:
+    def _wire_cut(self, a: str, b: str, status: str) -> None:
         self._need_net(f"link {status}")
         entry = self._link(a, b)
         with self._lock:
@@ -435,13 +479,7 @@ class MininetBackend(LocalBackend):
 
     # A cut lives in the network, not in the brokers: a restarted broker finds its link down
     # as it was, and the local backend's user-space cuts (its `_cuts`) stay empty here.
-    def cut_link(self, a: str, b: str) -> None:
-        self._set_status(a, b, "down")
-
-    def heal_link(self, a: str, b: str) -> None:
-        self._set_status(a, b, "up")
-
-    def link_state(self, a: str, b: str) -> LinkState:
+    def _wire_state(self, a: str, b: str) -> LinkState:
         """Each end's interface, as the kernel reports it in that host's namespace."""
         self._need_net("link_state")
         entry = self._link(a, b)
@@ -453,8 +491,7 @@ class MininetBackend(LocalBackend):
         cut = all(v.endswith(" down") for v in ends.values())
         return LinkState(a, b, cut=cut, mechanism="interface", ends=ends)
 
-    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
-                   both_ways: bool = True) -> None:
+    def _wire_shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
         """Rate in the kernel (htb on the sending interface, as Mininet's TCIntf sets it);
         the rest in the brokers' link shaper, through admin."""
         fields = change.fields()
@@ -472,7 +509,7 @@ class MininetBackend(LocalBackend):
                         intf.tc("%s qdisc del dev %s root")
                     self._rates[x, y] = rate
         if fields:
-            super().shape_link(a, b, LinkShapeChange(**fields), both_ways=both_ways)
+            LocalBackend.shape_link(self, a, b, LinkShapeChange(**fields), both_ways=both_ways)
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's interface toward b (evidence of a rate limit)."""
@@ -500,5 +537,6 @@ class MininetBackend(LocalBackend):
                     self._root.terminate()
                 self._root = None
             self._hosts.clear()
+            self._switch = None
         if self.tag:  # whatever escaped Mininet's own stop (an attached run's all)
             _kill_run(self.tag, str(self.workdir))

@@ -1,0 +1,151 @@
+"""Links made at run time on the backends with a network of their own (Mininet, Docker).
+
+A reconfiguration links brokers that were not neighbours (the exchange's new link a, a new
+leaf) and opens the exchange's out-of-band channels between brokers of a cycle (B1 to Br1,
+Br2 to Bn); the optimizer decides such exchanges inside the brokers, with no word to the
+orchestrator. A broker dials them from its address book (admin SetPeers), so the network must
+let it reach any broker of the run. On these backends a run that reconfigures therefore gets a
+*peer network* beside its links: one segment every broker is on (on Mininet a bridge in a
+namespace of its own, on Docker a network with inter-container traffic on), whose address of
+each broker is the one in every address book.
+
+The links of the plan stay what they were (a veth pair, a Docker network of their own; cut
+at the network layer). A link made at run time rides the peer network: its neighbours dial
+each other's peer address, a restarted broker finds it in its config, and a cut of it is the
+brokers' user-space cut at both ends (the local backend's mechanism, `user-space` in the
+evidence), since the network between the two is shared with every other broker. Without a
+peer network (a run that does not reconfigure) a link added at run time is a link of its own,
+as before.
+
+`PeerLinks` is the part Mininet and Docker share: each backend says how to put a broker on its
+peer network (`_join_peers`) and keeps its own link mechanics (`_wire_*`); this class decides
+which one a link is and answers the Backend interface for both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weeble.orchestrator.backend import BackendError, LinkShapeChange, LinkState
+from weeble.orchestrator.local import LocalBackend
+
+
+class PeerLinks(LocalBackend):
+    """A LocalBackend whose links are its network's (`_wire_*`) or ride its peer network."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._peer_ip: dict[str, str] = {}  # broker -> its address on the peer network
+        self._peer_links: set[frozenset[str]] = set()  # links made at run time over it
+        self._peer_network = False  # planned with one (`Ports.peer_network`)
+
+    # what each backend provides ------------------------------------------------------------
+
+    def _wire_link(self, a: str, b: str) -> None:
+        raise NotImplementedError
+
+    def _unwire_link(self, a: str, b: str) -> None:
+        raise NotImplementedError
+
+    def _wire_address(self, broker_id: str, neighbor: str) -> str:
+        raise NotImplementedError
+
+    def _wire_links(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def _wire_cut(self, a: str, b: str, status: str) -> None:
+        raise NotImplementedError
+
+    def _wire_state(self, a: str, b: str) -> LinkState:
+        raise NotImplementedError
+
+    def _wire_shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
+        raise NotImplementedError
+
+    # the address book ----------------------------------------------------------------------
+
+    @property
+    def reconfigurable(self) -> bool:
+        return self._peer_network
+
+    def book_address(self, broker_id: str) -> str:
+        ip = self._peer_ip.get(broker_id)
+        if ip is None:
+            if not self._peer_network:
+                raise BackendError(
+                    f"the {self.name} backend: this run has no peer network (it was planned"
+                    " without reconfiguration), so brokers cannot reach non-neighbours")
+            raise BackendError(f"broker {broker_id}: not on this run's peer network")
+        return f"{ip}:{self._ports[0]}"  # type: ignore[attr-defined]
+
+    def _peer_link(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self._peer_links
+
+    # the Backend interface, for both kinds of link -----------------------------------------
+
+    def peer_address(self, broker_id: str, neighbor: str) -> str:
+        if self._peer_link(broker_id, neighbor):
+            return self.book_address(broker_id)
+        return self._wire_address(broker_id, neighbor)
+
+    def add_link(self, a: str, b: str) -> None:
+        key = frozenset((a, b))
+        if key in self._peer_links or any(key == frozenset(e) for e in self._wire_links()):
+            raise BackendError(f"link {a}-{b} exists already")
+        if self._peer_network:
+            for x in (a, b):
+                self.book_address(x)  # both on the peer network, or say which is not
+            self._peer_links.add(key)
+        else:
+            self._wire_link(a, b)
+        LocalBackend.add_link(self, a, b)
+
+    def remove_link(self, a: str, b: str) -> None:
+        if self._peer_link(a, b):
+            LocalBackend.remove_link(self, a, b)
+            self._peer_links.discard(frozenset((a, b)))
+            return
+        self._unwire_link(a, b)
+        LocalBackend.remove_link(self, a, b)
+
+    def links(self) -> list[tuple[str, str]]:
+        peer = [tuple(sorted(k)) for k in self._peer_links]
+        return sorted({*self._wire_links(), *peer})  # type: ignore[arg-type]
+
+    def cut_link(self, a: str, b: str) -> None:
+        if self._peer_link(a, b):
+            LocalBackend.cut_link(self, a, b)
+        else:
+            self._wire_cut(a, b, "down")
+
+    def heal_link(self, a: str, b: str) -> None:
+        if self._peer_link(a, b):
+            LocalBackend.heal_link(self, a, b)
+        else:
+            self._wire_cut(a, b, "up")
+
+    def link_state(self, a: str, b: str) -> LinkState:
+        if self._peer_link(a, b):
+            return LocalBackend.link_state(self, a, b)
+        return self._wire_state(a, b)
+
+    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
+                   both_ways: bool = True) -> None:
+        if self._peer_link(a, b):  # a rate too: the brokers' shaper (the segment is shared)
+            LocalBackend.shape_link(self, a, b, change, both_ways=both_ways)
+        else:
+            self._wire_shape(a, b, change, both_ways)
+
+    def _forget_peer(self, broker_id: str) -> None:
+        """A broker removed: its peer links (their config entries go with the broker)."""
+        self._peer_links = {k for k in self._peer_links if broker_id not in k}
+        self._peer_ip.pop(broker_id, None)
+
+    def _peer_state(self) -> dict[str, Any]:
+        return {"peer_network": self._peer_network, "peer_ip": dict(self._peer_ip),
+                "peer_links": sorted(sorted(k) for k in self._peer_links)}
+
+    def _load_peer_state(self, state: dict[str, Any]) -> None:
+        self._peer_network = bool(state.get("peer_network"))
+        self._peer_ip = dict(state.get("peer_ip") or {})
+        self._peer_links = {frozenset(pair) for pair in state.get("peer_links") or []}
