@@ -108,3 +108,64 @@ def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(kind: str,
         assert opened >= {"b3", "b1"}  # a, and the out-of-band channel, over the peer network
     finally:
         bed.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_optimizer_reshapes_a_tree_of_hosts_or_containers(kind: str,
+                                                              tmp_path: Path) -> None:
+    # a chain of 6 whose links are dear (c = 10), every other pair cheap: the brokers decide
+    # exchanges themselves and link non-neighbours over the peer network
+    n = 6
+    chain = [(f"b{i}", f"b{i + 1}") for i in range(n - 1)]
+    s = scenario(
+        topology={"kind": "chain", "brokers": n}, algorithm="simple", duration=8,
+        timing={"pi": 2.5, "rho": 1.0, "delta_min": 0.0, "delta_max": 0.05, "d": n - 1},
+        workload={"filter_classes": 3, "subscriptions": 8, "mean_lifetime": 1000,
+                  "publish_rate": 30, "subscriber_placement": "all",
+                  "publisher_placement": "all"},
+        optimizer={"heuristic": "ci", "broadcast_interval": 0.5, "start": 1.0,
+                   "cache_size": 256, "cost_every": 1.0,
+                   "link_costs": {"model": "uniform", "max": 1.0,
+                                  "links": [[a, b, 10.0] for a, b in chain]},
+                   "processing_costs": {"model": "constant", "max": 1.0}},
+        live={"startup_timeout": 60})
+    bed = Testbed.plan(s, runs_dir=tmp_path / "runs", any_ports=True, log_level="DEBUG",
+                       backend=kind)
+    try:
+        bed.up()
+
+        async def run() -> Any:
+            addresses = {b: a.listen for b, a in bed.addresses().items()}
+            workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
+            stats = await workload.run(s.duration)
+            for _ in range(100):  # a quiet look: two collects that agree, no lock
+                first, second = await bed.snapshots(), await bed.snapshots()
+                views = [{tuple(sorted((b, x))) for b, snap in snaps.items()
+                          for x in snap["core"]["neighbors"]} for snaps in (first, second)]
+                if views[0] == views[1] and not any(
+                        snap["core"]["exchange"]["locked"] for snap in second.values()):
+                    return stats, views[1]
+                await asyncio.sleep(0.1)
+            raise AssertionError("no quiet look at the tree")
+
+        stats, tree = asyncio.run(run())
+        assert stats.errors == 0, stats.last_error
+        bed.down()
+    finally:
+        bed.close()
+    decided = [r for b in (f"b{i}" for i in range(n))
+               for r in read_trace(bed.trace_dir / f"{b}.jsonl")
+               if r["kind"] == "optimize" and r["phase"] == "decide"]
+    assert decided
+    assert len(tree) == n - 1 and tree != {tuple(sorted(e)) for e in chain}
+    nodes, todo = {"b0"}, ["b0"]
+    while todo:  # spanning: every broker reached from the root
+        x = todo.pop()
+        for e in tree:
+            if x in e and (y := e[0] if e[1] == x else e[1]) not in nodes:
+                nodes.add(y)
+                todo.append(y)
+    assert nodes == {f"b{i}" for i in range(n)}, tree
+    d = check_run(bed.run_dir)["deliveries"]
+    assert d["expected"] > 100, d
+    assert (d["missing"], d["duplicate"], d["spurious"], d["fifo"]) == (0, 0, 0, 0), d
