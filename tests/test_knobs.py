@@ -166,6 +166,8 @@ OPTIMIZER_KNOBS: list[tuple[str, Any, set[str]]] = [
     ("hashes", 5, {"hashes"}),
     ("start", 7.0, {"start"}),
     ("link_costs", {"links": [["b0", "b1", 1.5]]}, {"link_costs"}),
+    ("link_costs", {"model": "measured", "every": 2.0, "per_ms": 3.0, "resolution": 2.0},
+     {"link_costs", "measure_every", "cost_per_ms", "resolution_ms"}),
     ("processing_costs", {"brokers": {"b0": 2.5}}, {"processing_cost"}),
 ]
 

@@ -46,11 +46,13 @@ Example (every field that has a default may be left out):
         - {op: move_to, edges: [[b0, b1], ...]}    # static: D(T1, T2) exchanges; coloured: one
         - {op: random, count: 5, at: 250, every: 5, length: 4}   # random exchanges at a rate
     measure: {start: 130, table_samples: 4}   # a steady-state window to the end (simulator)
-    optimizer:               # the tree optimizer (thesis ch. 5): simulator, live on local
+    optimizer:               # the tree optimizer (thesis ch. 5): simulator, and live
       heuristic: ci          # ci | mst | mit | none (the static tree)
       broadcast_interval: 2.5  # s; eta, cache_size, filter_size, hashes: Table 5.2
       start: 30              # the heuristic starts here
       link_costs: {model: plane, max: 10, links: [[b0, b1, 2.5]]}
+      # live, round trips measured every `every` s, c = ms x per_ms (max until measured):
+      # link_costs: {model: measured, every: 1, per_ms: 1, max: 10}
       processing_costs: {model: uniform, max: 10, brokers: {b0: 1}}
 """
 
@@ -369,11 +371,21 @@ class LinkCosts(_Model):
     """The cost c of a link between any two brokers (the physical network's, thesis 5.6.2:
     scaled to [0, max]). `plane`: brokers at random points of a square, c proportional to their
     distance (a Waxman-like stand-in for the thesis's Brite networks, which are not here);
-    `uniform`: c ~ U[0, max] per pair. `links` sets pairs explicitly: [[b0, b1, 3.5], ...]."""
+    `uniform`: c ~ U[0, max] per pair. `links` sets pairs explicitly: [[b0, b1, 3.5], ...].
+    `measured` (live runs): every broker measures the round trip to every other broker every
+    `every` s (a Ping/Pong over the link stream where there is one, through the link's
+    shaper; a gRPC health check of the peer's address where there is none) and c = round-trip
+    ms, rounded up to a multiple of `resolution` ms (so that jitter does not make equal links
+    look different and the optimizer trade them back and forth), × `per_ms`; until a pair is
+    measured, and in the simulator, which measures nothing, c = `max` (or the pair's `links`
+    entry)."""
 
-    model: Literal["plane", "uniform"] = "plane"
+    model: Literal["plane", "uniform", "measured"] = "plane"
     max: float = Field(default=10.0, ge=0)
     links: list[tuple[str, str, float]] = []
+    every: float = Field(default=1.0, gt=0)  # measured: s between two round-trip probes
+    per_ms: float = Field(default=1.0, gt=0)  # measured: cost per ms of round trip
+    resolution: float = Field(default=5.0, gt=0)  # measured: ms a round trip is rounded up to
 
 
 class ProcessingCosts(_Model):
@@ -411,7 +423,9 @@ class OptimizerSpec(_Model):
             p[b] = v
         lc = self.link_costs
         c: dict[tuple[str, str], float] = {}
-        if lc.model == "plane":
+        if lc.model == "measured":  # the placeholder until a round trip is measured
+            c = {edge(a, b): lc.max for i, a in enumerate(brokers) for b in brokers[i + 1:]}
+        elif lc.model == "plane":
             at = {b: (rng.random(), rng.random()) for b in brokers}
             dist = {(a, b): ((at[a][0] - at[b][0]) ** 2 + (at[a][1] - at[b][1]) ** 2) ** 0.5
                     for i, a in enumerate(brokers) for b in brokers[i + 1:]}
@@ -437,7 +451,9 @@ class OptimizerSpec(_Model):
             filter_size=self.filter_size if self.filter_size is not None else 12 * cache,
             hashes=self.hashes, start=self.start, processing_cost=p[broker],
             link_costs=tuple(sorted((b, c[edge(broker, b)]) for b in p if b != broker)),
-            seed=seed)
+            seed=seed,
+            measure_every=self.link_costs.every if self.link_costs.model == "measured" else 0.0,
+            cost_per_ms=self.link_costs.per_ms, resolution_ms=self.link_costs.resolution)
 
 
 # ---- the stabilization mode (issue 14) ------------------------------------------------------

@@ -41,6 +41,7 @@ from weeble.broker.core.events import (
     Effect,
     Event,
     Leave,
+    LinkMeasured,
     Receive,
     RemoveNeighbor,
     SetParent,
@@ -151,6 +152,7 @@ class Broker:
             Start: self._on_start,
             Corrupt: self._on_corrupt,
             StartExchange: self.exchange.on_start_exchange,
+            LinkMeasured: self._unmeasured,
             **self.routing.clients,
             **self.membership.events,
         }
@@ -176,11 +178,15 @@ class Broker:
             TimerFired: self._on_timer,
             Start: self._on_start,
             Corrupt: self._on_corrupt,
+            LinkMeasured: self._unmeasured,
             **self.routing.clients,
             **self.recolor.events,
             **dict.fromkeys((StartExchange, AddNeighbor, RemoveNeighbor, Leave, SetParent),
                             refuse),
         }
+
+    def _unmeasured(self, now: float, event: Any) -> list[Effect]:
+        return []  # a round trip is only the optimizer's business
 
     def _not_on_colours(self, now: float, event: Any) -> list[Effect]:
         return [Trace("garbage", {"why": f"{type(event).__name__}: the coloured overlay "
@@ -210,6 +216,8 @@ class Broker:
                 now, event.neighbor, event.message)  # type: ignore[union-attr]
         if kind is TimerFired and event.timer == BROADCAST:  # type: ignore[union-attr]
             return optimize.on_timer(now)
+        if kind is LinkMeasured:
+            return optimize.on_measured(now, event)
         if kind is ClientPublish:
             optimize.consumed(event.notification.id)  # type: ignore[union-attr]
         if not self._xram.locked:

@@ -151,11 +151,21 @@ class SubmitReconfig:
     moves: tuple[tuple[str, str | None], ...]
 
 
+@dataclass(slots=True)
+class LinkMeasured:
+    """The round trip (s) the driver measured to `peer` (`Optimizer.measure_every`): the tree
+    optimizer's link cost c(me, peer) from now on. An input like the clock: the core measures
+    nothing itself."""
+
+    peer: str
+    rtt: float
+
+
 Management = StartExchange | AddNeighbor | RemoveNeighbor | Leave | SetParent | SubmitReconfig
 
 Event = (
     Start | Receive | ClientSubscribe | ClientUnsubscribe | ClientAdvertise | ClientUnadvertise
-    | ClientPublish | TimerFired | Corrupt | Management
+    | ClientPublish | TimerFired | Corrupt | Management | LinkMeasured
 )
 
 # ---- effects --------------------------------------------------------------------------------

@@ -278,6 +278,13 @@ class Optimizer:
     processing_cost: float = 0.0  # p of this broker
     link_costs: tuple[tuple[str, float], ...] = ()  # (broker, c) for every other broker
     seed: int = 0  # the exchanges' back-off seeds and the broadcast phase
+    # link costs measured live: the driver measures the round trip to every other broker
+    # every `measure_every` s (0: never; the costs above then stay) and hands it in
+    # (events.LinkMeasured); c = round-trip ms, rounded up to a multiple of resolution_ms (the
+    # jitter of a round trip must not make equal links look different), × cost_per_ms
+    measure_every: float = 0.0
+    cost_per_ms: float = 1.0
+    resolution_ms: float = 5.0
 
     def validate(self) -> None:
         for name in ("broadcast_interval", "update_interval"):
@@ -291,6 +298,10 @@ class Optimizer:
                               f"got {self.cache_size}, {self.filter_size}, {self.hashes}")
         if self.processing_cost < 0 or any(c < 0 for _, c in self.link_costs):
             raise ConfigError("optimizer: costs must be >= 0")
+        if self.measure_every < 0 or self.cost_per_ms <= 0 or self.resolution_ms <= 0:
+            raise ConfigError(f"optimizer: measure_every >= 0, cost_per_ms > 0 and "
+                              f"resolution_ms > 0, got {self.measure_every}, "
+                              f"{self.cost_per_ms}, {self.resolution_ms}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 import logging
 import random
 import time
@@ -199,6 +200,10 @@ class Link:
         self._batch_bytes = min(config.tuning.link_batch_bytes, self._limit)
         self._limits = config.limits()
         self._peer_max = GRPC_DEFAULT_MAX
+        # round-trip probes (live link costs): a Pong's round trip in s goes to on_rtt
+        self.on_rtt: Callable[[str, float], None] | None = None
+        self._pings: dict[int, float] = {}  # ping id -> when it was queued (monotonic)
+        self._ping_ids = itertools.count(1)
         metrics.link_state(neighbor, LinkState.DOWN)
 
     # ---- state ------------------------------------------------------------------------------
@@ -310,6 +315,41 @@ class Link:
                                **{"from": self.config.broker_id, "to": self.neighbor},
                                fate="queued" if fate is Fate.SENT else fate.value)
 
+    def ping(self) -> bool:
+        """Queue a round-trip probe: a Ping the peer answers at once with a Pong, both through
+        the link shapers, so what the link emulates is in the round trip (`on_rtt` gets it).
+        False if there is no session to probe over."""
+        if self.cut or not self.connected:
+            return False
+        now = time.monotonic()
+        # a Ping whose Pong never came (an emulated loss, a broken session) is forgotten
+        self._pings = {i: t for i, t in self._pings.items() if now - t < 30.0}
+        ident = next(self._ping_ids)
+        self._pings[ident] = now
+        self._put_probe(link_pb2.Envelope(seq=self._seq + 1, ping=link_pb2.PingMsg(id=ident)))
+        return True
+
+    def _put_probe(self, env: link_pb2.Envelope) -> None:
+        """Queue a link-level envelope (no core message: not counted or traced as a send)."""
+        if self.cut:
+            return
+        data = env.SerializeToString()
+        self._seq = env.seq
+        self.queue.put(data, len(data))
+
+    def _on_probe(self, env: link_pb2.EnvelopeView, kind: str) -> None:
+        seq = env.seq
+        if seq != self._last_in_seq + 1:
+            self._sequence_anomaly(seq)
+        self._last_in_seq = seq
+        if kind == "ping":
+            self._put_probe(link_pb2.Envelope(seq=self._seq + 1,
+                                              pong=link_pb2.PongMsg(id=env.ping.id)))
+            return
+        sent = self._pings.pop(env.pong.id, None)
+        if sent is not None and self.on_rtt is not None:
+            self.on_rtt(self.neighbor, time.monotonic() - sent)
+
     def batch_limit(self) -> int:
         """Bytes a batch may have: the tuning's bound, within both sides' message limits."""
         return max(1, min(self._batch_bytes, self._peer_max - _ENVELOPE_SLACK))
@@ -417,6 +457,8 @@ class Link:
             try:
                 env = link_pb2.EnvelopeView.FromString(item)
                 ids: dict[str, Any] = {"lseq": env.seq, "msg": env.WhichOneof("kind")}
+                if ids["msg"] in ("ping", "pong"):
+                    continue  # link-level probes: never a send of the trace
                 if ids["msg"] == "notify":
                     n = decode_notification(env.notify.notification)
                     ids.update(nid=n.id, publisher=n.publisher, seq=n.seq)
@@ -498,6 +540,9 @@ class Link:
     def _receive_envelope(self, env: link_pb2.EnvelopeView) -> None:
         kind = env.WhichOneof("kind")
         wire: bytes | None = None
+        if kind == "ping" or kind == "pong":
+            self._on_probe(env, kind)
+            return
         try:
             if kind == "notify":
                 wire = env.notify.notification

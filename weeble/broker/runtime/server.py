@@ -33,6 +33,7 @@ from weeble.broker.core.events import (
     Deliver,
     Effect,
     Event,
+    LinkMeasured,
     Receive,
     Send,
     SetTimer,
@@ -50,7 +51,9 @@ from weeble.broker.runtime.links import (
     Link,
     LinkService,
     LinkState,
+    channel_options,
     listen_credentials,
+    tls_credentials,
 )
 from weeble.broker.runtime.metrics import Metrics
 from weeble.broker.runtime.quiet import rate_limited
@@ -221,6 +224,58 @@ class BrokerServer:
         self.trace.record("timer", timer=name, late=late, due=time.time() - late)
         self.step(TimerFired(name))
 
+    # ---- link costs measured live (optimizer.link_costs: {model: measured}) -------------------
+
+    def _on_rtt(self, peer: str, rtt: float) -> None:
+        self.step(LinkMeasured(peer, rtt))
+
+    async def _measure_forever(self, every: float) -> None:
+        """Every `every` s, the round trip to every broker of the address book, for the
+        optimizer's link costs: a Ping over the link where its session is up (through both
+        link shapers, so an emulated delay counts), else a gRPC health check of the peer's
+        listen address over a probe channel kept per peer (the network's round trip)."""
+        probes: dict[str, grpc.aio.Channel] = {}
+        try:
+            while True:
+                for peer, address in list(self.book.items()):
+                    link = self.links.get(peer)
+                    if link is not None:
+                        link.on_rtt = self._on_rtt
+                        if link.ping():
+                            continue
+                    rtt = await self._probe(probes, peer, address)
+                    if rtt is not None:
+                        self.step(LinkMeasured(peer, rtt))
+                await asyncio.sleep(every)
+        finally:
+            for channel in probes.values():
+                with contextlib.suppress(Exception):
+                    await channel.close()
+
+    async def _probe(self, probes: dict[str, grpc.aio.Channel], peer: str,
+                     address: str) -> float | None:
+        """One health check's round trip to `peer` (None: it did not answer, or the probe
+        channel was not connected yet: a connection's set-up is not a round trip)."""
+        channel = probes.get(peer)
+        if channel is None or getattr(channel, "_weeble_address", None) != address:
+            if channel is not None:
+                await channel.close()
+            tls = self.config.link_tls
+            options = channel_options(self.config)
+            channel = (grpc.aio.insecure_channel(address, options=options) if tls is None
+                       else grpc.aio.secure_channel(address, tls_credentials(tls), options=[
+                           *options, ("grpc.ssl_target_name_override", peer)]))
+            channel._weeble_address = address  # type: ignore[attr-defined]
+            probes[peer] = channel
+        ready = channel.get_state(try_to_connect=True) is grpc.ChannelConnectivity.READY
+        stub = health_pb2_grpc.HealthStub(channel)
+        t0 = time.monotonic()
+        try:
+            await stub.Check(health_pb2.HealthCheckRequest(), timeout=2.0)
+        except grpc.RpcError:
+            return None
+        return time.monotonic() - t0 if ready else None
+
     # ---- dynamic links (reconfiguration) ------------------------------------------------------
 
     def open_link(self, peer: str) -> Link:
@@ -349,6 +404,10 @@ class BrokerServer:
         self._tasks.append(loop.create_task(self._sample_forever(), name="sampler"))
         if cfg.tuning.snapshot_period_s is not None and self.trace.enabled:
             self._tasks.append(loop.create_task(self._snapshot_forever(), name="snapshots"))
+        opt = self.broker.rom.optimizer
+        if opt is not None and opt.measure_every > 0:
+            self._tasks.append(loop.create_task(self._measure_forever(opt.measure_every),
+                                                name="link-costs"))
         await self._update_link_health()
         log.info("broker %s serving on %s (admin %s), neighbours %s", cfg.broker_id,
                  cfg.listen_address, cfg.admin_address, sorted(cfg.neighbors) or "none")

@@ -123,6 +123,18 @@ class OptProposeMsg(_message.Message):
     cost: _containers.RepeatedScalarFieldContainer[float]
     def __init__(self, rid: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., p: _Optional[_Iterable[float]] = ..., c: _Optional[_Iterable[float]] = ..., cost: _Optional[_Iterable[float]] = ...) -> None: ...
 
+class PingMsg(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ...) -> None: ...
+
+class PongMsg(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    def __init__(self, id: _Optional[int] = ...) -> None: ...
+
 class LockMsg(_message.Message):
     __slots__ = ("rid", "path", "edge_a", "edge_b", "refused")
     RID_FIELD_NUMBER: _ClassVar[int]
@@ -250,7 +262,7 @@ class Batch(_message.Message):
     def __init__(self, envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ping", "pong")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +288,8 @@ class Envelope(_message.Message):
     RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
     OPT_BROADCAST_FIELD_NUMBER: _ClassVar[int]
     OPT_PROPOSE_FIELD_NUMBER: _ClassVar[int]
+    PING_FIELD_NUMBER: _ClassVar[int]
+    PONG_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -301,10 +315,12 @@ class Envelope(_message.Message):
     reconfigure: ReconfigureMsg
     opt_broadcast: OptBroadcastMsg
     opt_propose: OptProposeMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ...) -> None: ...
+    ping: PingMsg
+    pong: PongMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
 
 class EnvelopeView(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ping", "pong")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -330,6 +346,8 @@ class EnvelopeView(_message.Message):
     RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
     OPT_BROADCAST_FIELD_NUMBER: _ClassVar[int]
     OPT_PROPOSE_FIELD_NUMBER: _ClassVar[int]
+    PING_FIELD_NUMBER: _ClassVar[int]
+    PONG_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -355,7 +373,9 @@ class EnvelopeView(_message.Message):
     reconfigure: ReconfigureMsg
     opt_broadcast: OptBroadcastMsg
     opt_propose: OptProposeMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ...) -> None: ...
+    ping: PingMsg
+    pong: PongMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
 
 class NotifyView(_message.Message):
     __slots__ = ("notification", "gray", "color")

@@ -27,6 +27,7 @@ the cycle edge whose endpoints share the least traffic.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -63,19 +64,21 @@ class Known:
 class OptimizeRam:
     """The optimizer's slice of RAM: cache, environment, link costs learned, counters."""
 
-    __slots__ = ("cache", "env", "links", "next_id", "proposed", "started")
+    __slots__ = ("cache", "env", "links", "measured", "next_id", "proposed", "started")
 
     def __init__(self, params: Optimizer) -> None:
         self.cache = Cache(size=params.cache_size, m=params.filter_size, k=params.hashes)
         self.env: dict[str, Known] = {}
         self.links: dict[tuple[str, str], tuple[float, float]] = {}  # (a, b) -> (c, seen)
+        self.measured: dict[str, float] = {}  # c(me, x) measured live (LinkMeasured)
         self.next_id = 0
         self.proposed = 0
         self.started = 0  # exchanges this broker started as the originator
 
     def snapshot(self) -> dict[str, Any]:
         return {"cache": len(self.cache), "env": sorted(self.env), "proposed": self.proposed,
-                "started": self.started}
+                "started": self.started,
+                "measured": {x: round(c, 3) for x, c in sorted(self.measured.items())}}
 
 
 def _key(a: str, b: str) -> tuple[str, str]:
@@ -106,11 +109,22 @@ class Optimize:
     # ---- costs ------------------------------------------------------------------------------
 
     def link_cost(self, other: str) -> float:
+        measured = self.ram.measured.get(other)
+        if measured is not None:
+            return measured
         try:
             return self.oracle[other]
         except KeyError:
             raise KeyError(f"optimizer: no link cost from {self.me!r} to {other!r} in the "
                            "scenario") from None
+
+    def on_measured(self, _now: float, event: Any) -> list[Effect]:
+        """A round trip the driver measured (events.LinkMeasured): c(me, peer) from now on."""
+        if event.peer != self.me and event.rtt >= 0:
+            step = self.params.resolution_ms
+            ms = max(1, math.ceil(event.rtt * 1000.0 / step - 1e-9)) * step
+            self.ram.measured[event.peer] = ms * self.params.cost_per_ms
+        return []
 
     def _c(self, a: str, b: str) -> float | None:
         if a == self.me:

@@ -1,0 +1,73 @@
+"""Link costs measured live (issue 10, `optimizer.link_costs: {model: measured}`): real broker
+processes measure the round trip to every other broker (a Ping/Pong over the link stream
+through both link shapers, a health check where no link is up), and the optimizer prices
+links by it. A chain b0-b1-b2-b3 whose middle link emulates 40 ms each way (the brokers' link
+layer: no netem on this kernel) measures that link dearest (80 ms, against the 5 ms the
+loopback's round trips round up to), and l-MST, which looks at link costs alone, takes it out
+of the tree with its first decision. (Nothing lost is not asserted here: with several brokers
+deciding the same exchange at once, a retried, stale request whose lock is refused can lose a
+notification at its initiator; found here, left to the exchange layer: see the closing note of
+h-backrecon in the README's findings.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from tests.live.livebed import scenario, start
+from weeble.check.history import check_run
+from weeble.orchestrator.workload import LiveWorkload
+from weeble.trace.reader import read_trace
+
+N = 4
+
+
+def test_a_delayed_link_measures_dearer_and_the_optimizer_removes_it(tmp_path: Path) -> None:
+    s = scenario(
+        topology={"kind": "chain", "brokers": N}, algorithm="simple", duration=9,
+        timing={"pi": 2.5, "rho": 1.0, "delta_min": 0.0, "delta_max": 0.15, "d": N - 1},
+        workload={"filter_classes": 2, "subscriptions": 6, "mean_lifetime": 1000,
+                  "publish_rate": 20, "subscriber_placement": "all",
+                  "publisher_placement": "all"},
+        optimizer={"heuristic": "mst", "broadcast_interval": 0.5, "start": 3.0,
+                   "cache_size": 128, "cost_every": 1.0,
+                   "link_costs": {"model": "measured", "every": 0.5, "per_ms": 1.0,
+                                  "max": 1000.0},
+                   "processing_costs": {"model": "constant", "max": 1.0}})
+    bed = start(s, tmp_path / "runs")
+    try:
+        bed.shape("b1", "b2", delay_ms=40.0)  # both ways: ~80 ms round trip
+
+        async def run() -> Any:
+            addresses = {b: a.listen for b, a in bed.addresses().items()}
+            workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
+            load = asyncio.create_task(workload.run(s.duration))
+            await asyncio.sleep(2.0)  # measured before the optimizer starts (t = 3 s)
+            early = await bed.snapshots()
+            stats = await load
+            return stats, early
+
+        stats, early = asyncio.run(run())
+        assert stats.errors == 0, stats.last_error
+    finally:
+        bed.down()
+        bed.close()
+    measured = {b: snap["core"]["optimize"]["measured"] for b, snap in early.items()}
+    # every broker has measured every other one; b1 and b2 see their link at ~80 ms
+    for b, costs in measured.items():
+        assert set(costs) == {f"b{i}" for i in range(N)} - {b}, (b, costs)
+    assert measured["b1"]["b2"] >= 80 and measured["b2"]["b1"] >= 80, measured
+    cheap = [c for b, costs in measured.items() for x, c in costs.items()
+             if {b, x} != {"b1", "b2"}]
+    assert all(c % 5 == 0 for c in cheap)  # rounded up to the resolution (5 ms)
+    assert max(cheap) < 40, measured  # loopback round trips: a few ms on a busy machine
+    decided = [r for b in (f"b{i}" for i in range(N))
+               for r in read_trace(bed.trace_dir / f"{b}.jsonl")
+               if r["kind"] == "optimize" and r["phase"] == "decide"]
+    assert decided, "the optimizer decided nothing"
+    first = min(decided, key=lambda r: r["t"])
+    assert sorted(first["remove"]) == ["b1", "b2"], first
+    d = check_run(bed.run_dir)["deliveries"]
+    assert d["expected"] > 50 and d["spurious"] == 0 and d["fifo"] == 0, d
