@@ -4,8 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check weeble tests benchmarks scripts
-# One string-hash order for every run, so a failing simulated example reproduces on any machine:
-# the simulator's event order still depends on it somewhere (found: the colour-scheme property
-# test of tests/test_colours_traffic.py fails for 2 of 51 hash seeds, e.g. PYTHONHASHSEED=10).
+# One string-hash order for every run (a belt: the simulator's runs no longer depend on it, which
+# tests/test_sim_hashorder.py proves by running the same runs under two hash seeds; they once did,
+# through a tree's set of links giving the brokers' order, and a colour example failed under two).
 export PYTHONHASHSEED=${PYTHONHASHSEED:-0}
 exec .venv/bin/python -m pytest -q --durations=25 "$@"

@@ -76,10 +76,14 @@ def scenario(name: str) -> Scenario:
 
 def digest(name: str) -> str:
     """SHA-256 over the run's trace files (in name order) and its summary minus performance."""
+    return scenario_digest(scenario(name))
+
+
+def scenario_digest(s: Scenario) -> str:
+    """`digest` of any scenario (tests/sim_hashorder.py uses it too)."""
     from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
 
-    s = scenario(name)
     h = hashlib.sha256()
     with tempfile.TemporaryDirectory() as tmp:
         summary = simulate(s, tmp, progress=False, faults=in_simulation(s)).as_dict()

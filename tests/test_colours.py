@@ -464,6 +464,35 @@ def test_e3_join_pacing_sends_one_request_per_join() -> None:
     assert joins[True] == 1 and joins[False] >= 2, joins
 
 
+def test_a_corrupted_leaving_flag_is_cleared_by_the_next_recolor() -> None:
+    net = net_of(kary_tree(2, 3))
+    net.run(4.6)
+    corrupt(net, 4.6, "b5", "recolor.leaving", True)
+    net.run(4.61)
+    assert net.brokers["b5"].layers["recolor"].ram.leaving
+    net.run(6.0)
+    assert not net.brokers["b5"].layers["recolor"].ram.leaving
+    net.run(12.0)
+    assert traces(net, "leave") == [] and net.overlay_legitimacy() == []
+
+
+def test_a_broker_cut_off_with_its_leaving_flag_set_leaves_then_joins_again() -> None:
+    """The flag is RAM: with it set when a partition cuts b3 off, b3 leaves at its timeout (a
+    removed leaf would be stopped by the manager now); still running a join wait later, it
+    joins again, and the overlay is legitimate."""
+    net = net_of(kary_tree(2, 3))  # b1 has the subtree b1, b3, b4
+    net.run(4.6)
+    corrupt(net, 4.6, "b3", "recolor.leaving", True)
+    net.engine.set_link_fault("b0", "b1", drop=1.0)
+    net.run(8.0)
+    net.engine.set_link_fault("b0", "b1", drop=0.0)
+    left = [t for t, n, _ in traces(net, "leave") if n == "b3"]
+    assert len(left) == 1
+    net.run(left[0] + C.join_wait(P) + DELTA_R)
+    assert any(t > left[0] for t, n, _ in traces(net, "join") if n == "b3")
+    assert net.overlay_legitimacy() == []
+
+
 # ---- faults: every RAM variable of the coloured overlay --------------------------------------
 
 COLOUR_FAULTS = [

@@ -141,8 +141,10 @@ def _path(adjacent: dict[str, list[str]], start: str, goal: str) -> list[str]:
 
 
 def from_edges(edges: Iterable[tuple[str, str]]) -> Topology:
-    """A topology with exactly the brokers the edges name, in order of first appearance."""
-    edges = list(edges)
+    """A topology with exactly the brokers the edges name, in order of first appearance (of a
+    set of edges, such as a `Tree`'s, in sorted order: a set's order follows string hashing,
+    and the broker order seeds the simulator's draws)."""
+    edges = sorted(edges) if isinstance(edges, (set, frozenset)) else list(edges)
     topo = Topology()
     for end in dict.fromkeys(end for edge in edges for end in edge):
         topo.add_broker(end)

@@ -198,6 +198,17 @@ class Engine:
             raise ValueError(f"add_node: {broker_id!r} is already a node of the simulation")
         self.nodes[broker_id] = Node(broker_id, broker)
 
+    def retire(self, broker: str) -> None:
+        """A broker that left the system (RemoveLeaf) stops as its process would: its timers
+        never fire again and it sets no new ones; what is still in flight reaches it."""
+        node = self.nodes.get(broker)
+        if node is None:
+            return
+        for timer in node.timers.values():
+            timer.gen += 1
+        step = node.broker.step
+        node.step = lambda now, event: [e for e in step(now, event) if type(e) is not SetTimer]
+
     def inject(self, t: float, broker: str, event: Event) -> list[Effect]:
         """Hand an event to a broker right now (client requests are free and instantaneous);
         the effects it produced (already carried out)."""

@@ -317,7 +317,9 @@ class Simulation:
 
     def retire_broker(self, t: float, broker: str) -> None:
         """`broker` leaves at t: its clients go with it, and it is no longer part of the system
-        whose legitimacy is checked (its node stays to receive what is still in flight)."""
+        whose legitimacy is checked (its node stays to receive what is still in flight, but
+        its timers stop: a broker that left and still ran would join again)."""
+        self.engine.retire(broker)
         for s in (*self.subscriptions.values(), *self.advertisements.values()):
             if s.broker == broker and (s.end is None or s.end > t):
                 s.end = t

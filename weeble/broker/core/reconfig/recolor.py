@@ -33,7 +33,14 @@ Choices (spec ch. 4 §5.4, §5.12, E1-E4; each a `Colours` switch for its ablati
   its first recolor from P^{c_new} whatever its colour and takes its colours from it.
 - Parallel requests (4.5.5): R bundles requests that touch disjoint brokers into one recolor and
   serialises the rest (a later round); a request that moves R is refused.
-- A leaf removed by a reconfiguration stops when its timer runs out instead of rejoining.
+- A leaf removed by a reconfiguration leaves when its timer runs out (a `leave` record: the
+  manager stops it) instead of rejoining at once. `leaving` is RAM (the thesis has no such flag:
+  its RemoveLeaf is the administrator's), so it must not stop a broker for good: an accepted
+  recolor clears it (a broker whose removal was disseminated has P^{c_new} = null and accepts no
+  later recolor, so an accepted one without its removal proves the flag corrupt), and a broker
+  that left but still runs a linger E3's join wait later joins again. Found: with the flag
+  corrupted at a broker that a later fault cut off, it left and never came back (the colour
+  property example seed 1659 under one event order).
 """
 
 from __future__ import annotations
@@ -114,8 +121,20 @@ class RecolorLayer:
         if self.rom.is_root:
             return self._new_round(now)
         if self.ram.leaving:
-            return [Trace("leave", {})]  # removed by a reconfiguration: no rejoin, no timer
+            return self._leave(now)
         return self._join_tree(now)
+
+    def _leave(self, now: float) -> list[Effect]:
+        """Out of the tree (a removal, or a corrupted flag): the manager stops a leaf it
+        removed; one that is still running after the join wait joins again."""
+        o = self.oram
+        self.ram.leaving = False
+        o.joining = True  # not in the tree: accept the first recolor from P^{c_new}
+        for c in range(COLOURS):
+            self.overlay.set_parent(c, None)
+            self.overlay.set_children(c, ())
+        self.ram.flags.clear()
+        return [Trace("leave", {}), SetTimer(RECOLOR, now + self.join_wait)]
 
     def _new_round(self, now: float) -> list[Effect]:
         """A9.3-10 at R."""
@@ -179,6 +198,9 @@ class RecolorLayer:
             return [Trace("garbage", {"from": source, "why": "recolor with my c_new colour"})]
         effects: list[Effect] = [SetTimer(RECOLOR, now + self.xi_prime),
                                  Send(source, RecolorAck(c))]
+        # An accepted recolor proves this broker is in the tree (see the module doc); _apply
+        # sets the flag again when this recolor carries its removal.
+        self.ram.leaving = False
         if o.joining:
             # The slots are alike (see ColouredRam.joining): take the sender's colours.
             o.c_old, o.c_cur, o.c_new = (c - 2) % COLOURS, (c - 1) % COLOURS, c
