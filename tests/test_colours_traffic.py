@@ -278,8 +278,10 @@ def run_faults_and_requests(seed: int, brokers: int, alg: Algorithm, degree: int
                  if tr.kind == "reconfig" and tr.fields["phase"] == "activated"]
     start = max([last, *activated])
     assert overlay_since is not None and overlay_since - start <= bound, overlay
-    assert routing_since is not None and routing_since - start <= bound
-    assert {r.outcome for r in reconf.records} <= {"done", "failed"}
+    assert routing_since is not None and routing_since - start <= bound, (
+        f"routing legitimate {routing_since and routing_since - start} s after {start:.2f} s, "
+        f"∆r = {bound:.2f} s")
+    assert {r.outcome for r in reconf.records} <= {"done", "failed"}, reconf.records
     assert net.delivery_errors(published_from=routing_since, settle=3 * XI) == []
     return net
 

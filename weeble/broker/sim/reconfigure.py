@@ -249,8 +249,30 @@ class Reconfigurator:
             self.net.add_broker(now, new, parent)  # boots joining, under its future parent
         record.target = after
         self._running[record.rid] = record
-        self._inject(now, self.net.root,
-                     SubmitReconfig(record.rid, moves(self.tree, after, self.net.root)))
+        request = SubmitReconfig(record.rid, moves(self.tree, after, self.net.root))
+        self._inject(now, self.net.root, request)
+        self._watch(now, record, request)
+
+    def _watch(self, now: float, record: Record, request: SubmitReconfig) -> None:
+        """The root's set of pending requests is RAM: a fault may empty it (found: the colour
+        property lost r2 to `recolor.pending.clear` and the manager waited for ever). A request
+        the root has not activated within 2ξ + ξ′ (R's next recolor carries it, the one after
+        activates it, plus a round of slack) is sent again; the moves are parent pointers, so
+        a copy that is carried twice changes nothing. Only where the manager knows ξ (the
+        simulator); live, `reconfigure(timeout=...)` bounds the wait."""
+        rom = getattr(self.net.brokers.get(self.net.root), "rom", None)
+        colours = getattr(rom, "colours", None)
+        if colours is None:
+            return
+        patience = colours.join_wait(rom.params)
+
+        def check(t: float, _a: Any, _b: Any) -> None:
+            if self._running.get(record.rid) is not record:
+                return
+            self._inject(t, self.net.root, request)
+            self.net.engine.schedule(t + patience, check, None, None)
+
+        self.net.engine.schedule(now + patience, check, None, None)
 
     def _inject(self, now: float, broker: str, event: Event) -> None:
         self.net.engine.inject(now, broker, event)

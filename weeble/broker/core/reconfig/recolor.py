@@ -331,6 +331,7 @@ class RecolorLayer:
                                            "why": f"move ({b!r}, {p!r}) is not a valid parent "
                                                   "pointer of a non-root broker"})]
         pending = self.ram.pending
+        pending[:] = [r for r in pending if r.rid != rid]  # a request sent again (the manager)
         if rid.startswith("join:") and len(moves) == 1:  # E3: the latest join of a broker
             joiner = moves[0][0]
             pending[:] = [r for r in pending if not (r.rid.startswith("join:") and
