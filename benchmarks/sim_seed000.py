@@ -2,6 +2,7 @@
 
     python benchmarks/sim_seed000.py --duration 20 --repeat 3
     python benchmarks/sim_seed000.py --duration 20 --repeat 3 --baseline 20a3ae8
+    python benchmarks/sim_seed000.py --duration 20 --repeat 3 --baseline bbdf1b1 --compiled
     python benchmarks/sim_seed000.py --duration 10 --profile
 
 Each repeat runs in a fresh process, so that peak memory (getrusage maxrss: tracemalloc would
@@ -13,7 +14,11 @@ does not), inter-broker messages per simulated second, and peak RSS.
 `--baseline REV`: the same runs of the simulator as it was at git revision REV (its source
 unpacked into a temporary directory and put first on the path), interleaved with the current
 ones (baseline, current, baseline, ...) so both meet the same machine load; prints both and the
-ratios current/baseline.
+ratios to it.
+
+`--compiled`: also the current source compiled with mypyc (`scripts/compile.py`, built into a
+temporary copy of this checkout), interleaved the same way. `current` is whatever this checkout
+imports: pure Python, or compiled if `scripts/compile.py` was run here (the `compiled` row says).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
 
 
 def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
+    from weeble.broker.sim import engine
     from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
@@ -59,6 +65,7 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
         "messages_per_sim_s": summary.messages["per_second"],
         "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
+        "compiled": float(not engine.__file__.endswith(".py")),
     }
 
 
@@ -73,6 +80,20 @@ def unpack(rev: str) -> Path:
     return target
 
 
+def compiled_copy() -> Path:
+    """This checkout's source (as it is now, uncommitted changes too), compiled, in a temporary
+    directory."""
+    repo = Path(__file__).resolve().parent.parent
+    target = Path(tempfile.mkdtemp(prefix="weeble-compiled-"))
+    atexit.register(shutil.rmtree, target, True)
+    skip = shutil.ignore_patterns("__pycache__", "*.so", "_compiled.json")
+    shutil.copytree(repo / "weeble", target / "weeble", ignore=skip)
+    shutil.copytree(repo / "scripts", target / "scripts", ignore=skip)
+    subprocess.run([sys.executable, str(target / "scripts" / "compile.py"), "--root",
+                    str(target)], check=True)
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scenario", type=Path, default=SCENARIO)
@@ -81,6 +102,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile one run, top 25")
     parser.add_argument("--baseline", metavar="REV",
                         help="also run the simulator of git revision REV, interleaved")
+    parser.add_argument("--compiled", action="store_true",
+                        help="also the current source compiled with mypyc, interleaved")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -96,8 +119,12 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
 
-    sides = {"current": None} if args.baseline is None else {
-        f"baseline {args.baseline}": unpack(args.baseline), "current": None}
+    sides: dict[str, Path | None] = {}
+    if args.baseline is not None:
+        sides[f"baseline {args.baseline}"] = unpack(args.baseline)
+    sides["current"] = None
+    if args.compiled:
+        sides["compiled"] = compiled_copy()
     runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     for i in range(args.repeat):
         for side, source in sides.items():
@@ -125,14 +152,17 @@ def main() -> int:
             ("wall time (s)", "wall_time", "{:.1f}"),
             ("messages / sim s", "messages_per_sim_s", "{:,.0f}"),
             ("deliveries / sim s", "deliveries_per_sim_s", "{:,.0f}"),
-            ("peak RSS (MB)", "peak_rss_mb", "{:.0f}")]
+            ("peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
+            ("compiled (mypyc)", "compiled", "{:.0f}")]
     names = list(medians)
+    # ratios of every other side to the first (the baseline, when there is one)
     print(f"{'':22}" + "".join(f"{n:>22}" for n in names)
-          + ("  ratio" if len(names) == 2 else ""))
+          + "".join(f"  {n.split()[0]}/{names[0].split()[0]}" for n in names[1:]))
     for label, key, form in rows:
         line = f"{label:22}" + "".join(f"{form.format(medians[n][key]):>22}" for n in names)
-        if len(names) == 2 and medians[names[0]][key]:
-            line += f"  {medians[names[1]][key] / medians[names[0]][key]:.2f}"
+        if medians[names[0]][key] and key != "compiled":
+            line += "".join(f"  {medians[n][key] / medians[names[0]][key]:>10.2f}"
+                            for n in names[1:])
         print(line)
     return 0
 

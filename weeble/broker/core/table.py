@@ -8,6 +8,11 @@ Three indexes keep the hot paths off full scans:
 - by filter, for identity-based counting ("destinations with an identical entry");
 - by (attribute, value) of an equality constraint, for matching a notification.
 Entries without an equality constraint sit in a small residual set that matching scans.
+
+Matching also keeps, per index key, the distinct destinations of its bucket when every entry
+there is decided by the key alone (the common `class == k`): a notification then costs one
+lookup and a walk over a few destinations, not over the entries. Every change of a bucket goes
+through `add`/`discard`/`clear`, which drop its cached destinations.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ class Entry:
 
 
 class RoutingTable:
-    __slots__ = ("_by_filter", "_by_id", "_by_key", "_residual", "forwarded", "mergers")
+    __slots__ = ("_by_filter", "_by_id", "_by_key", "_dests", "_residual", "forwarded",
+                 "mergers")
 
     def __init__(self) -> None:
         # (filter, neighbour) -> the destination whose refreshes keep renewing that neighbour's
@@ -56,6 +62,9 @@ class RoutingTable:
         self._by_filter: dict[Filter, dict[Entry, None]] = {}
         self._by_key: dict[IndexKey, dict[Entry, None]] = {}
         self._residual: dict[Entry, None] = {}
+        # index key -> the distinct destinations of its bucket in entry order, for buckets of
+        # exact entries only (see `match`); dropped whenever the bucket changes
+        self._dests: dict[IndexKey, tuple[str, ...]] = {}
 
     # ---- raw insert/remove (keep the indexes consistent) ------------------------------------
 
@@ -66,6 +75,7 @@ class RoutingTable:
             self._residual[entry] = None
         else:
             self._by_key.setdefault(entry.key, {})[entry] = None
+            self._dests.pop(entry.key, None)
 
     def discard(self, entry: Entry) -> None:
         _pop(self._by_id, entry.sub_id, entry)
@@ -74,6 +84,7 @@ class RoutingTable:
             self._residual.pop(entry, None)
         else:
             _pop(self._by_key, entry.key, entry)
+            self._dests.pop(entry.key, None)
 
     # ---- second-chance operations -----------------------------------------------------------
 
@@ -138,6 +149,7 @@ class RoutingTable:
         self._by_id.clear()
         self._by_filter.clear()
         self._by_key.clear()
+        self._dests.clear()
         self._residual.clear()
 
     # ---- queries ----------------------------------------------------------------------------
@@ -149,14 +161,26 @@ class RoutingTable:
         simulator would not be deterministic across processes.
         """
         by_key = self._by_key
-        for key in notification_index_keys(attributes):
-            bucket = by_key.get(key)
-            if bucket:
-                for entry in bucket:
-                    if entry.dest not in dests and (
-                        entry.exact or entry.filter.matches(attributes)
-                    ):
-                        dests[entry.dest] = None
+        if by_key:
+            cached = self._dests
+            for key in notification_index_keys(attributes):
+                found = cached.get(key)
+                if found is None:
+                    bucket = by_key.get(key)
+                    if not bucket:
+                        continue
+                    if not all(entry.exact for entry in bucket):
+                        for entry in bucket:
+                            if entry.dest not in dests and (
+                                entry.exact or entry.filter.matches(attributes)
+                            ):
+                                dests[entry.dest] = None
+                        continue
+                    # the same destinations, in the same order, as the walk over the entries
+                    found = cached[key] = tuple(dict.fromkeys(entry.dest for entry in bucket))
+                for dest in found:
+                    if dest not in dests:
+                        dests[dest] = None
         for entry in self._residual:
             if entry.dest not in dests and entry.filter.matches(attributes):
                 dests[entry.dest] = None

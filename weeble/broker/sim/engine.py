@@ -222,6 +222,14 @@ class Engine:
         if not effects:
             return effects
         links = node.links
+        # Same-time batching: the sends of one message that this step puts on the constant-
+        # delay FIFO share one queue item (one seq, one Receive), handed to each destination in
+        # send order. The items would have had consecutive seqs at one time, so nothing could
+        # have run between them: the order of events is the same. `batch_msg` is the message
+        # of the step's last FIFO item while it may still take more destinations; anything
+        # else that schedules (timer effects, trace observers) closes it.
+        batch_msg: Message | None = None
+        batch: list[Node] | None = None
         for e in effects:
             # Sends dominate by far, then deliveries; test for them first, the rest go through
             # the dict.
@@ -230,6 +238,7 @@ class Engine:
                 if kind is Deliver:
                     self._on_deliver(now, node, e)
                 else:
+                    batch_msg = None
                     self._effects[kind](now, node, e)
                 continue
             link = links.get(e.neighbor)
@@ -241,26 +250,45 @@ class Engine:
             msg = e.message
             self.sent[type(msg)] += 1
             if link.faulty:
+                batch_msg = None
                 self._faulty_send(now, link, msg)
                 continue
             constant = self._constant
             arrival = now + (self._delay(link, msg) if constant is None else constant)
-            received = Receive(link.src, msg)
             if arrival < link.last:
                 arrival = link.last
             elif constant is not None:
                 # now + δ never decreases: constant-delay arrivals are born sorted, and a deque
                 # takes them at O(1) instead of the heap's O(log n) (most events are these)
                 link.last = arrival
-                self._fifo.append((arrival, next(self._seq), self._arrive, link.dst, received))
+                fifo = self._fifo
+                if msg is batch_msg:
+                    if batch is None:  # the second destination: the item becomes a batch
+                        first = fifo[-1]
+                        batch = [first[3], link.dst]
+                        fifo[-1] = (arrival, first[1], self._arrive_all, batch, first[4])
+                    else:
+                        batch.append(link.dst)
+                else:
+                    batch_msg, batch = msg, None
+                    fifo.append((arrival, next(self._seq), self._arrive, link.dst,
+                                 Receive(link.src, msg)))
                 if self._on_link is not None:
                     self._on_link(now, "send", link.src, link.dst.id, msg)
                 continue
+            batch_msg = None
             link.last = arrival
-            heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst, received))
+            heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst,
+                                  Receive(link.src, msg)))
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
         return effects
+
+    def _arrive_all(self, now: float, nodes: list[Node], event: Receive) -> None:
+        """One batch of same-time arrivals of one message (see `_step`), in send order."""
+        arrive = self._arrive
+        for node in nodes:
+            arrive(now, node, event)
 
     def _connect(self, node: Node, to: str) -> Link | None:
         """A FIFO channel to any broker of the simulation, opened at first use: the link

@@ -116,7 +116,9 @@ class Routing:
             options=rom.options, wrapper=wrapper, sub_cls=sub, unsub_cls=unsub,
         )
 
-    def _scheme(self, rom: Rom, sub: Any, unsub: Any, ram: ControlRam) -> Scheme:
+    def _scheme(self, rom: Rom, sub: Any, unsub: Any, ram: ControlRam) -> Any:
+        # Any, not Scheme: the coloured routing's scheme is its own (routing/colours.py), and
+        # compiled (scripts/compile.py) a narrower return type is checked at run time
         strategy = self._strategy(rom, sub, unsub, rom.wrapper)
         if rom.wrapper:
             return Rebuild(strategy, ram, self.topo, lambda: self.ram.rebuild_bit)
@@ -180,15 +182,13 @@ class Routing:
     # ---- notifications ----------------------------------------------------------------------
 
     def on_client_publish(self, now: float, event: ClientPublish) -> list[Effect]:
-        return self.route(Notify(event.notification), event.client)
+        return self.on_notify(now, event.client, Notify(event.notification))
 
     def on_notify(self, now: float, source: str, message: Notify) -> list[Effect]:
+        """Forward a notification; the incoming message object is passed on (the hot path:
+        one call per hop, so the simulator's brokers spend little beyond the matching)."""
         if message.gray:  # a colour means something on a reconfiguration cycle only
             message = Notify(message.notification)
-        return self.route(message, source)
-
-    def route(self, message: Notify, source: str) -> list[Effect]:
-        """Forward a notification; the incoming message object is passed on (hot path)."""
         n = message.notification
         attrs = n.attributes
         dests: dict[str, None] = {}
@@ -205,12 +205,8 @@ class Routing:
             parent = topo.parent
             if parent is not None and source != parent:
                 dests[parent] = None  # every notification climbs to the root
-        effects = []
-        for d in dests:
-            if d == source:
-                continue
-            effects.append(Send(d, message) if d in neighbors else Deliver(d, n))
-        return effects
+        return [Send(d, message) if d in neighbors else Deliver(d, n)
+                for d in dests if d != source]
 
     # ---- control messages from neighbours ---------------------------------------------------
 
