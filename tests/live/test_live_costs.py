@@ -4,10 +4,13 @@ through both link shapers, a health check where no link is up), and the optimize
 links by it. A chain b0-b1-b2-b3 whose middle link emulates 40 ms each way (the brokers' link
 layer: no netem on this kernel) measures that link dearest (80 ms, against the 5 ms the
 loopback's round trips round up to), and l-MST, which looks at link costs alone, takes it out
-of the tree with its first decision. (Nothing lost is not asserted here: with several brokers
-deciding the same exchange at once, a retried, stale request whose lock is refused can lose a
-notification at its initiator; found here, left to the exchange layer: see the closing note of
-h-backrecon in the README's findings.)
+of the tree with its first decision. The orchestrator follows the optimizer as the simulator
+does (`LiveReconfigurator.monitor_costs`): its exchanges become reconfiguration records, and a
+`tree_cost` record every second prices the brokers' sends by the measured costs, so the cost
+per notification falls once the delayed link is gone. (Nothing lost is not asserted here:
+with several brokers deciding the same exchange at once, a retried, stale request whose lock
+is refused can lose a notification at its initiator; found here, left to the exchange layer:
+README, "Measured link costs".)
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def test_a_delayed_link_measures_dearer_and_the_optimizer_removes_it(tmp_path: P
         workload={"filter_classes": 2, "subscriptions": 6, "mean_lifetime": 1000,
                   "publish_rate": 20, "subscriber_placement": "all",
                   "publisher_placement": "all"},
-        optimizer={"heuristic": "mst", "broadcast_interval": 0.5, "start": 3.0,
+        optimizer={"heuristic": "mst", "broadcast_interval": 0.5, "start": 4.5,
                    "cache_size": 128, "cost_every": 1.0,
                    "link_costs": {"model": "measured", "every": 0.5, "per_ms": 1.0,
                                   "max": 1000.0},
@@ -43,10 +46,14 @@ def test_a_delayed_link_measures_dearer_and_the_optimizer_removes_it(tmp_path: P
         async def run() -> Any:
             addresses = {b: a.listen for b, a in bed.addresses().items()}
             workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
-            load = asyncio.create_task(workload.run(s.duration))
-            await asyncio.sleep(2.0)  # measured before the optimizer starts (t = 3 s)
-            early = await bed.snapshots()
-            stats = await load
+            loop = asyncio.get_running_loop()
+            async with bed.reconfigurer(clients=workload, t0=loop.time()) as manager:
+                manager.monitor_costs(s, s.duration)
+                load = asyncio.create_task(workload.run(s.duration))
+                await asyncio.sleep(2.0)  # measured before the optimizer starts (t = 4.5 s)
+                early = await bed.snapshots()
+                stats = await load
+                await asyncio.sleep(1.0)  # the last exchanges' records
             return stats, early
 
         stats, early = asyncio.run(run())
@@ -69,5 +76,20 @@ def test_a_delayed_link_measures_dearer_and_the_optimizer_removes_it(tmp_path: P
     assert decided, "the optimizer decided nothing"
     first = min(decided, key=lambda r: r["t"])
     assert sorted(first["remove"]) == ["b1", "b2"], first
+    # the live tree_cost records (the analysis plots them): priced by the measured costs
+    records = list(read_trace(bed.trace_dir / "reconfigure.jsonl"))
+    costs = [r for r in records if r["kind"] == "tree_cost"]
+    assert len(costs) >= 6, len(costs)
+    assert all(r["heuristic"] == "mst" and r["notifications"] > 0 for r in costs[1:]), costs
+    assert "b1-b2" in costs[0]["tree"] and "b1-b2" not in costs[-1]["tree"]
+    before = [r for r in costs if r["t"] < first["t"] and r["since"] >= 1.0]
+    assert before, [(r["since"], r["t"]) for r in costs]
+
+    def per(r: dict[str, Any]) -> float:
+        return float(r["cost"]) / r["notifications"]
+
+    assert per(costs[-1]) < 0.7 * per(before[-1]), [(r["since"], per(r)) for r in costs]
+    adopted = {r["rid"] for r in records if r["kind"] == "reconfiguration"}
+    assert first["rid"] in adopted  # the optimizer's exchange, followed like the manager's
     d = check_run(bed.run_dir)["deliveries"]
     assert d["expected"] > 50 and d["spurious"] == 0 and d["fifo"] == 0, d

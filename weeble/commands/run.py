@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
                 chaos = ChaosRunner(bed, scenario.chaos, until=duration, clients=workload,
                                     on_event=lambda msg: progress.console.print(f"chaos {msg}"))
             manager = None
-            if scenario.reconfigurations.operations:
+            optimizing = (scenario.optimizer is not None
+                          and scenario.optimizer.heuristic != "none")
+            if scenario.reconfigurations.operations or optimizing:
                 def said(msg: str) -> None:
                     progress.console.print(f"reconfigure {msg}")
 
@@ -148,6 +150,9 @@ async def _drive(workload: Any, chaos: Any, duration: float,
             live = await stack.enter_async_context(bed.reconfigurer(
                 clients=workload, t0=asyncio.get_running_loop().time(), on_event=said))
             live.schedule(scenario.reconfiguration_plan(), scenario.reconfigurations.start)
+            if scenario.optimizer is not None and scenario.optimizer.heuristic != "none":
+                # its exchanges adopted (R15) and the tree's cost over time (`tree_cost`)
+                live.monitor_costs(scenario, duration)
         try:
             stats = await workload.run(duration, on_tick=tick)
         finally:

@@ -37,9 +37,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from weeble.broker.core.events import Event, Leave, StartExchange, SubmitReconfig
-from weeble.broker.core.messages import COORDINATION, Bye, Recolor, Reconfigure
-from weeble.broker.core.reconfig.plan import Op, PlanError, Tree, apply
+from weeble.broker.core.messages import (
+    COORDINATION,
+    Broadcast,
+    Bye,
+    Notify,
+    Propose,
+    Recolor,
+    Reconfigure,
+)
+from weeble.broker.core.reconfig.plan import Op, PlanError, Tree, apply, edge
 from weeble.broker.runtime.admin_client import AdminClient
+from weeble.broker.sim.optimize import CostMonitor
 from weeble.broker.sim.reconfigure import Reconfigurator, Record, describe
 from weeble.trace.writer import LiveSink
 
@@ -47,6 +56,17 @@ log = logging.getLogger(__name__)
 
 NODE = "reconfigure"  # the node (and trace file) of the live manager's records
 _COORDINATION = {cls.__name__.lower(): cls for cls in (*COORDINATION, Reconfigure, Recolor)}
+# what the tree's cost is priced from (CostMonitor): the notifications and the optimizer's own
+_PRICED = {"notify": Notify, "broadcast": Broadcast, "propose": Propose}
+
+
+class _Nid:
+    """The one field of a notification the cost monitor reads (its id)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, nid: str) -> None:
+        self.id = nid
 
 
 class Bed(Protocol):
@@ -155,6 +175,7 @@ class LiveNetwork:
         self.send_observers: list[Callable[[float, str, str, str, Any], None]] = []
         self._held: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque()
         self.hold = 0.5  # s, > the brokers' trace flush interval (0.2 s)
+        self.priced = False  # a cost monitor watches: notification sends and optimize records
 
     def now(self) -> float:
         return self.loop.time() - self.t0
@@ -289,11 +310,15 @@ class LiveNetwork:
             return
         end = data.rfind(b"\n") + 1  # a torn last line is read next time
         self._offsets[str(path)] = self._offsets.get(str(path), 0) + end
+        priced = self.priced
         for line in data[:end].splitlines():
             if b'"reconfig"' in line:
                 kind = "reconfig"
-            elif b'"send"' in line and (b'"rid' in line or b'"msg":"bye"' in line):
+            elif b'"send"' in line and (b'"rid' in line or b'"msg":"bye"' in line or (
+                    priced and (b'"msg":"notify"' in line or b'"msg":"broadcast"' in line))):
                 kind = "send"
+            elif priced and b'"optimize"' in line:
+                kind = "optimize"
             else:
                 continue
             try:
@@ -302,7 +327,7 @@ class LiveNetwork:
                 continue
             if record.get("kind") != kind:
                 continue
-            if kind == "reconfig":
+            if kind != "send":
                 # held a little: the other brokers' sends of this reconfiguration may still be
                 # in their trace buffers (a flush interval), and they count for it
                 self._held.append((self.loop.time() + self.hold, broker, record))
@@ -310,14 +335,18 @@ class LiveNetwork:
                 self._sent(record)
 
     def _sent(self, record: dict[str, Any]) -> None:
-        """A broker's `send` record of a coordination message, as the manager counts it."""
-        cls = _COORDINATION.get(str(record.get("msg")))
+        """A broker's `send` record of a coordination message, as the manager counts it (and,
+        with a cost monitor, of a notification or the optimizer's own messages)."""
+        name = str(record.get("msg"))
+        cls = _COORDINATION.get(name) or (_PRICED.get(name) if self.priced else None)
         if cls is None:
             return
-        msg = cls.__new__(cls)  # only its type and rid(s) are looked at
-        if cls is Recolor:
+        msg = cls.__new__(cls)  # only its type and rid(s) (a notification: its id) are read
+        if cls is Notify:
+            msg.notification = _Nid(str(record.get("nid")))
+        elif cls is Recolor:
             msg.rids = tuple(record.get("rids") or ())
-        elif cls is not Bye:
+        elif cls is not Bye and cls is not Broadcast:
             msg.rid = record.get("rid", "")
         for observer in self.send_observers:
             observer(self.now(), "send", str(record.get("from")), str(record.get("to")), msg)
@@ -326,8 +355,9 @@ class LiveNetwork:
         fields = {k: v for k, v in record.items() if k not in ("v", "t", "node", "kind")}
         # when the broker wrote it (it is read up to a flush interval later)
         t = record["t"] / 1e9 - self.wall0 if isinstance(record.get("t"), int) else self.now()
+        kind = str(record.get("kind") or "reconfig")
         for observer in list(self.trace_observers):
-            observer(min(t, self.now()), broker, _TraceRecord("reconfig", fields))
+            observer(min(t, self.now()), broker, _TraceRecord(kind, fields))
 
 
 class LiveReconfigurator:
@@ -341,6 +371,7 @@ class LiveReconfigurator:
         self.say = on_event or (lambda _msg: None)
         self.net: LiveNetwork | None = None
         self.manager: Reconfigurator | None = None
+        self._costs: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> LiveReconfigurator:
         settings = self.bed.settings()
@@ -369,8 +400,42 @@ class LiveReconfigurator:
                 log.exception("recording the new tree failed")
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._costs is not None:
+            self._costs.cancel()
+            await asyncio.gather(self._costs, return_exceptions=True)
         if self.net is not None:
             await self.net.close()
+
+    def monitor_costs(self, scenario: Any, until: float) -> CostMonitor:
+        """Follow the tree optimizer of a live run as the simulator does: adopt each exchange
+        a broker decides on (a `reconfiguration` record, judged by R15 like the manager's own)
+        and write a `tree_cost` record every `optimizer.cost_every` s (the simulator's
+        CostMonitor, pricing the brokers' `send` records of notifications and of the
+        optimizer's messages). With measured link costs, the prices are what the brokers
+        measured (their admin snapshots, read every cost period)."""
+        assert self.manager is not None and self.net is not None
+        o = scenario.optimizer
+        p, c = o.costs(self.bed.brokers, scenario.seed)
+        monitor = CostMonitor(self.manager, p, c, o.heuristic, o.cost_every, until)
+        self.net.priced = True
+        if o.link_costs.model == "measured":
+            self._costs = asyncio.get_running_loop().create_task(
+                self._measured(c, o.cost_every), name="measured-costs")
+        return monitor
+
+    async def _measured(self, c: dict[tuple[str, str], float], every: float) -> None:
+        """The brokers' measured link costs into the monitor's prices (both ends' mean)."""
+        while True:
+            await asyncio.sleep(min(every, 1.0))
+            seen: dict[tuple[str, str], list[float]] = {}
+            for b in list(self.bed.brokers):
+                with contextlib.suppress(Exception):
+                    snap = await self.net._admin(b).snapshot() if self.net else {}
+                    for x, cost in ((snap.get("core") or {}).get("optimize") or {}).get(
+                            "measured", {}).items():
+                        seen.setdefault(edge(b, x), []).append(float(cost))
+            for e, costs in seen.items():
+                c[e] = sum(costs) / len(costs)
 
     def now(self) -> float:
         assert self.net is not None, "use `async with LiveReconfigurator(bed)`"

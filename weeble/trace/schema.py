@@ -166,11 +166,13 @@ KIND_LIST = [
          "sums per cycle edge so far (edge t = path[t]–path[t+1], the last one the new link)",
          "sim, live", {"phase": S, "rid": S, "path": L},
          {"estimate": F, "cost": F, "heuristic": S, "costs": J, "remove": L, "why": S}),
-    Kind("tree_cost", "the simulator's measure of the tree optimizer: what the notifications "
-         "sent since `since` cost (eq. 5.2 on the sends: c of each link and p of each broker "
-         "they crossed, p of the publisher's broker once), how many there were, the "
-         "optimizer's own messages priced the same way (`overhead`), the link exchanges done "
-         "so far, and the tree now", "sim",
+    Kind("tree_cost", "the measure of the tree optimizer (the simulator's; live, the "
+         "orchestrator's, from the brokers' `send` records, node `reconfigure`): what the "
+         "notifications sent since `since` cost (eq. 5.2 on the sends: c of each link and p of "
+         "each broker they crossed, p of the publisher's broker once; live with measured link "
+         "costs, c as the brokers measured it), how many there were, the optimizer's own "
+         "messages priced the same way (`overhead`), the link exchanges done so far, and the "
+         "tree now", "sim, live",
          {"since": F, "cost": F, "notifications": N, "overhead": F, "exchanges": N,
           "heuristic": S, "tree": L}),
     Kind("overlay_legitimacy", "the simulator's check of the overlay layer (a spanning tree, "
