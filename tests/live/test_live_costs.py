@@ -88,6 +88,9 @@ def test_a_delayed_link_measures_dearer_and_the_optimizer_removes_it(tmp_path: P
     def per(r: dict[str, Any]) -> float:
         return float(r["cost"]) / r["notifications"]
 
+    print(f"measured: b1-b2 {measured['b1']['b2']:.0f}, others {sorted(set(cheap))}; cost per"
+          f" notification {per(before[-1]):.1f} before the first decision, "
+          f"{per(costs[-1]):.1f} in the last window; {len(decided)} decisions")
     assert per(costs[-1]) < 0.7 * per(before[-1]), [(r["since"], per(r)) for r in costs]
     adopted = {r["rid"] for r in records if r["kind"] == "reconfiguration"}
     assert first["rid"] in adopted  # the optimizer's exchange, followed like the manager's
