@@ -327,6 +327,7 @@ class Exchange:
             right = path[i + 1] if i < n - 1 else path[0]
             if i == n - 1:
                 self.overlay.add(path[0])  # A2.6: a becomes usable at Bn
+                self.routing.adopt(path[0])
             if right not in self.overlay.ram.neighbors:  # A2.23-25: the path changed meanwhile
                 return self._refuse(now, sender, ml, "path")
             self._lock(now, ml, i)
@@ -336,6 +337,7 @@ class Exchange:
         if sender == x.left and me == path[0]:  # A2.28-32: the lock came round over a
             assert x.new is not None and x.edge is not None
             self.overlay.add(x.new)  # A2.29: from now on r and a are both links
+            self.routing.adopt(x.new)
             return [Send(x.edge[0], Begin(x.rid)), Send(x.edge[1], Begin(x.rid)),
                     _trace(ml.rid, "locked", path=list(path))]
         if sender == x.right:  # A2.33-37 with fix D5: refused further on; pass it back, reset

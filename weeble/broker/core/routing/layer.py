@@ -311,6 +311,12 @@ class Routing:
                 effects.extend(scheme.strategy.bootstrap(plane, neighbor))
         return effects
 
+    def adopt(self, neighbor: str) -> None:
+        """A link the coordinated exchange added: renew over it what the relays transferred."""
+        for scheme in self.schemes():
+            for plane in scheme.planes:
+                scheme.strategy.adopt(plane, neighbor)
+
     def withdraw_neighbor(self, neighbor: str) -> list[Effect]:
         """Act as if `neighbor` had withdrawn every (un)subscription and advertisement it made
         (unadvertisements first: the subscriptions then stop where they are no longer needed)."""

@@ -134,6 +134,25 @@ class Strategy:
             effects.append(Send(neighbor, sub(heir.sub_id, g, tag)))
         return effects
 
+    def adopt(self, plane: Plane, neighbor: str) -> None:
+        """A link the coordinated exchange added (a, thesis 4.4.2): the far side learned this
+        side's subscriptions from the relays at Begin, not from here, so nothing here renews
+        them over the new link, and under leasing (which 4.4.2 does not have) the far side's
+        entries expire a lease later. Name a renewer per filter, as `bootstrap` does, without
+        sending (the relays did). Found: identity routing under the optimizer lost 33
+        notifications that way (tests/test_ci_sim.py)."""
+        if (not self.counts_identical or not self.renew_forwarded
+                or neighbor not in self.upstream(plane.topo)):
+            return  # flooding and simple routing renew by id, not through `forwarded`
+        table = plane.table
+        forwarded = table.forwarded
+        for g in list(table.filters()):
+            if (g, neighbor) in forwarded or not self._towards(g, neighbor):
+                continue
+            heir = next((e for e in table.identical(g) if e.dest != neighbor), None)
+            if heir is not None:
+                forwarded[g, neighbor] = heir.dest
+
     # ---- Algorithm 1 and its helpers --------------------------------------------------------
 
     def upstream(self, topo: Topology) -> tuple[str, ...]:
