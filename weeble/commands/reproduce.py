@@ -58,6 +58,13 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         out = args.out / name if args.name == "all" else args.out
         try:
+            chosen = experiment(name, simulate=not args.model_only)
+        except ReproduceError as exc:
+            if args.name != "all":
+                raise UsageError(str(exc)) from None
+            console.print(f"reproduce {name}: left out: {exc}")
+            continue
+        try:
             with Progress(TextColumn(f"reproduce {name}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), TextColumn("last: {task.description}"),
                           console=console,
@@ -68,8 +75,7 @@ def run(args: argparse.Namespace) -> int:
                              bar: Progress = bar) -> None:
                     bar.update(task, completed=done, total=total, description=what)
 
-                result = run_experiment(experiment(name, simulate=not args.model_only),
-                                        out=out, full=args.full, jobs=args.jobs,
+                result = run_experiment(chosen, out=out, full=args.full, jobs=args.jobs,
                                         progress=progress)
         except ReproduceError as exc:
             raise UsageError(str(exc)) from None

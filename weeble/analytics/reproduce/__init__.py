@@ -2,6 +2,8 @@
 
     framework.py  grid points, columns (model, simulation), claims, resumable runs, the report
     ch3.py        thesis chapter 3: the cost of self-stabilizing filtering (§3.3.3, §3.5)
+    ch4.py        thesis 4.4.3: the coordinated link exchange against the strawman
+    ch5.py        thesis 5.6, experiments 3 and 4: CI, ℓMST, ℓMIT against the static tree
     plots.py      the figures
 
 Pure Python plus matplotlib: no Spark.
@@ -20,9 +22,30 @@ def _ch3(simulate: bool) -> Experiment:
     return Chapter3() if simulate else Chapter3(evaluators=(ClosedFormColumn(),))
 
 
+def _simulation_only(name: str) -> ReproduceError:
+    return ReproduceError(f"{name} has a simulation column only (the thesis gives no closed "
+                          "form to compare with): --model-only leaves nothing to evaluate")
+
+
+def _ch4(simulate: bool) -> Experiment:
+    from weeble.analytics.reproduce.ch4 import Chapter4
+
+    if not simulate:
+        raise _simulation_only("ch4")
+    return Chapter4()
+
+
+def _ch5(simulate: bool) -> Experiment:
+    from weeble.analytics.reproduce.ch5 import Chapter5
+
+    if not simulate:
+        raise _simulation_only("ch5")
+    return Chapter5()
+
+
 # Adding an experiment: a module with a class satisfying `framework.Experiment`, listed here;
 # called with simulate=False it leaves out its simulation column.
-EXPERIMENTS: dict[str, Callable[[bool], Experiment]] = {"ch3": _ch3}
+EXPERIMENTS: dict[str, Callable[[bool], Experiment]] = {"ch3": _ch3, "ch4": _ch4, "ch5": _ch5}
 
 
 def experiment(name: str, *, simulate: bool = True) -> Experiment:

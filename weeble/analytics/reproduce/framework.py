@@ -75,6 +75,24 @@ class Evaluator(Protocol):
     def evaluate(self, point: Point) -> dict[str, float]: ...
 
 
+class SimulationColumnBase:
+    """A "simulation" column of an experiment that is all simulation (chapters 4 and 5): costly
+    (runs in --jobs processes), every point, versioned by its label and its setup (a changed
+    setup recomputes every point). Subclasses are frozen dataclasses with `setup` and `label`."""
+
+    name = "simulation"
+    costly = True
+    label = ""
+    setup: Any = None
+
+    @property
+    def version(self) -> str:
+        return f"{self.label} {self.setup}"
+
+    def applies_to(self, point: Point, *, full: bool) -> bool:
+        return True
+
+
 class Results:
     """Every column's values at every evaluated point."""
 

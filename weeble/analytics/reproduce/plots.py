@@ -83,3 +83,100 @@ def ch3_figures(results: Results, *, out: Path, columns: Sequence[str]) -> list[
         plt.close(fig)
         written.append((path, caption))
     return written
+
+
+def ch5_figures(results: Results, *, out: Path, columns: Sequence[str]) -> list[tuple[Path, str]]:
+    """Figs. 5.8 and 5.9 (cost per notification over time, median over the topologies, one
+    panel per load) and the final cost / static tree per heuristic (one box per heuristic and
+    load, the thesis's "about half" as a line)."""
+    import math
+    import statistics
+
+    from weeble.analytics.reproduce.ch5 import HEURISTICS, LOADS, NAMES, TICK
+
+    plt = _pyplot()
+    written = []
+    for column in columns:
+        points = [p for p in results.points if results.value(column, p, "ci.ratio") is not None]
+        if not points:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4), squeeze=False)
+        for ax, (load, label) in zip(axes[0], enumerate(LOADS), strict=True):
+            mine = [p for p in points if p["load"] == load]
+            if not mine:
+                continue
+            steps = 0
+            while results.value(column, mine[0], f"series_t.{steps}") is not None:
+                steps += 1
+            ts = [results.value(column, mine[0], f"series_t.{i}") for i in range(steps)]
+            for h in HEURISTICS:
+                med = []
+                for i in range(steps):
+                    vs = [results.value(column, p, f"{h}.series.{i}") for p in mine]
+                    vs = [v for v in vs if v is not None and not math.isnan(v)]
+                    med.append(statistics.median(vs) if vs else math.nan)
+                ax.plot([t / TICK / 1000 for t in ts], med, label=NAMES[h])  # type: ignore[operator]
+            ax.set_title(f"experiment {3 + load}: {label} load ({len(mine)} "
+                         f"topolog{'y' if len(mine) == 1 else 'ies'})")
+            ax.set_xlabel("time (1000 ticks = 10 s)")
+            ax.set_ylabel("cost per notification (median)")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.tight_layout()
+        path = out / "ch5_cost_over_time.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, "Figs. 5.8 and 5.9: cost per notification over time (10 s "
+                              "windows), median over the topologies, per heuristic"))
+        fig, ax = plt.subplots(figsize=(7, 4))
+        data, labels = [], []
+        for load, label in enumerate(LOADS):
+            for h in ("ci", "mst", "mit"):
+                vs = [results.value(column, p, f"{h}.ratio") for p in points if p["load"] == load]
+                data.append([v for v in vs if v is not None])
+                labels.append(f"{NAMES[h]}\n{label}")
+        ax.boxplot(data)
+        ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
+        ax.axhline(0.5, color="grey", linestyle="--", label="thesis: CI ≈ half (exp. 3)")
+        ax.axhline(1.0, color="black", linewidth=0.8, label="random static tree")
+        ax.set_ylabel("final cost / random static tree")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        path = out / "ch5_final_cost.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, "Final cost (last 30 s) as a fraction of the random static tree's, "
+                              "per topology: experiments 3 and 4"))
+    return written
+
+
+def ch4_figures(out: Path, *, control: dict[str, dict[int, float]],
+                loss: dict[str, dict[int, float]],
+                wait: dict[str, dict[int, float]]) -> list[tuple[Path, str]]:
+    """Figs. 4.14–4.16 against the reconfiguration cycle length: control messages (advanced and
+    strawman), the strawman's lost and duplicated notifications, the mean wait in Qnot."""
+    plt = _pyplot()
+    written = []
+    for name, series, ylabel, caption in (
+        ("fig4_14_control_messages.png", control, "control messages per exchange",
+         "Fig. 4.14: control messages per exchange, coordinated (FIFO) and strawman"),
+        ("fig4_15_strawman_loss.png", loss, "notifications per exchange (strawman)",
+         "Fig. 4.15: notifications the strawman lost and duplicated per exchange"),
+        ("fig4_16_qnot_wait.png", {k: {c: 1000 * v for c, v in pts.items()}
+                                   for k, pts in wait.items()},
+         "mean wait in Qnot (ms)", "Fig. 4.16: mean time a notification waits in Qnot"),
+    ):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for label, pts in series.items():
+            ax.plot(list(pts), list(pts.values()), marker="o", label=label)
+        ax.set_xlabel("reconfiguration cycle length (brokers)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = out / name
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, caption))
+    return written
