@@ -5,6 +5,8 @@ reconfig_443.py).
     python benchmarks/live_exchange.py                     # lengths 3..7, 3 repeats each way
     python benchmarks/live_exchange.py --repeat 5 --lengths 3 5 8 --link-delay-ms 5
     python benchmarks/live_exchange.py --link-delay-ms 10 --ordering causal --publish-rate 300
+    python benchmarks/live_exchange.py --backend mininet    # or docker (as root): a host or
+                                                            # container per broker
 
 A chain of brokers b0 - b1 - ... (real processes on loopback, simple routing, FIFO ordering
 by default)
@@ -51,6 +53,8 @@ def main() -> int:
     ap.add_argument("--publish-rate", type=float, default=100.0)
     ap.add_argument("--link-delay-ms", type=float, default=0.0)
     ap.add_argument("--ordering", choices=["none", "fifo", "causal"], default="fifo")
+    ap.add_argument("--backend", choices=["local", "mininet", "docker"], default="local",
+                    help="where the brokers run (new links ride the peer network elsewhere)")
     args = ap.parse_args()
     if min(args.lengths) < 3:
         ap.error("--lengths: a cycle has at least 3 brokers")
@@ -67,7 +71,8 @@ def main() -> int:
                  "open_clients": True, "links": {"delay_ms": args.link_delay_ms}},
     }, source="<benchmark>")
     runs = Path(tempfile.mkdtemp(prefix="weeble-bench-"))
-    bed = Testbed.plan(s, runs_dir=runs, any_ports=True, log_level="WARNING")
+    bed = Testbed.plan(s, runs_dir=runs, any_ports=True, log_level="WARNING",
+                       backend=args.backend, reconfigurable=True)
     try:
         bed.up()
         records = asyncio.run(_measure(bed, s, args.lengths, args.repeat))
@@ -97,7 +102,8 @@ def main() -> int:
                      "min ms": min(ms), "max ms": max(ms),
                      "Qnot held (all)": sum(counts),
                      "Qnot mean wait ms": statistics.median(waits) if waits else None})
-    print(f"live link exchange on a chain of {n} brokers, {args.publish_rate:g} publications/s,"
+    print(f"live link exchange on a chain of {n} brokers ({args.backend}),"
+          f" {args.publish_rate:g} publications/s,"
           f" link delay {args.link_delay_ms:g} ms, {args.ordering} ordering; baseline: length "
           f"{min(by_length)} (same run)")
     print(table(rows, list(rows[0])))

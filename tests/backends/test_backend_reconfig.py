@@ -28,7 +28,7 @@ from weeble.trace.reader import read_trace
 KINDS = ["mininet", "docker"]
 
 
-def _scenario() -> Any:
+def _scenario(tls: bool = False) -> Any:
     # the local test's scenario (tests/live/test_live_reconfig.py): a 7-broker binary tree,
     # identity routing, stable subscriptions, 40 notifications/s
     return scenario(
@@ -36,12 +36,13 @@ def _scenario() -> Any:
         timing={"pi": 2.2, "rho": 1.0, "delta_min": 0.0, "delta_max": 0.05, "d": 6},
         workload={"filter_classes": 3, "subscriptions": 8, "mean_lifetime": 1000,
                   "publish_rate": 40},
-        reconfigurations={"ordering": "fifo"}, live={"startup_timeout": 60})
+        reconfigurations={"ordering": "fifo"}, live={"startup_timeout": 60, "tls": tls})
 
 
 async def _under_load(bed: Testbed, s: Any, steps: Any) -> Any:
     addresses = {b: a.listen for b, a in bed.addresses().items()}
-    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
+    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token,
+                            tls=bed.client_tls())
     loop = asyncio.get_running_loop()
     async with bed.reconfigurer(clients=workload, t0=loop.time()) as manager:
         load = asyncio.create_task(workload.run(s.duration))
@@ -52,10 +53,12 @@ async def _under_load(bed: Testbed, s: Any, steps: Any) -> Any:
     return result, stats
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(kind: str,
+# Mininet's run speaks TLS (live.tls): the new leaf gets a certificate from the run's CA that
+# names it and the addresses its host was given
+@pytest.mark.parametrize(("kind", "tls"), [("mininet", True), ("docker", False)])
+def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(kind: str, tls: bool,
                                                                   tmp_path: Path) -> None:
-    s = _scenario()
+    s = _scenario(tls)
     # the operations come from the test, not the scenario: ask for a reconfigurable run
     bed = Testbed.plan(s, runs_dir=tmp_path / "runs", any_ports=True, log_level="DEBUG",
                        backend=kind, reconfigurable=True)
@@ -90,6 +93,9 @@ def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(kind: str,
         assert backend.link_state("b2", "b3").mechanism == "user-space"
         assert backend.link_state("b0", "b1").mechanism != "user-space"  # planned: the network
         assert backend.alive("b7") and "b6" not in backend.brokers()
+        if tls:  # its own certificate, for its links and ports
+            b7 = bed.configs["b7"]
+            assert b7.link_tls is not None and b7.link_tls.cert.name == "broker-b7.crt"
         bed.down()
         report = check_run(bed.run_dir)
         d = report["deliveries"]

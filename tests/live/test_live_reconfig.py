@@ -44,7 +44,8 @@ def _scenario(ordering: str, **live: Any) -> Any:
 async def _under_load(bed: Testbed, s: Any, steps: Any) -> Any:
     """The scenario's workload for its duration, `steps(manager, workload)` beside it."""
     addresses = {b: a.listen for b, a in bed.addresses().items()}
-    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
+    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token,
+                            tls=bed.client_tls())
     loop = asyncio.get_running_loop()
     async with bed.reconfigurer(clients=workload, t0=loop.time()) as manager:
         load = asyncio.create_task(workload.run(s.duration))
@@ -234,3 +235,45 @@ def test_the_main_jobs_reconfigurations_fall_outside_its_fault_episodes() -> Non
         lo, hi = at - d, at + slack[type(op).__name__] + 2 * d  # its window (R15)
         assert hi < s.duration
         assert all(hi <= begin or end <= lo for begin, end in episodes), (op, episodes)
+
+
+def test_a_leaf_joins_a_tls_run_with_a_certificate_of_its_own(tmp_path: Path) -> None:
+    # live.tls: every port speaks TLS with the run's CA, and a link's ends check that the
+    # other's certificate names the broker it claims to be: the new broker gets one from the
+    # run's CA, naming it and its addresses
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    s = _scenario("fifo", tls=True)
+    bed = start(s, tmp_path / "runs")
+    try:
+        async def steps(manager: Any, workload: LiveWorkload) -> list[Any]:
+            await asyncio.sleep(2.0)
+            done = [await manager.reconfigure(AddLeaf("b7", "b5"))]
+            await workload.subscribe("zed", "b7", "class == 1")
+            await asyncio.sleep(2.0)
+            return done
+
+        records, stats = asyncio.run(_under_load(bed, s, steps))
+        assert [r.outcome for r in records] == ["done"], [(r.rid, r.why) for r in records]
+        assert stats.errors == 0, stats.last_error
+        config = bed.configs["b7"]
+        assert config.link_tls is not None and config.tls == config.link_tls
+        cert = x509.load_pem_x509_certificate(config.link_tls.cert.read_bytes())
+        ca = x509.load_pem_x509_certificate(config.link_tls.ca.read_bytes())
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "b7"
+        ca_key = ca.public_key()
+        assert isinstance(ca_key, ec.EllipticCurvePublicKey)
+        ca_key.verify(cert.signature, cert.tbs_certificate_bytes,  # raises unless the run's CA
+                      ec.ECDSA(cert.signature_hash_algorithm))
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert "b7" in sans.get_values_for_type(x509.DNSName)
+        assert (config.link_tls.key.stat().st_mode & 0o777) == 0o600
+        report = _judge(bed)
+        assert [o["outcome"] for o in report["operations"]] == ["done"]
+        deliveries = [r for r in read_trace(bed.trace_dir / "zed.jsonl")
+                      if r["kind"] == "client_deliver"]
+        assert len(deliveries) > 10  # b7 linked to b5 over TLS, both certificates checked
+    finally:
+        bed.close()

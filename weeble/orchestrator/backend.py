@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, get_args
@@ -296,11 +297,15 @@ class Backend(ABC):
                            " (no address book)")
 
     @abstractmethod
-    def add_broker(self, config: BrokerConfig) -> BrokerConfig:
+    def add_broker(self, config: BrokerConfig, *,
+                   prepare: Callable[[BrokerConfig], BrokerConfig] | None = None
+                   ) -> BrokerConfig:
         """Make room for a broker that was not in the plan (a host, a container), link it to
         its config's neighbours (`add_link`), and start it. The backend sets the addresses of
-        its network in the config (listen, admin, metrics, neighbours); returns the config it
-        started. Returns at once, like `start_broker`."""
+        its network in the config (listen, admin, metrics, neighbours); `prepare` then sees
+        the config with them and may complete it (a certificate naming those addresses)
+        before the broker starts. Returns the config it started, at once, like
+        `start_broker`."""
 
     @abstractmethod
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -413,7 +413,9 @@ class LocalBackend(Backend):
         the ones the caller chose."""
         return config
 
-    def add_broker(self, config: BrokerConfig) -> BrokerConfig:
+    def add_broker(self, config: BrokerConfig, *,
+                   prepare: Callable[[BrokerConfig], BrokerConfig] | None = None
+                   ) -> BrokerConfig:
         broker_id = config.broker_id
         if broker_id in self._configs:
             raise BackendError(f"broker {broker_id} exists already")
@@ -428,6 +430,8 @@ class LocalBackend(Backend):
                 self.add_link(broker_id, n)
             final = self._configs[broker_id].model_copy(
                 update={"links": placed.links, "parent": placed.parent})
+            if prepare is not None:
+                final = prepare(final)
             self.start_broker(final)
         except BaseException:
             self.remove_broker(broker_id)

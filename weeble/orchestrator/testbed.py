@@ -34,7 +34,7 @@ from typing import Any
 from weeble.broker.client import ClientTls
 from weeble.broker.core.reconfig.plan import Tree
 from weeble.broker.runtime.admin_client import AdminClient
-from weeble.broker.runtime.certs import generate_run_certs
+from weeble.broker.runtime.certs import generate_run_certs, issue_broker_cert
 from weeble.broker.runtime.clientauth import client_token, new_client_secret
 from weeble.broker.runtime.config import BrokerConfig, TlsConfig, split_address
 from weeble.broker.runtime.linkshaper import LinkShape
@@ -422,9 +422,6 @@ class Testbed:
         if broker_id in self.configs:
             raise BackendError(f"add broker: {broker_id!r} is a broker of this run already")
         template = self.configs[attach]
-        if template.link_tls is not None:
-            raise BackendError(f"add broker: this run has TLS on links (live.tls), and {broker_id}"
-                               " would need a certificate of its own; not supported yet")
         # a backend with a network of its own gives the new broker its addresses (_place)
         host = (split_address(template.listen_address)[0] if self.backend.assigns_addresses
                 else self._next_host())
@@ -447,7 +444,24 @@ class Testbed:
                 update={"seed": template.tuning.seed + 7919 * (len(self.configs) + 1)}),
         })
         config = BrokerConfig.model_validate(config.model_dump())  # checked like any other
-        started = self.backend.add_broker(config)
+
+        def certify(placed: BrokerConfig) -> BrokerConfig:
+            """With TLS (live.tls): a certificate from the run's CA naming the new broker and
+            the addresses the backend gave it, for its links, its listen and admin ports."""
+            if template.link_tls is None:
+                return placed
+            reach = self.backend.address(broker_id)
+            hosts = sorted({split_address(a)[0] for a in (
+                placed.listen_address, placed.admin_address, reach.listen, reach.admin)}
+                - {"0.0.0.0"})
+            try:
+                cert, key = issue_broker_cert(template.link_tls.cert.parent, broker_id, hosts)
+            except ValueError as e:
+                raise BackendError(f"add broker {broker_id}: {e}") from None
+            own = TlsConfig(cert=cert, key=key, ca=template.link_tls.ca)
+            return placed.model_copy(update={"link_tls": own, "tls": own})
+
+        started = self.backend.add_broker(config, prepare=certify)
         self.configs[broker_id] = started
         if broker_id in self.retired:  # it left earlier and comes back (its trace goes on)
             self.retired.remove(broker_id)

@@ -9,6 +9,9 @@ checks that the acceptor's certificate names the neighbour it dialled, the accep
 dialer's certificate names the broker its hello claims to be (links.py). The client
 certificate (common name `<run> clients`) is what the run's clients present to a broker whose
 listen port requires certificates; it names no broker, so it cannot open a link.
+
+The CA's key stays in the run's `tls/` directory (0600, like every key there) for the run's
+life, so a broker added at run time gets a certificate naming it (`issue_broker_cert`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -89,15 +93,9 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
                    d / "client.key")
     keys = [(out.server_key, server_key), (out.client_key, client_key)]
     for broker, broker_hosts in (brokers or {}).items():
-        if not _BROKER_ID.match(broker):
-            raise ValueError(f"broker id {broker!r}: not usable as a certificate DNS name")
-        cert, key = leaf(broker, [ExtendedKeyUsageOID.SERVER_AUTH,
-                                  ExtendedKeyUsageOID.CLIENT_AUTH],
-                         [x509.DNSName(broker), *(_san(h) for h in dict.fromkeys(broker_hosts))])
-        paths = out.brokers[broker] = (d / f"broker-{broker}.crt", d / f"broker-{broker}.key")
-        paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        keys.append((paths[1], key))
+        out.brokers[broker] = _broker_cert(d, broker, broker_hosts, leaf)
     out.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    keys.append((d / "ca.key", ca_key))
     out.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     out.client_cert.write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
     for path, key in keys:
@@ -105,6 +103,53 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
                                               serialization.PrivateFormat.PKCS8,
                                               serialization.NoEncryption()))
     return out
+
+
+def _broker_cert(d: Path, broker: str, hosts: list[str], leaf: Any) -> tuple[Path, Path]:
+    """broker-<id>.crt/key in `d`: the broker id as common name and DNS name, its hosts."""
+    if not _BROKER_ID.match(broker):
+        raise ValueError(f"broker id {broker!r}: not usable as a certificate DNS name")
+    cert, key = leaf(broker, [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+                     [x509.DNSName(broker), *(_san(h) for h in dict.fromkeys(hosts))])
+    paths = (d / f"broker-{broker}.crt", d / f"broker-{broker}.key")
+    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    write_private(paths[1], key.private_bytes(serialization.Encoding.PEM,
+                                              serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    return paths
+
+
+def issue_broker_cert(directory: Path | str, broker: str, hosts: list[str], *,
+                      days: int = 7) -> tuple[Path, Path]:
+    """A certificate for a broker that joins a running run (a leaf added at run time), signed
+    by the run's CA in `directory` (its ca.crt and ca.key): the same kind as the planned
+    brokers' (`generate_run_certs`). Returns (cert, key)."""
+    d = Path(directory)
+    try:
+        ca_cert = x509.load_pem_x509_certificate((d / "ca.crt").read_bytes())
+        ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), password=None)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{d}: the run's CA cannot sign a new certificate: {e}") from None
+    now = dt.datetime.now(dt.UTC)
+
+    def leaf(name: str, usages: list[x509.ObjectIdentifier],
+             sans: list[x509.GeneralName]) -> tuple[x509.Certificate, Any]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        )
+        return builder.sign(ca_key, hashes.SHA256()), key  # type: ignore[arg-type]
+
+    return _broker_cert(d, broker, hosts, leaf)
 
 
 _BROKER_ID = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")

@@ -194,6 +194,7 @@ class Link:
         self._unacked_items = 0
         self.counters: Tally[str] = Tally()
         self._channel: grpc.aio.Channel | None = None
+        self._channel_address = ""  # the address _channel dials (the book may change it)
         self._dial_task: asyncio.Task[None] | None = None
         self._limit = config.tuning.max_message_bytes - _ENVELOPE_SLACK
         # batches: the tuning's bound, never above what this side or the peer may send/accept
@@ -680,7 +681,12 @@ class Link:
                 self.address, state.attempt_number, why)
 
     async def _dial_once(self) -> tuple[Session, int]:
+        if self._channel is not None and self._channel_address != self.address:
+            # the address book moved the peer (a planned link gone, the peer network instead)
+            old, self._channel = self._channel, None
+            await old.close()
         if self._channel is None:
+            self._channel_address = self.address
             tls = self.config.link_tls
             if tls is None:
                 self._channel = grpc.aio.insecure_channel(

@@ -317,7 +317,7 @@ class BrokerServer:
                 continue
             self.book[peer] = address
             link = self.links.get(peer)
-            if link is not None and link.dynamic:
+            if link is not None:  # its next dial goes there (a session up now stays up)
                 link.address = address
         self.trace.record("peers", peers=sorted(peers))
 

@@ -479,8 +479,7 @@ class DockerBackend(PeerLinks):
                                          "metrics_address": p.metrics})
 
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        for n in [n for k in list(self._links) if broker_id in k for n in k if n != broker_id]:
-            self.remove_link(broker_id, n)
+        self._remove_wires_of(broker_id)
         super().remove_broker(broker_id, timeout)
         container = self._containers.pop(broker_id, None)
         if container is not None:
@@ -502,7 +501,7 @@ class DockerBackend(PeerLinks):
                 entry.network.remove()
             del self._links[frozenset((a, b))]
 
-    def _wire_links(self) -> list[tuple[str, str]]:
+    def _wire_links(self, everything: bool = False) -> list[tuple[str, str]]:
         return sorted((e.a, e.b) for e in self._links.values())
 
     # ---- links ------------------------------------------------------------------------------

@@ -608,7 +608,9 @@ class KubernetesBackend(LocalBackend):
         self._drop_admins(list(self._configs))
         return dict.fromkeys(self._configs)
 
-    def add_broker(self, config: BrokerConfig) -> BrokerConfig:
+    def add_broker(self, config: BrokerConfig, *,
+                   prepare: Callable[[BrokerConfig], BrokerConfig] | None = None
+                   ) -> BrokerConfig:
         raise BackendError("k8s: adding a broker at run time is not supported (it needs the"
                            " ConfigMap, the link policies and the StatefulSet's replicas"
                            " changed together); redeploy the overlay")

@@ -422,9 +422,7 @@ class MininetBackend(PeerLinks):
                                          "metrics_address": p.metrics})
 
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        neighbours = [n for k in self._links for n in k if broker_id in k and n != broker_id]
-        for n in neighbours:
-            self.remove_link(broker_id, n)
+        self._remove_wires_of(broker_id)
         super().remove_broker(broker_id, timeout)
         self._forget_peer(broker_id)
         with self._lock:
@@ -448,7 +446,7 @@ class MininetBackend(PeerLinks):
         self._rates.pop((a, b), None)
         self._rates.pop((b, a), None)
 
-    def _wire_links(self) -> list[tuple[str, str]]:
+    def _wire_links(self, everything: bool = False) -> list[tuple[str, str]]:
         if self._net is None:  # attached: the configs' links that are not peer links
             return [e for e in LocalBackend.links(self) if not self._peer_link(*e)]
         return sorted((e.a, e.b) for e in self._links.values())

@@ -38,6 +38,7 @@ class PeerLinks(LocalBackend):
         self._peer_ip: dict[str, str] = {}  # broker -> its address on the peer network
         self._peer_links: set[frozenset[str]] = set()  # links made at run time over it
         self._peer_network = False  # planned with one (`Ports.peer_network`)
+        self._idle_wires: set[frozenset[str]] = set()  # planned links a reconfiguration removed
 
     # what each backend provides ------------------------------------------------------------
 
@@ -50,7 +51,8 @@ class PeerLinks(LocalBackend):
     def _wire_address(self, broker_id: str, neighbor: str) -> str:
         raise NotImplementedError
 
-    def _wire_links(self) -> list[tuple[str, str]]:
+    def _wire_links(self, everything: bool = False) -> list[tuple[str, str]]:
+        """The network's own links (`everything`: also those no longer in the overlay)."""
         raise NotImplementedError
 
     def _wire_cut(self, a: str, b: str, status: str) -> None:
@@ -90,6 +92,10 @@ class PeerLinks(LocalBackend):
 
     def add_link(self, a: str, b: str) -> None:
         key = frozenset((a, b))
+        if key in self._idle_wires:  # a planned link linked again: it is still there
+            self._idle_wires.discard(key)
+            LocalBackend.add_link(self, a, b)
+            return
         if key in self._peer_links or any(key == frozenset(e) for e in self._wire_links()):
             raise BackendError(f"link {a}-{b} exists already")
         if self._peer_network:
@@ -101,36 +107,63 @@ class PeerLinks(LocalBackend):
         LocalBackend.add_link(self, a, b)
 
     def remove_link(self, a: str, b: str) -> None:
-        if self._peer_link(a, b):
+        key = frozenset((a, b))
+        if key in self._peer_links:
             LocalBackend.remove_link(self, a, b)
-            self._peer_links.discard(frozenset((a, b)))
-            return
-        self._unwire_link(a, b)
-        LocalBackend.remove_link(self, a, b)
+            self._peer_links.discard(key)
+        elif self._peer_network:
+            # a planned link a reconfiguration removed stays in the network, unused: the
+            # brokers' session over it ends when they find it idle (tuning.link_idle_s), and
+            # a later exchange that links the pair again dials it as before
+            self._idle(a, b)
+            LocalBackend.remove_link(self, a, b)
+            self._idle_wires.add(key)
+        else:
+            self._unwire_link(a, b)
+            LocalBackend.remove_link(self, a, b)
+
+    def _idle(self, a: str, b: str) -> None:
+        """Raise BackendError unless a-b is a planned link in use."""
+        if frozenset((a, b)) in self._idle_wires:
+            raise BackendError(f"no link {a}-{b}: a reconfiguration removed it")
+
+    def _remove_wires_of(self, broker_id: str) -> None:
+        """A broker removed: the links of its own in the network go with it."""
+        for a, b in [e for e in self._wire_links(everything=True) if broker_id in e]:
+            self._unwire_link(a, b)
+            if frozenset((a, b)) in self._idle_wires:
+                self._idle_wires.discard(frozenset((a, b)))
+            else:
+                LocalBackend.remove_link(self, a, b)
 
     def links(self) -> list[tuple[str, str]]:
         peer = [tuple(sorted(k)) for k in self._peer_links]
-        return sorted({*self._wire_links(), *peer})  # type: ignore[arg-type]
+        wired = [e for e in self._wire_links() if frozenset(e) not in self._idle_wires]
+        return sorted({*wired, *peer})  # type: ignore[arg-type]
 
     def cut_link(self, a: str, b: str) -> None:
+        self._idle(a, b)
         if self._peer_link(a, b):
             LocalBackend.cut_link(self, a, b)
         else:
             self._wire_cut(a, b, "down")
 
     def heal_link(self, a: str, b: str) -> None:
+        self._idle(a, b)
         if self._peer_link(a, b):
             LocalBackend.heal_link(self, a, b)
         else:
             self._wire_cut(a, b, "up")
 
     def link_state(self, a: str, b: str) -> LinkState:
+        self._idle(a, b)
         if self._peer_link(a, b):
             return LocalBackend.link_state(self, a, b)
         return self._wire_state(a, b)
 
     def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
                    both_ways: bool = True) -> None:
+        self._idle(a, b)
         if self._peer_link(a, b):  # a rate too: the brokers' shaper (the segment is shared)
             LocalBackend.shape_link(self, a, b, change, both_ways=both_ways)
         else:
@@ -139,13 +172,16 @@ class PeerLinks(LocalBackend):
     def _forget_peer(self, broker_id: str) -> None:
         """A broker removed: its peer links (their config entries go with the broker)."""
         self._peer_links = {k for k in self._peer_links if broker_id not in k}
+        self._idle_wires = {k for k in self._idle_wires if broker_id not in k}
         self._peer_ip.pop(broker_id, None)
 
     def _peer_state(self) -> dict[str, Any]:
         return {"peer_network": self._peer_network, "peer_ip": dict(self._peer_ip),
-                "peer_links": sorted(sorted(k) for k in self._peer_links)}
+                "peer_links": sorted(sorted(k) for k in self._peer_links),
+                "idle_wires": sorted(sorted(k) for k in self._idle_wires)}
 
     def _load_peer_state(self, state: dict[str, Any]) -> None:
         self._peer_network = bool(state.get("peer_network"))
         self._peer_ip = dict(state.get("peer_ip") or {})
         self._peer_links = {frozenset(pair) for pair in state.get("peer_links") or []}
+        self._idle_wires = {frozenset(pair) for pair in state.get("idle_wires") or []}
