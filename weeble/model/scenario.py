@@ -634,8 +634,11 @@ class Scenario(_Model):
     def bound(self) -> float:
         """Δ, the worst-case stabilization time of the configured algorithm (the coloured
         overlay: ∆r of Eq. 4.3, the overlay's own bound, when it is the longer one)."""
-        routing = self.params.bound(self.routing.algorithm, self.routing.wrapper,
-                                    self.routing.adverts)
+        if self.mode is Mode.ANTI_ENTROPY:
+            routing = self.anti_entropy_rom.bound(self.params)
+        else:
+            routing = self.params.bound(self.routing.algorithm, self.routing.wrapper,
+                                        self.routing.adverts)
         colours = self.colours
         return routing if colours is None else max(routing, colours.bound(self.params))
 
@@ -707,9 +710,12 @@ def parse_scenario(data: object, source: str = "<scenario>") -> Scenario:
 
 
 def with_mode(scenario: Scenario, mode: str) -> Scenario:
-    """`scenario` in another mode (`--mode`), checked as if its file said so."""
+    """`scenario` in another mode (`--mode`), checked as if its file said so; the knobs of the
+    mode it leaves are left out (the same scenario under leasing and under anti-entropy)."""
     try:
-        s = scenario.model_copy(update={"mode": Mode(mode)})
+        new = Mode(mode)
+        s = scenario.model_copy(update={"mode": new} | (
+            {} if new is Mode.ANTI_ENTROPY else {"anti_entropy": None}))
     except ValueError:
         raise ScenarioError(f"--mode: unknown mode {mode!r} (modes: "
                             f"{', '.join(m.value for m in Mode)})") from None
@@ -837,7 +843,8 @@ def _check_reconfigurations(s: Scenario) -> None:
     _check_optimizer(s)
 
 
-BUILT_MODES = (Mode.LEASING,)  # the modes `weeble simulate` and `weeble run` carry out
+# the modes `weeble simulate` and `weeble run` carry out
+BUILT_MODES = (Mode.LEASING, Mode.ANTI_ENTROPY)
 
 
 def _check_mode(s: Scenario) -> None:

@@ -13,14 +13,15 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from weeble.broker.core.rom import Algorithm, ConfigError, Options, Params
+from weeble.broker.core.rom import Algorithm, AntiEntropy, ConfigError, Options, Params
 from weeble.trace.schema import VERSION
 
 # The run-level fields of the header, in the order they are written.
 RUN_FIELDS = ("scenario", "algorithm", "hierarchical", "wrapper", "options", "pi", "rho",
               "delta_min", "delta_max", "d", "bound", "topology", "seed", "backend", "clock",
               "versions", "duration", "snapshot_period", "check_period", "run_id", "adverts",
-              "ordering", "overlay", "overlay_bound", "reconfigured", "recolor_period")
+              "ordering", "overlay", "overlay_bound", "reconfigured", "recolor_period", "mode",
+              "anti_entropy")
 
 
 class HeaderError(ValueError):
@@ -104,6 +105,9 @@ class RunHeader:
     overlay_bound: float | None = None
     reconfigured: bool = False  # the tree changes during the run: `topology` is the first one
     recolor_period: float | None = None  # ξ of the coloured overlay
+    # Issue 14: how routing tables are kept correct, and the anti-entropy mode's ROM (its Δ)
+    mode: str = "leasing"
+    anti_entropy: AntiEntropy | None = None
 
     # ---- the constants of the correctness rules (weeble.check.rules explains each) ----
 
@@ -111,7 +115,10 @@ class RunHeader:
     def bound(self) -> float:
         """Δ: the algorithm's worst-case stabilization time (core Params.bound); with a
         coloured overlay, ∆r (Eq. 4.3) when it is longer."""
-        routing = self.params.bound(self.algorithm, self.wrapper, self.adverts)
+        if self.anti_entropy is not None:
+            routing = self.anti_entropy.bound(self.params)
+        else:
+            routing = self.params.bound(self.algorithm, self.wrapper, self.adverts)
         return routing if self.overlay_bound is None else max(routing, self.overlay_bound)
 
     @property
@@ -184,7 +191,10 @@ class RunHeader:
             reconfigured=(bool(scenario.reconfigurations.operations) or colours is not None
                           or (scenario.optimizer is not None
                               and scenario.optimizer.heuristic != "none")),
-            recolor_period=None if colours is None else colours.xi)
+            recolor_period=None if colours is None else colours.xi,
+            mode=str(scenario.mode),
+            anti_entropy=(scenario.anti_entropy_rom if str(scenario.mode) == "anti_entropy"
+                          else None))
 
     # ---- record <-> header ----
 
@@ -213,6 +223,10 @@ class RunHeader:
             out["ordering"] = self.ordering
         if self.overlay != "static":
             out["overlay"] = self.overlay
+        if self.mode != "leasing":
+            out["mode"] = self.mode
+        if self.anti_entropy is not None:
+            out["anti_entropy"] = asdict(self.anti_entropy)
         return out
 
     @classmethod
@@ -243,7 +257,12 @@ class RunHeader:
                 overlay=str(rec.get("overlay", "static")),
                 overlay_bound=_opt_float(rec.get("overlay_bound")),
                 reconfigured=bool(rec.get("reconfigured", False)),
-                recolor_period=_opt_float(rec.get("recolor_period")))
+                recolor_period=_opt_float(rec.get("recolor_period")),
+                mode=str(rec.get("mode", "leasing")),
+                anti_entropy=(AntiEntropy(**rec["anti_entropy"]) if rec.get("anti_entropy")
+                              else None))
+            if header.anti_entropy is not None:
+                header.anti_entropy.validate()
         except KeyError as exc:
             raise HeaderError(f"run record lacks field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:

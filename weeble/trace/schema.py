@@ -69,7 +69,7 @@ SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
     "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J, "adverts": B,
     "adv_tables": J, "exchange": J, "overlay": S, "colours": J, "recolor": J,
-    "colour_routing": J, "optimize": J}
+    "colour_routing": J, "optimize": J, "mode": S, "anti_entropy": J, "detached": L}
 
 KIND_LIST = [
     # ---- the run ----
@@ -80,7 +80,7 @@ KIND_LIST = [
           "topology": J, "seed": N, "backend": S, "clock": S, "versions": J},
          {"duration": F, "snapshot_period": F, "check_period": F, "run_id": S, "adverts": B,
           "ordering": S, "overlay": S, "overlay_bound": F, "reconfigured": B,
-          "recolor_period": F}),
+          "recolor_period": F, "mode": S, "anti_entropy": J}),
     Kind("run_end", "the run's observation ended here (the brokers stop or the simulation "
          "ends): its time is the run's end (R2 judges publications by it)", "sim, orchestrator",
          {}, {"reason": S}),
@@ -175,6 +175,16 @@ KIND_LIST = [
          "tree now", "sim, live",
          {"since": F, "cost": F, "notifications": N, "overhead": F, "exchanges": N,
           "heuristic": S, "tree": L}),
+    Kind("ae_correct", "anti-entropy mode (seed 002, layer `anti_entropy`): the round "
+         "`round` of this broker's edge towards `to` `ae_round` of this broker's edge towards `to` found a difference, and this broker sent "
+         "`to` corrections: `subscribe` items to hold for it (C1), `unsubscribe` items to drop "
+         "(C2, exact rounds), and with `probe` its own sketch, so `to` drops what that sketch "
+         "certainly lacks; `full`: an exact round (every K-th, or after a mismatch)", "sim, live",
+         {"to": S, "ae_round": N, "subscribe": N, "unsubscribe": N, "probe": B, "full": B}),
+    Kind("ae_link", "anti-entropy mode: the driver reported the link to `neighbor` failed "
+         "(`up` false) or back (`up` true); what the timer strategy `timer` (static, strawman, "
+         "adaptive; seed 002 §5) does with it", "sim, live",
+         {"neighbor": S, "up": B, "timer": S}),
     Kind("overlay_legitimacy", "the simulator's check of the overlay layer (a spanning tree, "
          "parents towards the root, no broker locked; the coloured overlay: spec ch. 4 §5.5)",
          "sim", {"ok": B, "problems": N}, {"sample": J}),
@@ -245,6 +255,19 @@ KINDS: Mapping[str, Kind] = {k.name: k for k in KIND_LIST}
 
 # What each field means wherever it appears (one meaning per name).
 FIELD_DOC: Mapping[str, str] = {
+    "anti_entropy": "the anti-entropy mode's ROM (core `rom.AntiEntropy`: sketch, bits per "
+                    "element m/n, hashes k, full_every K, timer, period T, ...); in a snapshot, "
+                    "its per-edge rounds and counters",
+    "mode": "how routing tables are kept correct: leasing (the default, left out of the "
+            "header), anti_entropy (seed 002) or skip_ring (seed 003)",
+    "full": "an exact round: the items themselves instead of a sketch",
+    "neighbor": "the neighbour a link report is about",
+    "up": "the link works again (true) or failed (false)",
+    "subscribe": "how many items a correction told the receiver to hold (C1)",
+    "probe": "a correction carried the sender's sketch (the receiver drops what it lacks)",
+    "unsubscribe": "how many items a correction told the receiver to drop (C2)",
+    "ae_round": "the round number of one directed edge (its observer's count)",
+    "detached": "anti-entropy mode: neighbours whose link this broker believes failed",
     "detail": "what went wrong with an undeliverable delivery (an error text, clipped)",
     "max_bytes": "the size cap of this node's trace file, in bytes",
     "written": "bytes of this node's trace file when it reached its cap",

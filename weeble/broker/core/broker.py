@@ -11,6 +11,11 @@ handlers; `step` dispatches by event type and, for a message from a neighbour, b
     exchange     the coordinated link exchange (4.4.2): while     reconfig/exchange.py
                  locked it wraps routing (A7 on the way in, A8
                  on the way out)
+    anti_entropy edge stabilization with Bloom sketches (seed    sketch/layer.py
+                 002) when `Rom.mode` is anti_entropy: routing
+                 keeps unleased neighbour entries (routing/
+                 edges.py) and this layer compares and corrects
+                 them edge by edge
     optimize     the tree optimizer (ch. 5: Cost and Interest,    optimize/layer.py
                  l-MST, l-MIT) when `Rom.optimizer` is set: its
                  broadcasts and requests pass beside the exchange
@@ -41,7 +46,9 @@ from weeble.broker.core.events import (
     Effect,
     Event,
     Leave,
+    LinkDown,
     LinkMeasured,
+    LinkUp,
     Receive,
     RemoveNeighbor,
     SetParent,
@@ -58,9 +65,11 @@ from weeble.broker.core.overlay.coloured import ColouredOverlay, ColouredRam
 from weeble.broker.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
 from weeble.broker.core.reconfig.membership import Membership
 from weeble.broker.core.reconfig.recolor import RECOLOR, RecolorLayer, RecolorRam
-from weeble.broker.core.rom import OverlayKind, Rom
+from weeble.broker.core.rom import Mode, OverlayKind, Rom
 from weeble.broker.core.routing.colours import ColouredRouting, ColourRoutingRam
 from weeble.broker.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
+from weeble.broker.core.sketch.layer import TIMER as AE_TIMER
+from weeble.broker.core.sketch.layer import AntiEntropyLayer, AntiEntropyRam
 from weeble.broker.core.table import RoutingTable
 
 __all__ = ["OVERRUN", "SWITCH", "Broker", "Ram"]
@@ -71,18 +80,21 @@ class Ram:
     possible state. `tables`, `next_timer`, `rebuild_bit` and `seen` read through to the
     routing slice (the notification routing tables and the broker clock)."""
 
-    __slots__ = ("colouring", "exchange", "optimize", "overlay", "recolor", "routing")
+    __slots__ = ("anti_entropy", "colouring", "exchange", "optimize", "overlay", "recolor",
+                 "routing")
 
     def __init__(self, overlay: OverlayRam | ColouredRam, routing: RoutingRam,
                  exchange: ExchangeRam, recolor: RecolorRam | None = None,
                  colouring: ColourRoutingRam | None = None,
-                 optimize: OptimizeRam | None = None) -> None:
+                 optimize: OptimizeRam | None = None,
+                 anti_entropy: AntiEntropyRam | None = None) -> None:
         self.overlay = overlay
         self.routing = routing
         self.exchange = exchange
         self.recolor = recolor  # the 3-colour scheme only
         self.colouring = colouring  # the 3-colour scheme only: what routing holds back
         self.optimize = optimize  # the tree optimizer only
+        self.anti_entropy = anti_entropy  # the anti-entropy mode only (seed 002)
 
     @property
     def tables(self) -> list[RoutingTable]:
@@ -110,6 +122,11 @@ class Ram:
 
 
 Handler = Callable[[float, Any], list[Effect]]
+
+
+def _nothing(now: float, event: Any) -> list[Effect]:
+    """An event only another mode acts on (a link failure, for the leasing mode)."""
+    return []
 Receiver = Callable[[float, str, Any], list[Effect]]
 
 
@@ -124,6 +141,7 @@ class Broker:
             RoutingRam(2 if rom.wrapper else 1, rom.adverts),
             ExchangeRam(),
             optimize=OptimizeRam(rom.optimizer) if rom.optimizer is not None else None,
+            anti_entropy=AntiEntropyRam() if rom.mode is Mode.ANTI_ENTROPY else None,
         )
         self.overlay = Overlay(rom.broker_id, self.ram.overlay)
         self.routing = Routing(rom, self.ram.overlay, self.ram.routing)
@@ -140,6 +158,11 @@ class Broker:
                                      lambda: self._xram.locked or bool(self._xram.pending),
                                      self.ram.optimize)
             self.layers[self.optimize.name] = self.optimize
+        self.anti_entropy: AntiEntropyLayer | None = None
+        if self.ram.anti_entropy is not None:
+            self.anti_entropy = AntiEntropyLayer(rom, self.ram.overlay, self.routing,
+                                                 self.ram.anti_entropy)
+            self.layers[self.anti_entropy.name] = self.anti_entropy
         self._xram = self.ram.exchange
         # Routing messages are accepted from neighbours only; coordination messages decide
         # for themselves (a link exchange talks to brokers that are not neighbours yet).
@@ -153,9 +176,14 @@ class Broker:
             Corrupt: self._on_corrupt,
             StartExchange: self.exchange.on_start_exchange,
             LinkMeasured: self._unmeasured,
+            LinkDown: _nothing,
+            LinkUp: _nothing,
             **self.routing.clients,
             **self.membership.events,
         }
+        if self.anti_entropy is not None:
+            self._handlers[LinkDown] = self.anti_entropy.on_link_down
+            self._handlers[LinkUp] = self.anti_entropy.on_link_up
 
     def _compose_coloured(self, rom: Rom) -> None:
         """The 3-colour scheme: overlay (a tree per colour), routing (a table per colour),
@@ -170,6 +198,7 @@ class Broker:
         self.layers = {layer.name: layer for layer in (self.overlay, self.routing, self.recolor)}
         self._xram = self.ram.exchange  # never locked: no exchange layer here
         self.optimize = None
+        self.anti_entropy = None
         self._routing = {}
         self._coordination = {**self.routing.receivers, **self.recolor.receivers}
         refuse = self._not_on_colours
@@ -179,6 +208,8 @@ class Broker:
             Start: self._on_start,
             Corrupt: self._on_corrupt,
             LinkMeasured: self._unmeasured,
+            LinkDown: _nothing,
+            LinkUp: _nothing,
             **self.routing.clients,
             **self.recolor.events,
             **dict.fromkeys((StartExchange, AddNeighbor, RemoveNeighbor, Leave, SetParent),
@@ -197,6 +228,8 @@ class Broker:
     def step(self, now: float, event: Event) -> list[Effect]:
         if self.optimize is not None:
             return self._optimizing(now, event)
+        if self.anti_entropy is not None:
+            return self._anti_entropy(now, event)
         if not self._xram.locked:
             return self._handlers[type(event)](now, event)
         # Part of a link exchange: the exchange layer sees every message first (A7) and
@@ -231,6 +264,33 @@ class Broker:
                 optimize.consumed(e.notification.id)
         if kind is Start:
             effects.extend(optimize.on_start(now))
+        return effects
+
+    def _anti_entropy(self, now: float, event: Event) -> list[Effect]:
+        """The anti-entropy mode (seed 002): its messages and round timers go to its layer;
+        it sees what crosses every edge (the race rule) and every event that goes nowhere
+        (the adaptive timer); its corrections are routing's own subscriptions."""
+        ae = self.anti_entropy
+        assert ae is not None
+        kind = type(event)
+        if kind is Receive:
+            msg = event.message  # type: ignore[union-attr]
+            source = event.neighbor  # type: ignore[union-attr]
+            receiver = ae.receivers.get(type(msg))
+            if receiver is not None:
+                if source not in self.ram.overlay.neighbors:
+                    return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+                effects = receiver(now, source, msg)
+            else:
+                effects = self._on_receive(now, event)  # type: ignore[arg-type]
+                ae.incoming(now, source, msg, effects)
+        elif kind is TimerFired and event.timer.startswith(AE_TIMER):  # type: ignore[union-attr]
+            effects = ae.on_timer(now, event.timer)  # type: ignore[union-attr]
+        else:
+            effects = self._handlers[kind](now, event)
+            if kind is Start:
+                effects.extend(ae.on_start(now))
+        ae.outgoing(effects)
         return effects
 
     def _on_receive(self, now: float, event: Receive) -> list[Effect]:
@@ -302,6 +362,9 @@ class Broker:
             out["exchange"] = self.exchange.snapshot()
         if self.optimize is not None:
             out["optimize"] = self.optimize.snapshot()
+        if self.anti_entropy is not None:
+            out["mode"] = self.rom.mode.value
+            out["anti_entropy"] = self.anti_entropy.snapshot()
         return out
 
     def pairs(self) -> set[tuple[Filter, str]]:

@@ -161,11 +161,26 @@ class LinkMeasured:
     rtt: float
 
 
+@dataclass(slots=True)
+class LinkDown:
+    """The driver's word that the link to `neighbor` failed (its stream broke, a cut). Only the
+    anti-entropy mode acts on it (seed 002 §5: the timer strategies)."""
+
+    neighbor: str
+
+
+@dataclass(slots=True)
+class LinkUp:
+    """The link to `neighbor` works again."""
+
+    neighbor: str
+
+
 Management = StartExchange | AddNeighbor | RemoveNeighbor | Leave | SetParent | SubmitReconfig
 
 Event = (
     Start | Receive | ClientSubscribe | ClientUnsubscribe | ClientAdvertise | ClientUnadvertise
-    | ClientPublish | TimerFired | Corrupt | Management | LinkMeasured
+    | ClientPublish | TimerFired | Corrupt | Management | LinkMeasured | LinkDown | LinkUp
 )
 
 # ---- effects --------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ change it and faults may corrupt it, like the initial routing configuration of t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -251,6 +252,26 @@ class AntiEntropy:
                               f"got {self.full_every}")
         if self.period <= 0 or self.reply_timeout <= 0 or self.threshold < 1:
             raise ConfigError("anti_entropy: period > 0, reply_timeout > 0 and threshold >= 1")
+
+    def rounds(self) -> int:
+        """Rounds within which an edge's difference is found: K with an exact round every K;
+        without, the rounds after which a single difference (the hardest to see, Theorem 3)
+        still escapes every re-salted filter with probability below 10⁻⁶ (full: 1)."""
+        if self.sketch == "full":
+            return 1
+        if self.full_every > 0:
+            return self.full_every
+        p1 = (1.0 - math.exp(-self.hashes / self.bits_per_element)) ** self.hashes
+        return max(1, math.ceil(math.log(1e-6) / math.log(p1))) if p1 > 0 else 1
+
+    def bound(self, params: Params) -> float:
+        """Δ of the anti-entropy mode: a corrupted local entry is gone within 2π (the clients'
+        leases) and its withdrawal crosses the tree in d·δmax; a wrong neighbour entry is found
+        by its edge within rounds()+1 periods (+ a reply's round trip) and the correction
+        crosses the tree in d·δmax. Conservatively the sum (spec D.2: the expected bound is
+        (rounds to detect) × T + diameter × δ)."""
+        dd = params.d * params.delta_max
+        return 2 * params.pi + (self.rounds() + 1) * self.period + 2 * params.delta_max + 2 * dd
 
 
 class Heuristic(StrEnum):

@@ -40,7 +40,9 @@ from weeble.broker.core.legitimacy import overlay as overlay_check
 from weeble.broker.core.messages import Message, Notification
 from weeble.broker.core.rom import (
     Algorithm,
+    AntiEntropy,
     Colours,
+    Mode,
     Options,
     Ordering,
     OverlayKind,
@@ -104,6 +106,7 @@ class Simulation:
         ordering: Ordering = Ordering.FIFO,
         roms: dict[str, Rom] | None = None,
         colours: Colours | None = None,
+        anti_entropy: AntiEntropy | None = None,
     ) -> None:
         """`boot`: "staggered" gives each broker its Start at a random time in [0, π), so
         their overrun clocks are out of phase as on real machines (in-phase clocks hide lease
@@ -112,6 +115,7 @@ class Simulation:
         and `delivery_errors` (the checker's online counts need none of it).
         `roms`: the brokers' ROMs when a scenario gives them (`Scenario.roms()`, every knob);
         else they are built from the arguments above.
+        `anti_entropy`: run the brokers in the anti-entropy mode (seed 002) with this ROM.
         `colours`: run the 3-colour scheme (thesis 4.5) with these constants."""
         self.topology = topology
         self.params = params
@@ -124,16 +128,21 @@ class Simulation:
                            root=self.root, parent=parents[b], algorithm=algorithm,
                            params=params, hierarchical=hierarchical, wrapper=wrapper,
                            options=options, adverts=adverts, ordering=ordering,
-                           **_overlay(colours))
+                           **_overlay(colours), **_mode(anti_entropy))
                     for b in topology.brokers}
         self.brokers: dict[str, Broker] = {b: Broker(rom) for b, rom in roms.items()}
-        self.bound = (params.bound(algorithm, wrapper, adverts) if colours is None
-                      else colours.bound(params))
         self.header = header or RunHeader(
             scenario="simulation", algorithm=algorithm, hierarchical=hierarchical,
             wrapper=wrapper, params=params, options=options,
             topology=TraceTopology(tuple(topology.brokers), tuple(topology.links), self.root),
-            seed=seed if isinstance(seed, int) else 0, backend="sim", clock="virtual")
+            seed=seed if isinstance(seed, int) else 0, backend="sim", clock="virtual",
+            mode="leasing" if anti_entropy is None else "anti_entropy",
+            anti_entropy=anti_entropy)
+        if self.header.anti_entropy is not None:
+            self.bound = self.header.anti_entropy.bound(params)
+        else:
+            self.bound = (params.bound(algorithm, wrapper, adverts) if colours is None
+                          else colours.bound(params))
         self.observers = Observers(self.header, sink, retention=retention)
         self.keep_history = keep_history
         self.rng = random.Random(f"{seed}:clients")
@@ -436,3 +445,9 @@ def _overlay(colours: Colours | None) -> dict[str, Any]:
         return {}
     return {"overlay": OverlayKind.COLOURED, "colours": colours}
 
+
+
+def _mode(anti_entropy: AntiEntropy | None) -> dict[str, Any]:
+    if anti_entropy is None:
+        return {}
+    return {"mode": Mode.ANTI_ENTROPY, "anti_entropy": anti_entropy}

@@ -29,7 +29,8 @@ from weeble.broker.core.events import (
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Adv, Notify, Sub, Switch, Unadv, Unsub
 from weeble.broker.core.overlay import Topology
-from weeble.broker.core.rom import Algorithm, ConfigError, Rom
+from weeble.broker.core.rom import Algorithm, ConfigError, Mode, Rom
+from weeble.broker.core.routing.edges import Edges
 from weeble.broker.core.routing.leasing import ControlRam, Leasing
 from weeble.broker.core.routing.merging import Merging
 from weeble.broker.core.routing.rebuild import Rebuild
@@ -55,7 +56,7 @@ STRATEGIES: dict[Algorithm, type[Strategy]] = {
 class RoutingRam:
     """The routing layer's slice of RAM."""
 
-    __slots__ = ("adverts", "next_timer", "rebuild_bit", "subs")
+    __slots__ = ("adverts", "detached", "next_timer", "rebuild_bit", "subs")
 
     def __init__(self, n_tables: int, adverts: bool) -> None:
         self.subs = ControlRam(n_tables)  # the notification routing tables
@@ -64,9 +65,12 @@ class RoutingRam:
         # Under the wrapper it is the root's modulo clock that paces the switches.
         self.next_timer: float = 0.0
         self.rebuild_bit: int = 0  # a_B: the table being rebuilt (wrapper only)
+        # anti-entropy mode: neighbours this broker believes failed (seed 002 §5), whose
+        # entries it keeps but advertises to nobody until the link comes back
+        self.detached: set[str] = set()
 
 
-Scheme = Leasing | Rebuild
+Scheme = Leasing | Rebuild | Edges
 
 
 class Routing:
@@ -122,6 +126,8 @@ class Routing:
         strategy = self._strategy(rom, sub, unsub, rom.wrapper)
         if rom.wrapper:
             return Rebuild(strategy, ram, self.topo, lambda: self.ram.rebuild_bit)
+        if rom.mode is Mode.ANTI_ENTROPY:
+            return Edges(strategy, ram, self.topo, self.ram.detached)
         return Leasing(strategy, ram, self.topo)
 
     def schemes(self) -> list[Scheme]:
@@ -336,6 +342,8 @@ class Routing:
             "tables": [[e.as_dict() for e in t] for t in ram.subs.tables],
             "mergers": [[m.as_dict() for m in t.mergers.values()] for t in ram.subs.tables],
         }
+        if ram.detached:
+            out["detached"] = sorted(ram.detached)
         if ram.adverts is not None:
             out["adv_tables"] = [[e.as_dict() for e in t] for t in ram.adverts.tables]
         return out
