@@ -20,6 +20,7 @@ from weeble.check.episodes import (
     service_stabilization,
     state_stabilization,
 )
+from weeble.check.load import Load
 from weeble.check.reconfig import Reconfigurations
 from weeble.check.state import Check, Interval, snapshot_checks
 from weeble.check.timing import Timing, Violation, aggregate, outside_faults, summarize
@@ -48,11 +49,14 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
     checks: list[Check] = []
     snapshots: list[tuple[float, dict[str, Any]]] = []
     capped: dict[str, float] = {}  # node -> when its trace reached its cap
+    load = Load(h)
     for r in run.records:
         t = run.seconds(r["t"])
         kind = r["kind"]
         timing.feed(t, r)
-        if kind == "deliver":
+        if kind == "send" or kind == "unwanted":
+            load.feed(r)
+        elif kind == "deliver":
             d.deliver(t, r["client"], r["publisher"], r["seq"])
             reconfigurations.deliver(t, r["client"], r["publisher"], r["seq"])
         elif kind == "publish":
@@ -96,6 +100,7 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
     report["run"]["torn_files"] = run.torn
     # a capped trace lacks this node's records after its time: what depends on them is unjudged
     report["run"]["capped"] = capped
+    report["load"] = load.report(run.end)
     return report
 
 

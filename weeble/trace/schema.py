@@ -110,7 +110,7 @@ KIND_LIST = [
          "enters the link's outgoing queue: a later `drop` record with the same `from`, `to` "
          "and `lseq` says it did not reach the peer after all, or may not have (reason "
          "in_flight, oversize, unacked, cut)", "sim, live", {"from": S, "to": S, "msg": S},
-         {"fate": S, **MESSAGE_IDS}),
+         {"fate": S, "bytes": N, **MESSAGE_IDS}),
     Kind("receive", "`to` (this node) received a message from its neighbour `from`",
          "sim, live", {"from": S, "to": S, "msg": S}, dict(MESSAGE_IDS)),
     Kind("drop", "a message from `from` to `to` was lost (link fault, cut link), or (reason "
@@ -176,11 +176,15 @@ KIND_LIST = [
          {"since": F, "cost": F, "notifications": N, "overhead": F, "exchanges": N,
           "heuristic": S, "tree": L}),
     Kind("ae_correct", "anti-entropy mode (seed 002, layer `anti_entropy`): the round "
-         "`round` of this broker's edge towards `to` `ae_round` of this broker's edge towards `to` found a difference, and this broker sent "
+         "`ae_round` of this broker's edge towards `to` found a difference, and this broker sent "
          "`to` corrections: `subscribe` items to hold for it (C1), `unsubscribe` items to drop "
          "(C2, exact rounds), and with `probe` its own sketch, so `to` drops what that sketch "
          "certainly lacks; `full`: an exact round (every K-th, or after a mismatch)", "sim, live",
          {"to": S, "ae_round": N, "subscribe": N, "unsubscribe": N, "probe": B, "full": B}),
+    Kind("unwanted", "anti-entropy mode: notification `nid` arrived from `from` and this broker "
+         "had nowhere to send it (no local subscriber, no other neighbour): impossible in a "
+         "legal state; seed 002 §5 counts these in its overhead metric, and the adaptive timer "
+         "waits for them", "sim, live", {"from": S, "nid": S}),
     Kind("ae_link", "anti-entropy mode: the driver reported the link to `neighbor` failed "
          "(`up` false) or back (`up` true); what the timer strategy `timer` (static, strawman, "
          "adaptive; seed 002 §5) does with it", "sim, live",
@@ -260,6 +264,8 @@ FIELD_DOC: Mapping[str, str] = {
                     "its per-edge rounds and counters",
     "mode": "how routing tables are kept correct: leasing (the default, left out of the "
             "header), anti_entropy (seed 002) or skip_ring (seed 003)",
+    "bytes": "the message's size on the link: its encoded envelope (weeble.v1.Envelope), in "
+             "bytes (the simulator: the size the same message has live)",
     "full": "an exact round: the items themselves instead of a sketch",
     "neighbor": "the neighbour a link report is about",
     "up": "the link works again (true) or failed (false)",

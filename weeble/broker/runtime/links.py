@@ -312,7 +312,7 @@ class Link:
         if self._trace.enabled:
             # `queued`, not `sent`: it entered the queue; a `drop` record follows if the link
             # cannot vouch that it reached the peer (in_flight, oversize, unacked, cut)
-            self._trace.record("send", message_ids(message), lseq=seq,
+            self._trace.record("send", message_ids(message), lseq=seq, bytes=size,
                                **{"from": self.config.broker_id, "to": self.neighbor},
                                fate="queued" if fate is Fate.SENT else fate.value)
 

@@ -23,6 +23,9 @@ from google.protobuf.message import DecodeError
 from weeble.broker.core.filters import Filter, FilterLimitError, FilterSyntaxError, Value
 from weeble.broker.core.messages import (
     Adv,
+    AeCorrect,
+    AeObserve,
+    AeReply,
     AskPlace,
     Begin,
     Broadcast,
@@ -346,9 +349,58 @@ def message_to_envelope(message: Message, seq: int) -> link_pb2.Envelope:
         m = message
         env.opt_propose.CopyFrom(link_pb2.OptProposeMsg(
             rid=m.rid, path=list(m.path), p=list(m.p), c=list(m.c), cost=list(m.cost)))
+    elif t is AeObserve:
+        m = message
+        env.ae_observe.CopyFrom(link_pb2.AeObserveMsg(round=m.round_no, full=m.full, m=m.m,
+                                                      k=m.k, seed=m.seed & _UINT32))
+    elif t is AeReply:
+        m = message
+        pb = link_pb2.AeReplyMsg(round=m.round_no, cardinality=m.cardinality,
+                                 items=_items_pb(m.items))
+        if m.sketch is not None:
+            _sketch_pb(pb, m.sketch, "sketch")
+        env.ae_reply.CopyFrom(pb)
+    elif t is AeCorrect:
+        m = message
+        pb = link_pb2.AeCorrectMsg(round=m.round_no, subscribe=_items_pb(m.subscribe),
+                                   unsubscribe=_items_pb(m.unsubscribe))
+        if m.probe is not None:
+            _sketch_pb(pb, m.probe, "probe")
+        env.ae_correct.CopyFrom(pb)
     else:
         raise WireError(f"message: no wire form for {type(message).__name__}")
     return env
+
+
+def _items_pb(items: Any) -> list[link_pb2.AeItem]:
+    return [link_pb2.AeItem(sub_id=s, filter=str(f)) for s, f in items]
+
+
+def _items_from(pbs: Any, field: str, limits: Limits) -> tuple[tuple[str, Filter], ...]:
+    return tuple((m.sub_id, parse_filter(m.filter, f"{field}.filter", limits)) for m in pbs)
+
+
+def _sketch_pb(pb: Any, f: BloomFilter, field: str) -> None:
+    setattr(pb, field, f.to_bytes())
+    pb.m, pb.k, pb.seed = f.m, f.k, f.seed & _UINT32
+    setattr(pb, f"has_{field}", True)
+
+
+def _sketch_from(pb: Any, field: str) -> BloomFilter | None:
+    if not getattr(pb, f"has_{field}"):
+        return None
+    if not 8 <= pb.m <= 1 << 27 or not 1 <= pb.k <= 64:
+        raise WireError(f"{field}: a filter of {pb.m} bits and {pb.k} hashes")
+    try:
+        return BloomFilter.from_bytes(getattr(pb, field), m=pb.m, k=pb.k, seed=pb.seed)
+    except ValueError as e:
+        raise WireError(f"{field}: {e}") from None
+
+
+def wire_size(message: Message) -> int:
+    """The bytes `message` takes on a link (its envelope, sequence number and ack aside): what
+    the simulator's `send` records say a message costs, as a live broker's do."""
+    return message_to_envelope(message, 0).ByteSize()
 
 
 def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS) -> Message:
@@ -420,6 +472,18 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
             raise WireError("opt_propose: a cycle of 3 or more, one p, c and cost per broker")
         return Propose(_rid(m.rid, kind), tuple(m.path), tuple(m.p), tuple(m.c),
                        tuple(m.cost))
+    if kind == "ae_observe":
+        m = env.ae_observe
+        return AeObserve(m.round, m.full, m.m, m.k, m.seed)
+    if kind == "ae_reply":
+        m = env.ae_reply
+        return AeReply(m.round, m.cardinality, _sketch_from(m, "sketch"),
+                       _items_from(m.items, "ae_reply.items", limits))
+    if kind == "ae_correct":
+        m = env.ae_correct
+        return AeCorrect(m.round, _items_from(m.subscribe, "ae_correct.subscribe", limits),
+                         _items_from(m.unsubscribe, "ae_correct.unsubscribe", limits),
+                         _sketch_from(m, "probe"))
     raise WireError(f"envelope: unexpected kind {kind!r}")
 
 

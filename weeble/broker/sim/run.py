@@ -319,9 +319,14 @@ def _broker_tracer(trace: SimSink) -> Any:
 
 
 def _link_tracer(trace: SimSink) -> Any:
+    from weeble.broker.runtime.wire import wire_size
+
     def observe(now: float, kind: str, src: str, dst: str, msg: Message) -> None:
         node = dst if kind == "receive" else src
-        trace.write(node, now, node, kind, {"from": src, "to": dst, **message_ids(msg)})
+        fields = {"from": src, "to": dst, **message_ids(msg)}
+        if kind == "send":
+            fields["bytes"] = wire_size(msg)
+        trace.write(node, now, node, kind, fields)
 
     return observe
 

@@ -22,7 +22,7 @@ from collections.abc import Coroutine, Generator
 from typing import Any, Protocol
 
 from weeble.broker.core.broker import Broker
-from weeble.broker.core.events import Corrupt, Receive, Start
+from weeble.broker.core.events import Corrupt, LinkDown, LinkUp, Receive, Start
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Message
 from weeble.broker.core.rom import Params, Rom
@@ -231,11 +231,17 @@ class SimTarget:
 
     async def cut(self, a: str, b: str, cut: bool) -> tuple[bool, dict[str, Any]]:
         key = (min(a, b), max(a, b))
+        was_cut = self._cuts.get(key, 0) > 0
         # cuts nest (a partition and a flap across one link), but a heal undoes every one
         self._cuts[key] = self._cuts.get(key, 0) + 1 if cut else 0
         self._apply(a, b)
         self._apply(b, a)
         is_cut = self._cuts[key] > 0
+        if is_cut != was_cut:  # both ends notice (the anti-entropy mode's timers act on it)
+            event = LinkDown if is_cut else LinkUp
+            for x, y in ((a, b), (b, a)):
+                if x not in self._down:
+                    self.engine.inject(self.engine.now, x, event(y))
         return is_cut, {"cut": is_cut, "mechanism": "sim"}
 
     def _apply(self, a: str, b: str) -> None:

@@ -109,6 +109,68 @@ class OptBroadcastMsg(_message.Message):
     seed: int
     def __init__(self, path: _Optional[_Iterable[str]] = ..., p: _Optional[_Iterable[float]] = ..., c: _Optional[_Iterable[float]] = ..., summary: _Optional[bytes] = ..., m: _Optional[int] = ..., k: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
+class AeItem(_message.Message):
+    __slots__ = ("sub_id", "filter")
+    SUB_ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    sub_id: str
+    filter: str
+    def __init__(self, sub_id: _Optional[str] = ..., filter: _Optional[str] = ...) -> None: ...
+
+class AeObserveMsg(_message.Message):
+    __slots__ = ("round", "full", "m", "k", "seed")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    M_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    full: bool
+    m: int
+    k: int
+    seed: int
+    def __init__(self, round: _Optional[int] = ..., full: _Optional[bool] = ..., m: _Optional[int] = ..., k: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class AeReplyMsg(_message.Message):
+    __slots__ = ("round", "cardinality", "sketch", "m", "k", "seed", "items", "has_sketch")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    CARDINALITY_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
+    M_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    HAS_SKETCH_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    cardinality: int
+    sketch: bytes
+    m: int
+    k: int
+    seed: int
+    items: _containers.RepeatedCompositeFieldContainer[AeItem]
+    has_sketch: bool
+    def __init__(self, round: _Optional[int] = ..., cardinality: _Optional[int] = ..., sketch: _Optional[bytes] = ..., m: _Optional[int] = ..., k: _Optional[int] = ..., seed: _Optional[int] = ..., items: _Optional[_Iterable[_Union[AeItem, _Mapping]]] = ..., has_sketch: _Optional[bool] = ...) -> None: ...
+
+class AeCorrectMsg(_message.Message):
+    __slots__ = ("round", "subscribe", "unsubscribe", "probe", "m", "k", "seed", "has_probe")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    UNSUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
+    M_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    HAS_PROBE_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    subscribe: _containers.RepeatedCompositeFieldContainer[AeItem]
+    unsubscribe: _containers.RepeatedCompositeFieldContainer[AeItem]
+    probe: bytes
+    m: int
+    k: int
+    seed: int
+    has_probe: bool
+    def __init__(self, round: _Optional[int] = ..., subscribe: _Optional[_Iterable[_Union[AeItem, _Mapping]]] = ..., unsubscribe: _Optional[_Iterable[_Union[AeItem, _Mapping]]] = ..., probe: _Optional[bytes] = ..., m: _Optional[int] = ..., k: _Optional[int] = ..., seed: _Optional[int] = ..., has_probe: _Optional[bool] = ...) -> None: ...
+
 class OptProposeMsg(_message.Message):
     __slots__ = ("rid", "path", "p", "c", "cost")
     RID_FIELD_NUMBER: _ClassVar[int]
@@ -262,7 +324,7 @@ class Batch(_message.Message):
     def __init__(self, envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ping", "pong")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -288,6 +350,9 @@ class Envelope(_message.Message):
     RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
     OPT_BROADCAST_FIELD_NUMBER: _ClassVar[int]
     OPT_PROPOSE_FIELD_NUMBER: _ClassVar[int]
+    AE_OBSERVE_FIELD_NUMBER: _ClassVar[int]
+    AE_REPLY_FIELD_NUMBER: _ClassVar[int]
+    AE_CORRECT_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     PONG_FIELD_NUMBER: _ClassVar[int]
     seq: int
@@ -315,12 +380,15 @@ class Envelope(_message.Message):
     reconfigure: ReconfigureMsg
     opt_broadcast: OptBroadcastMsg
     opt_propose: OptProposeMsg
+    ae_observe: AeObserveMsg
+    ae_reply: AeReplyMsg
+    ae_correct: AeCorrectMsg
     ping: PingMsg
     pong: PongMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ae_observe: _Optional[_Union[AeObserveMsg, _Mapping]] = ..., ae_reply: _Optional[_Union[AeReplyMsg, _Mapping]] = ..., ae_correct: _Optional[_Union[AeCorrectMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
 
 class EnvelopeView(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ping", "pong")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +414,9 @@ class EnvelopeView(_message.Message):
     RECONFIGURE_FIELD_NUMBER: _ClassVar[int]
     OPT_BROADCAST_FIELD_NUMBER: _ClassVar[int]
     OPT_PROPOSE_FIELD_NUMBER: _ClassVar[int]
+    AE_OBSERVE_FIELD_NUMBER: _ClassVar[int]
+    AE_REPLY_FIELD_NUMBER: _ClassVar[int]
+    AE_CORRECT_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     PONG_FIELD_NUMBER: _ClassVar[int]
     seq: int
@@ -373,9 +444,12 @@ class EnvelopeView(_message.Message):
     reconfigure: ReconfigureMsg
     opt_broadcast: OptBroadcastMsg
     opt_propose: OptProposeMsg
+    ae_observe: AeObserveMsg
+    ae_reply: AeReplyMsg
+    ae_correct: AeCorrectMsg
     ping: PingMsg
     pong: PongMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ae_observe: _Optional[_Union[AeObserveMsg, _Mapping]] = ..., ae_reply: _Optional[_Union[AeReplyMsg, _Mapping]] = ..., ae_correct: _Optional[_Union[AeCorrectMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
 
 class NotifyView(_message.Message):
     __slots__ = ("notification", "gray", "color")

@@ -123,6 +123,8 @@ class AntiEntropyLayer:
             if e is not None:
                 e.touched_in.add((msg.sub_id, msg.filter))  # type: ignore[union-attr]
         elif t is Notify and frm in self.topo.neighbors and not effects:
+            effects.append(Trace("unwanted", {"from": frm,
+                                              "nid": msg.notification.id}))  # type: ignore[union-attr]
             self.ram.stats["unwanted"] += 1
             self.ram.unwanted_since_failure += 1
             if (self.params.timer == "adaptive"
