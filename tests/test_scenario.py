@@ -273,3 +273,18 @@ def test_cli_mode_refuses_an_unknown_mode(capsys: pytest.CaptureFixture[str]) ->
               "--mode", "lease"])
     assert info.value.code == 2
     assert "--mode: invalid choice: 'lease'" in capsys.readouterr().err
+
+
+def test_anti_entropy_needs_simple_routing_and_sketch_faults_need_the_mode(
+        tmp_path: Path) -> None:
+    message = error(tmp_path, mode="anti_entropy")  # BASE routes hierarchically by identity
+    assert "routing: the anti_entropy mode keeps seed 002's tables: simple" in message
+    simple = {"algorithm": "simple"}
+    s = load_scenario(write(tmp_path, {**BASE, "routing": simple, "mode": "anti_entropy",
+                                       "anti_entropy": {"period": 2, "full_every": 0}}))
+    rom = s.roms()["b2"]
+    assert rom.mode.value == "anti_entropy" and rom.anti_entropy.period == 2
+    assert s.bound == rom.anti_entropy.bound(s.params) > 2 * s.params.pi
+    chaos = {"faults": [{"kind": "corrupt", "field": "sketch.bits", "target": "b1", "at": 1}]}
+    message = error(tmp_path, routing=simple, chaos=chaos)
+    assert "chaos.faults[0].field: sketch.bits: only brokers of the anti_entropy mode" in message

@@ -857,6 +857,10 @@ def _check_mode(s: Scenario) -> None:
         raise _Invalid("anti_entropy", f"only the anti_entropy mode has it (mode: "
                        f"{s.mode.value}; set mode: anti_entropy)")
     if s.mode is not Mode.ANTI_ENTROPY:
+        for i, fault in enumerate(s.chaos.faults if s.chaos is not None else []):
+            if str(getattr(fault, "field", "")).startswith("sketch."):
+                raise _Invalid(f"chaos.faults[{i}].field", f"{fault.field}: only brokers of "
+                               "the anti_entropy mode keep sketches (mode: anti_entropy)")
         return
     r = s.routing
     if r.algorithm is not Algorithm.SIMPLE or r.wrapper or r.adverts or r.hierarchical:

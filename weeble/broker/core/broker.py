@@ -280,7 +280,10 @@ class Broker:
             if receiver is not None:
                 if source not in self.ram.overlay.neighbors:
                     return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
-                effects = receiver(now, source, msg)
+                effects = []
+                if source in self.ram.routing.detached:  # it talks to us: the link works
+                    effects.extend(ae.on_link_up(now, LinkUp(source)))
+                effects.extend(receiver(now, source, msg))
             else:
                 effects = self._on_receive(now, event)  # type: ignore[arg-type]
                 ae.incoming(now, source, msg, effects)

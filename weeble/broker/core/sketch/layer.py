@@ -29,6 +29,7 @@ Choices (spec B.3, D.2; the paper is silent on them):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,11 +71,13 @@ class EdgeState:
 class AntiEntropyRam:
     """The layer's slice of RAM: per directed edge out of this broker, and counters."""
 
-    __slots__ = ("edges", "stats", "unwanted_since_failure")
+    __slots__ = ("edges", "poison", "stats", "unwanted_since_failure")
 
     def __init__(self) -> None:
         self.edges: dict[str, EdgeState] = {}
         self.unwanted_since_failure = 0
+        # bits to flip in the next sketch this broker builds (a fault: sketch.bits)
+        self.poison = 0
         self.stats: dict[str, int] = dict.fromkeys(
             ("rounds", "equal", "corrections", "corrected_items", "unwanted"), 0)
 
@@ -113,6 +116,16 @@ class AntiEntropyLayer:
         detached = self.routing.ram.detached
         return [n for n in self.topo.ordered if n not in detached]
 
+    def _sketch(self, items: Iterable[Item], *, m: int, k: int, seed: int) -> BloomFilter:
+        """The Bloom filter of `items`, recomputed from the table every time (spec D.2: a
+        corrupted filter cannot outlive its round); a `sketch.bits` fault flips bits of it."""
+        f = BloomFilter.of((encode(s) for s in items), m=m, k=k, seed=seed)
+        if self.ram.poison > 0:
+            for i in range(self.ram.poison):
+                f.bits ^= 1 << (mmh3.hash(f"poison/{seed}/{i}", signed=False) % m)
+            self.ram.poison = 0
+        return f
+
     # ---- what passes the broker (called for every step in this mode) ------------------------
 
     def incoming(self, now: float, frm: str, msg: object, effects: list[Effect]) -> None:
@@ -122,7 +135,7 @@ class AntiEntropyLayer:
             e = self.ram.edges.get(frm)
             if e is not None:
                 e.touched_in.add((msg.sub_id, msg.filter))  # type: ignore[union-attr]
-        elif t is Notify and frm in self.topo.neighbors and not effects:
+        elif t is Notify and frm in self.topo.neighbors and self._nowhere(effects):
             effects.append(Trace("unwanted", {"from": frm,
                                               "nid": msg.notification.id}))  # type: ignore[union-attr]
             self.ram.stats["unwanted"] += 1
@@ -130,6 +143,11 @@ class AntiEntropyLayer:
             if (self.params.timer == "adaptive"
                     and self.ram.unwanted_since_failure >= self.params.threshold):
                 effects.extend(self._resume(now))
+
+    def _nowhere(self, effects: list[Effect]) -> bool:
+        """An event went nowhere: no local delivery and no send over a link that works."""
+        detached = self.routing.ram.detached
+        return all(type(e) is Send and e.neighbor in detached for e in effects)
 
     def outgoing(self, effects: list[Effect]) -> None:
         """Items sent towards a neighbour with a round in flight: not to be corrected."""
@@ -179,7 +197,7 @@ class AntiEntropyLayer:
         else:
             m = max(p.min_bits, math.ceil(p.bits_per_element * len(snapshot)))
             seed = round_seed(f"{self.me}>{n}", e.rounds)
-            filt = BloomFilter.of((encode(s) for s in snapshot), m=m, k=p.hashes, seed=seed)
+            filt = self._sketch(snapshot, m=m, k=p.hashes, seed=seed)
             obs = AeObserve(e.rounds, False, m, p.hashes, seed)
         e.pending = Round(round_no=e.rounds, started=now, snapshot=snapshot, full=full,
                           filter=filt)
@@ -251,7 +269,7 @@ class AntiEntropyLayer:
         if msg.m < 1 or msg.k < 1 or msg.m > 1 << 27:
             return [Trace("garbage", {"from": frm, "why": f"AeObserve with m={msg.m}, "
                                                           f"k={msg.k}"})]
-        f = BloomFilter.of((encode(s) for s in held), m=msg.m, k=msg.k, seed=msg.seed)
+        f = self._sketch(held, m=msg.m, k=msg.k, seed=msg.seed)
         return [Send(frm, AeReply(msg.round_no, len(held), f))]
 
     def on_reply(self, now: float, frm: str, msg: AeReply) -> list[Effect]:
@@ -318,7 +336,8 @@ class AntiEntropyLayer:
                               e.pending.round_no, "suspended": e.suspended is not None,
                               "observed": e.observed}
                           for n, e in sorted(ram.edges.items())},
-                "stats": dict(ram.stats)}
+                "stats": dict(ram.stats), "poison": ram.poison,
+                "detached": sorted(self.routing.ram.detached)}
 
 
 def _key(item: Item) -> tuple[str, str]:
