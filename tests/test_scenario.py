@@ -278,7 +278,7 @@ def test_cli_mode_refuses_an_unknown_mode(capsys: pytest.CaptureFixture[str]) ->
 def test_anti_entropy_needs_simple_routing_and_sketch_faults_need_the_mode(
         tmp_path: Path) -> None:
     message = error(tmp_path, mode="anti_entropy")  # BASE routes hierarchically by identity
-    assert "routing: the anti_entropy mode keeps seed 002's tables: simple" in message
+    assert "routing: the anti_entropy mode keeps seed 002's tables: peer-to-peer" in message
     simple = {"algorithm": "simple"}
     s = load_scenario(write(tmp_path, {**BASE, "routing": simple, "mode": "anti_entropy",
                                        "anti_entropy": {"period": 2, "full_every": 0}}))

@@ -848,8 +848,8 @@ BUILT_MODES = (Mode.LEASING, Mode.ANTI_ENTROPY)
 
 
 def _check_mode(s: Scenario) -> None:
-    """A mode's preconditions: seed 002's anti-entropy keeps simple-routing tables of one static
-    tree (its Definitions 2-4 and Theorem 1 are stated for them)."""
+    """A mode's preconditions: seed 002's anti-entropy keeps the tables of identity-based (or
+    simple) routing on one static tree (its Definitions 2-4 and Theorem 1 are stated for them)."""
     if s.mode not in BUILT_MODES:
         raise _Invalid("mode", f"{s.mode.value!r} is not built yet (modes that run: "
                        f"{', '.join(m.value for m in BUILT_MODES)})")
@@ -863,10 +863,12 @@ def _check_mode(s: Scenario) -> None:
                                "the anti_entropy mode keep sketches (mode: anti_entropy)")
         return
     r = s.routing
-    if r.algorithm is not Algorithm.SIMPLE or r.wrapper or r.adverts or r.hierarchical:
-        raise _Invalid("routing", "the anti_entropy mode keeps seed 002's tables: simple "
-                       "peer-to-peer routing (algorithm: simple; no wrapper, adverts or "
-                       "hierarchical)")
+    if (r.algorithm not in (Algorithm.IDENTITY, Algorithm.SIMPLE) or r.wrapper or r.adverts
+            or r.hierarchical):
+        raise _Invalid("routing", "the anti_entropy mode keeps seed 002's tables: peer-to-peer "
+                       "routing that forwards a subscription unless it is a duplicate "
+                       "(algorithm: identity, the paper's; or simple, every subscription by id;"
+                       " no wrapper, adverts or hierarchical)")
     if s.overlay.kind is not OverlayKind.STATIC:
         raise _Invalid("overlay.kind", "the anti_entropy mode runs on the static tree")
     if s.reconfigurations.operations:

@@ -35,6 +35,8 @@ from weeble.broker.core.events import (
     Deliver,
     Effect,
     Event,
+    LinkDown,
+    LinkUp,
     Receive,
     Send,
     SetTimer,
@@ -356,6 +358,12 @@ class Engine:
         return self.delta_max
 
     # ---- link faults ------------------------------------------------------------------------
+
+    def report_link(self, a: str, b: str, up: bool) -> None:
+        """Tell both ends that link a-b failed or works again (a killed broker's step takes
+        nothing): what a live broker learns when its stream breaks or comes back."""
+        for x, y in ((a, b), (b, a)):
+            self.inject(self.now, x, LinkUp(y) if up else LinkDown(y))
 
     def set_link_fault(
         self, a: str, b: str, *, drop: float | None = None, duplicate: float | None = None,

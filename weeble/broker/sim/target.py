@@ -22,7 +22,7 @@ from collections.abc import Coroutine, Generator
 from typing import Any, Protocol
 
 from weeble.broker.core.broker import Broker
-from weeble.broker.core.events import Corrupt, LinkDown, LinkUp, Receive, Start
+from weeble.broker.core.events import Corrupt, Receive, Start
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Message
 from weeble.broker.core.rom import Params, Rom
@@ -238,10 +238,7 @@ class SimTarget:
         self._apply(b, a)
         is_cut = self._cuts[key] > 0
         if is_cut != was_cut:  # both ends notice (the anti-entropy mode's timers act on it)
-            event = LinkDown if is_cut else LinkUp
-            for x, y in ((a, b), (b, a)):
-                if x not in self._down:
-                    self.engine.inject(self.engine.now, x, event(y))
+            self.engine.report_link(a, b, up=not is_cut)
         return is_cut, {"cut": is_cut, "mechanism": "sim"}
 
     def _apply(self, a: str, b: str) -> None:

@@ -39,7 +39,7 @@ from weeble.broker.core.events import Effect, LinkDown, LinkUp, Send, SetTimer, 
 from weeble.broker.core.messages import AeCorrect, AeObserve, AeReply, Item, Notify, Sub, Unsub
 from weeble.broker.core.overlay import Topology
 from weeble.broker.core.rom import AntiEntropy, Rom
-from weeble.broker.core.routing.edges import Edges, encode
+from weeble.broker.core.routing.edges import Edges, Key, encode
 from weeble.broker.core.routing.layer import Routing
 from weeble.broker.core.sketch.bloom import BloomFilter, round_seed
 
@@ -53,10 +53,10 @@ class Round:
 
     round_no: int
     started: float
-    snapshot: frozenset[Item]
+    snapshot: frozenset[Key]
     full: bool
     filter: BloomFilter | None
-    touched: set[Item] = field(default_factory=set)
+    touched: set[Key] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -65,7 +65,7 @@ class EdgeState:
     pending: Round | None = None
     suspended: float | None = None  # adaptive: suspended since
     observed: int = -1  # the observed side: the last round the neighbour observed us in
-    touched_in: set[Item] = field(default_factory=set)  # items received since that Observe
+    touched_in: set[Key] = field(default_factory=set)  # keys received since that Observe
 
 
 class AntiEntropyRam:
@@ -116,7 +116,7 @@ class AntiEntropyLayer:
         detached = self.routing.ram.detached
         return [n for n in self.topo.ordered if n not in detached]
 
-    def _sketch(self, items: Iterable[Item], *, m: int, k: int, seed: int) -> BloomFilter:
+    def _sketch(self, items: Iterable[Key], *, m: int, k: int, seed: int) -> BloomFilter:
         """The Bloom filter of `items`, recomputed from the table every time (spec D.2: a
         corrupted filter cannot outlive its round); a `sketch.bits` fault flips bits of it."""
         f = BloomFilter.of((encode(s) for s in items), m=m, k=k, seed=seed)
@@ -134,7 +134,7 @@ class AntiEntropyLayer:
         if t is Sub or t is Unsub:
             e = self.ram.edges.get(frm)
             if e is not None:
-                e.touched_in.add((msg.sub_id, msg.filter))  # type: ignore[union-attr]
+                e.touched_in.add(self.scheme.key(msg.sub_id, msg.filter))  # type: ignore[union-attr]
         elif t is Notify and frm in self.topo.neighbors and self._nowhere(effects):
             effects.append(Trace("unwanted", {"from": frm,
                                               "nid": msg.notification.id}))  # type: ignore[union-attr]
@@ -159,7 +159,8 @@ class AntiEntropyLayer:
                 if t is Sub or t is Unsub:
                     e = edges.get(eff.neighbor)
                     if e is not None and e.pending is not None:
-                        e.pending.touched.add((msg.sub_id, msg.filter))  # type: ignore[union-attr]
+                        e.pending.touched.add(
+                            self.scheme.key(msg.sub_id, msg.filter))  # type: ignore[union-attr]
 
     # ---- timers -----------------------------------------------------------------------------
 
@@ -264,7 +265,7 @@ class AntiEntropyLayer:
         e.touched_in = set()
         held = self.scheme.held(frm)
         if msg.full:
-            items = tuple(sorted(held, key=_key))
+            items = tuple(sorted(map(self.scheme.wire, held), key=_order))
             return [Send(frm, AeReply(msg.round_no, len(held), None, items))]
         if msg.m < 1 or msg.k < 1 or msg.m > 1 << 27:
             return [Trace("garbage", {"from": frm, "why": f"AeObserve with m={msg.m}, "
@@ -279,7 +280,7 @@ class AntiEntropyLayer:
             return []  # a stale or junk reply
         e.pending = None
         if r.full:
-            theirs = set(msg.items)
+            theirs = {self.scheme.key(*i) for i in msg.items}
             c1 = r.snapshot - theirs - r.touched
             c2 = theirs - r.snapshot - r.touched
             return self._correct(frm, r, c1, c2, None)
@@ -295,7 +296,7 @@ class AntiEntropyLayer:
         c1 = {i for i in r.snapshot - r.touched if not s.might_contain(encode(i))}
         return self._correct(frm, r, c1, set(), f)
 
-    def _correct(self, to: str, r: Round, c1: set[Item], c2: set[Item],
+    def _correct(self, to: str, r: Round, c1: set[Key], c2: set[Key],
                  probe: BloomFilter | None) -> list[Effect]:
         if not c1 and not c2 and probe is None:
             self.ram.stats["equal"] += 1
@@ -303,8 +304,10 @@ class AntiEntropyLayer:
         stats = self.ram.stats
         stats["corrections"] += 1
         stats["corrected_items"] += len(c1) + len(c2)
-        return [Send(to, AeCorrect(r.round_no, tuple(sorted(c1, key=_key)),
-                                   tuple(sorted(c2, key=_key)), probe)),
+        scheme = self.scheme
+        return [Send(to, AeCorrect(r.round_no,
+                                   tuple(sorted((scheme.item(k, to) for k in c1), key=_order)),
+                                   tuple(sorted(map(scheme.wire, c2), key=_order)), probe)),
                 Trace("ae_correct", {"to": to, "ae_round": r.round_no, "subscribe": len(c1),
                                      "unsubscribe": len(c2), "probe": probe is not None,
                                      "full": r.full})]
@@ -315,17 +318,19 @@ class AntiEntropyLayer:
             return []  # corrections of an older round: the newer Observe reset our journal
         out: list[Effect] = []
         touched = e.touched_in
+        scheme = self.scheme
         for sub_id, f in msg.subscribe:
-            if (sub_id, f) not in touched:
-                out.extend(self.scheme.subscribe(0, frm, sub_id, f))
-        excess = list(msg.unsubscribe)
+            if scheme.key(sub_id, f) not in touched:
+                out.extend(scheme.subscribe(0, frm, sub_id, f))
+        excess = [scheme.key(*i) for i in msg.unsubscribe]
         if msg.probe is not None:
             probe = msg.probe
-            excess.extend(i for i in sorted(self.scheme.held(frm), key=_key)
-                          if not probe.might_contain(encode(i)))
-        for sub_id, f in excess:
-            if (sub_id, f) not in touched:
-                out.extend(self.scheme.unsubscribe(frm, sub_id, f, remote=True))
+            excess.extend(k for k in sorted(scheme.held(frm), key=str)
+                          if not probe.might_contain(encode(k)))
+        for k in excess:
+            if k not in touched:
+                sub_id, f = scheme.wire(k)
+                out.extend(scheme.unsubscribe(frm, sub_id, f, remote=True))
         return out
 
     # ---- introspection ----------------------------------------------------------------------
@@ -340,5 +345,5 @@ class AntiEntropyLayer:
                 "detached": sorted(self.routing.ram.detached)}
 
 
-def _key(item: Item) -> tuple[str, str]:
+def _order(item: Item) -> tuple[str, str]:
     return item[0], str(item[1])
