@@ -56,3 +56,26 @@ def test_checker_and_spark_agree_on_the_handmade_run(spark: Any, handmade_run: P
     ours, _ = compare(spark, handmade_run)
     assert ours["deliveries"]["missing"] == 2 and ours["deliveries"]["phantom"] == 1
     assert ours["run"]["end"] == handmade.END
+
+
+def test_checker_and_spark_agree_on_an_anti_entropy_run(spark: Any, tmp_path: Path) -> None:
+    """The anti-entropy mode (seed 002): the same counts, episodes and verdict, and the same
+    load per broker and interval (messages and bytes, max and mean) and overhead metric."""
+    from weeble.broker.sim.run import simulate
+    from weeble.chaos.runner import in_simulation
+    from weeble.model.scenario import load_scenario, parse_scenario
+
+    repo = Path(__file__).resolve().parents[2]
+    data = load_scenario(repo / "scenarios" / "anti-entropy.yaml").model_dump(
+        mode="json", exclude_none=True)
+    data.update(duration=30, trace={"sends": True, "snapshots_every": 2.0})
+    data["chaos"]["faults"].append({"kind": "cut", "link": ["b0", "b1"], "at": 12,
+                                    "duration": 2})
+    s = parse_scenario(data)
+    simulate(s, tmp_path, progress=False, faults=in_simulation(s))
+    ours, theirs = compare(spark, tmp_path)
+    load = ours["load"]
+    assert theirs["overhead"]["load"] == load  # the same totals, the same arithmetic
+    assert load["by_kind"]["aeobserve"] > 500 and load["by_kind"]["aecorrect"] >= 1
+    assert load["overhead"]["unwanted"] > 0  # events into the cut link before the rounds
+    assert load["bytes"]["max"] >= load["bytes"]["mean"] > load["control_bytes"]["mean"] > 0
