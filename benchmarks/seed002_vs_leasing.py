@@ -3,14 +3,15 @@ stabilization time and control bytes per second, side by side (issue 14).
 
 The scenario is scenarios/anti-entropy.yaml (15 brokers, identity-based routing, π = 3 s,
 ρ = 1.5 s; anti-entropy rounds every 1 s per directed edge, an exact round every 4) with its
-workload of `--subscriptions` live subscriptions, one fault at t = 10 s and 30 s of calm; the
-same seed draws the same workload and the same fault targets under both modes (`--mode`, as
-`weeble simulate --mode` does). Every figure comes from the one checker over the run's traces
-(weeble/check: stabilization per episode from the end of the fault, at the state level (tables
-legitimate at every later check) and the service level (every later publication delivered);
-control bytes per second per broker from the `send` records, mean and max over brokers).
+workload of `--subscriptions` live subscriptions over `--classes` distinct filters, one fault
+at t = 10 s and 30 s of calm; the same seed draws the same workload and the same fault targets
+under both modes (`--mode`, as `weeble simulate --mode` does). Every figure comes from the one
+checker over the run's traces (weeble/check): stabilization per episode from the end of the
+fault, at the state level (tables legitimate at every later check) and the service level
+(every later publication delivered); control bytes per second per broker from the `send`
+records, mean and max over brokers.
 
-Run: python -m benchmarks.seed002_vs_leasing [--seeds 3] [--subscriptions 40]
+Run: python -m benchmarks.seed002_vs_leasing [--seeds 3] [--subscriptions 40] [--classes 5]
 Prints medians over seeds, and the ratio anti-entropy / leasing (the same-run baseline).
 """
 
@@ -40,12 +41,12 @@ FAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def one(fault: dict[str, Any], mode: str, seed: int, subscriptions: int,
+def one(fault: dict[str, Any], mode: str, seed: int, subscriptions: int, classes: int,
         out: Path) -> dict[str, float | None]:
     data = load_scenario(SCENARIO).model_dump(mode="json", exclude_none=True)
     data.update(seed=seed, duration=40, trace={"sends": True}, check_every=0.1)
     data["workload"] = {**data["workload"], "subscriptions": subscriptions,
-                        "mean_lifetime": 1000}
+                        "filter_classes": classes, "mean_lifetime": 1000}
     data["chaos"] = {"faults": [{"name": "f", "at": 10, **fault}]}
     s = with_mode(parse_scenario(data), mode)
     simulate(s, out, progress=False, faults=in_simulation(s))
@@ -74,18 +75,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--subscriptions", type=int, default=40)
+    ap.add_argument("--classes", type=int, default=5,
+                    help="distinct filters (identity routing forwards each once)")
     args = ap.parse_args()
     started = time.monotonic()
-    print(f"15 brokers, {args.subscriptions} subscriptions, one fault at t = 10 s, median of "
-          f"{args.seeds} seeds (state / service stabilization in s from the fault's end; "
-          "control bytes/s per broker, mean and max)")
+    print(f"15 brokers, {args.subscriptions} subscriptions of {args.classes} filters, one fault "
+          f"at t = 10 s, median of {args.seeds} seeds (state / service stabilization in s from "
+          "the fault's end; control bytes/s per broker, mean and max)")
     print(f"{'fault':<13} {'mode':<13} {'state s':>8} {'service s':>9} {'bound s':>8} "
           f"{'ctl B/s mean':>12} {'max':>8} {'verdicts':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, fault in FAULTS.items():
             results: dict[str, list[dict[str, float | None]]] = {}
             for mode in ("leasing", "anti_entropy"):
-                rows = [one(fault, mode, seed, args.subscriptions,
+                rows = [one(fault, mode, seed, args.subscriptions, args.classes,
                             Path(tmp) / f"{name}-{mode}-{seed}".replace(" ", "_"))
                         for seed in range(1, args.seeds + 1)]
                 results[mode] = rows
