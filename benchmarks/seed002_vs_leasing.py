@@ -34,7 +34,7 @@ SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "anti-entropy.yam
 FAULTS: dict[str, dict[str, Any]] = {
     "wrong filter": {"kind": "corrupt", "field": "entry.filter", "target": "b1"},
     "bogus entry": {"kind": "corrupt", "field": "entry.insert", "target": "b3",
-                    "value": {"sub_id": "bogus", "filter": "class == 99", "dest": "b1"}},
+                    "value": {"sub_id": "bogus", "filter": "class == -1", "dest": "b1"}},
     "table lost": {"kind": "corrupt", "field": "table.clear", "target": "b1"},
     "crash": {"kind": "crash", "target": "b2", "duration": 1},
     "cut 3 s": {"kind": "cut", "link": ["b0", "b1"], "duration": 3},
