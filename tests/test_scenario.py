@@ -285,6 +285,11 @@ def test_anti_entropy_needs_simple_routing_and_sketch_faults_need_the_mode(
     rom = s.roms()["b2"]
     assert rom.mode.value == "anti_entropy" and rom.anti_entropy.period == 2
     assert s.bound == rom.anti_entropy.bound(s.params) > 2 * s.params.pi
+    # only client entries are leased (like flooding): π ≥ ρ suffices, where leasing needs more
+    short = {**BASE["timing"], "pi": 10.05}
+    assert "timing.pi: identity needs pi >" in error(tmp_path, timing=short)
+    load_scenario(write(tmp_path, {**BASE, "routing": {"algorithm": "identity"},
+                                   "mode": "anti_entropy", "timing": short}))
     chaos = {"faults": [{"kind": "corrupt", "field": "sketch.bits", "target": "b1", "at": 1}]}
     message = error(tmp_path, routing=simple, chaos=chaos)
     assert "chaos.faults[0].field: sketch.bits: only brokers of the anti_entropy mode" in message

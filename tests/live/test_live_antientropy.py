@@ -20,14 +20,16 @@ SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "anti-entropy.yam
 
 def test_fifteen_brokers_in_the_anti_entropy_mode_pass_their_verdict(tmp_path: Path) -> None:
     data = yaml.safe_load(SCENARIO.read_text())
-    # shorter: Δ = 2π + (K+1)·T + 2δmax + 2dδmax = 4 + 2.5 + 0.1 + 0.6 = 7.2 s, calm after each
-    data["duration"] = 20
-    data["timing"] = {**data["timing"], "pi": 2.0, "rho": 1.0}
+    # faster rounds and leases; δmax = 0.5 s covers the hop delays of a loaded machine (CI has
+    # seen 0.45 s: the timing model must hold, or the verdict is "assumptions violated"):
+    # Δ = 2π + (K+1)·T + 2δmax + 2dδmax = 4 + 2.5 + 1 + 6 = 13.5 s of calm after each fault
+    data["duration"] = 33
+    data["timing"] = {**data["timing"], "pi": 2.0, "rho": 1.0, "delta_max": 0.5}
     data["anti_entropy"] = {**data["anti_entropy"], "period": 0.5}
     data["trace"] = {"sends": True}
     data["chaos"]["faults"] = [
         {"name": "table", "kind": "corrupt", "field": "entry.filter", "target": "b1", "at": 3},
-        {"name": "crash", "kind": "crash", "target": "b2", "at": 11, "duration": 1}]
+        {"name": "crash", "kind": "crash", "target": "b2", "at": 18, "duration": 1}]
     path = tmp_path / "ae.yaml"
     path.write_text(yaml.safe_dump(data))
     runs = tmp_path / "runs"
@@ -38,7 +40,7 @@ def test_fifteen_brokers_in_the_anti_entropy_mode_pass_their_verdict(tmp_path: P
     report = check_run(runs / "ae")
     verdict = report["verdict"]
     assert verdict["status"] == "pass", verdict["reasons"]
-    assert report["run"]["bound"] == pytest.approx(7.2)
+    assert report["run"]["bound"] == pytest.approx(13.5)
     faults = {f["fault_id"]: f for f in verdict["faults"]}
     assert faults.keys() == {"table", "crash"}
     for f in faults.values():
@@ -48,6 +50,6 @@ def test_fifteen_brokers_in_the_anti_entropy_mode_pass_their_verdict(tmp_path: P
     load = report["load"]
     kinds = load["by_kind"]
     # every directed edge (28) ran about one round per 0.5 s: Observe and its reply
-    assert kinds["aeobserve"] > 28 * 20 and kinds["aereply"] > 28 * 20
+    assert kinds["aeobserve"] > 28 * 40 and kinds["aereply"] > 28 * 40
     assert kinds.get("aecorrect", 0) >= 1  # the corrupted entry was found by a round
     assert load["control_bytes"]["max"] > load["control_bytes"]["mean"] > 0

@@ -96,6 +96,7 @@ from weeble.broker.core.rom import (
     OverlayKind,
     Params,
     Rom,
+    leased_like,
 )
 from weeble.model import topology as topo
 from weeble.model.errors import problems
@@ -765,7 +766,7 @@ def _check(s: Scenario) -> None:
         known("root", s.root)
     _check_live(s.live, len(t.brokers))
     try:
-        s.params.validate(s.routing.algorithm, s.routing.wrapper)
+        s.params.validate(leased_like(s.routing.algorithm, s.mode), s.routing.wrapper)
     except ConfigError as exc:
         # Params names the field first ("pi: needs ..."): put it under `timing.`
         field, _, problem = str(exc).partition(": ")

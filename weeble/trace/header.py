@@ -13,7 +13,14 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from weeble.broker.core.rom import Algorithm, AntiEntropy, ConfigError, Options, Params
+from weeble.broker.core.rom import (
+    Algorithm,
+    AntiEntropy,
+    ConfigError,
+    Options,
+    Params,
+    leased_like,
+)
 from weeble.trace.schema import VERSION
 
 # The run-level fields of the header, in the order they are written.
@@ -268,7 +275,7 @@ class RunHeader:
         except (TypeError, ValueError) as exc:
             raise HeaderError(f"run record: {exc}") from None
         try:
-            params.validate(algorithm, header.wrapper)
+            params.validate(leased_like(algorithm, header.mode), header.wrapper)
         except ConfigError as exc:
             raise HeaderError(f"run record: {exc}") from None
         if header.clock not in ("virtual", "wall"):

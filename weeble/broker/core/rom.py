@@ -212,6 +212,13 @@ class Mode(StrEnum):
     SKIP_RING = "skip_ring"  # seed 003: the supervised skip ring, topic-based
 
 
+def leased_like(algorithm: Algorithm, mode: Mode | str) -> Algorithm:
+    """The algorithm whose lease precondition on π applies (Params.validate): the anti-entropy
+    mode leases its client entries only (a client refreshes its own broker every ρ; neighbour
+    entries are not leased), as flooding does, so π ≥ ρ suffices there."""
+    return Algorithm.FLOODING if Mode(mode) is Mode.ANTI_ENTROPY else algorithm
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AntiEntropy:
     """ROM of the anti-entropy mode (seed 002; spec B.3, B.4, B.5, D.2, D.4): how each directed

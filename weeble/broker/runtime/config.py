@@ -44,6 +44,7 @@ from weeble.broker.core.rom import (
     OverlayKind,
     Params,
     Rom,
+    leased_like,
 )
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.private import write_private
@@ -215,7 +216,7 @@ class BrokerConfig(_Strict):
         if self.listen_address == self.admin_address:
             raise ValueError("admin_address: must differ from listen_address")
         try:
-            self.params_obj().validate(self.algorithm, self.wrapper)
+            self.params_obj().validate(leased_like(self.algorithm, self.mode), self.wrapper)
         except ConfigError as e:
             raise ValueError(f"params.{e}") from None
         return self
