@@ -165,6 +165,9 @@ class DockerBackend(PeerLinks):
         backend._client = docker_client()
         backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
         backend._load_peer_state(state)
+        backend.image = state.get("image")
+        with contextlib.suppress(Exception):  # a leaf added from here needs them
+            backend._mgmt = backend._client.networks.get(f"weeble-{backend.tag}-mgmt")
         for b, config in configs.items():
             backend._configs[b] = config
             with contextlib.suppress(Exception):
@@ -173,6 +176,7 @@ class DockerBackend(PeerLinks):
             reach = state.get("reach", {}).get(b)
             if reach:
                 backend._reach[b] = BrokerAddress(b, *reach)
+                backend._mgmt_ip[b] = reach[1].rsplit(":", 1)[0]
         for name, ips in state.get("links", {}).items():
             a, b = sorted(ips)
             with contextlib.suppress(Exception):
@@ -255,8 +259,8 @@ class DockerBackend(PeerLinks):
         api = self._client.api
         try:
             ip = str(next(self._mgmt_hosts))
-        except StopIteration:
-            raise BackendError("docker: this run's management network is full") from None
+        except StopIteration:  # used up, or attached to a run another process planned
+            ip = self._free_on(self._mgmt, set(self._mgmt_ip.values()), "management")
         config_path = self.config_path(broker_id)
         command = [PYTHON, "-m", "weeble.broker.runtime", "--config", str(config_path),
                    "--log-level", self.log_level]
@@ -282,18 +286,23 @@ class DockerBackend(PeerLinks):
             self._peers = self._client.networks.get(f"weeble-{self.tag}-peers")
         try:
             ip = str(next(self._peer_hosts))
-        except StopIteration:
-            used = {ipaddress.IPv4Address(a) for a in self._peer_ip.values()}
-            net = ipaddress.IPv4Network(self._peers.attrs["IPAM"]["Config"][0]["Subnet"])
-            free = [h for h in list(net.hosts())[1:] if h not in used]
-            if not free:
-                raise BackendError("docker: this run's peer network is full") from None
-            ip = str(free[0])
+        except StopIteration:  # used up, or attached to a run another process planned
+            ip = self._free_on(self._peers, set(self._peer_ip.values()), "peer")
         try:
             self._peers.connect(self._containers[broker_id], ipv4_address=ip)
         except Exception as e:
             raise BackendError(f"docker: broker {broker_id} on the peer network: {e}") from None
         self._peer_ip[broker_id] = ip
+
+    def _free_on(self, network: Any, used: set[str], what: str) -> str:
+        """An address of `network` no broker of this run has (.1 is the gateway)."""
+        if network is None:
+            raise BackendError(f"docker: this run has no {what} network here")
+        net = ipaddress.IPv4Network(network.attrs["IPAM"]["Config"][0]["Subnet"])
+        for host in list(net.hosts())[1:]:
+            if str(host) not in used:
+                return str(host)
+        raise BackendError(f"docker: this run's {what} network is full")
 
     def _connect(self, a: str, b: str) -> _Link:
         import docker

@@ -288,6 +288,14 @@ class MininetBackend(PeerLinks):
                     raise BackendError(f"mininet: the peer network: {e}") from None
                 if "ok" not in out:
                     raise BackendError(f"mininet: the peer network's bridge: {out.strip()}")
+                # a process of its own holds the namespace (and the bridge) when the host
+                # shells end with their owner (`weeble up` hands the run on); named like a
+                # host shell, so the run's removal finds and ends it
+                subprocess.Popen(
+                    ["mnexec", "-a", str(self._switch.pid), "bash", "-c",
+                     f"exec -a mininet:w{self.tag}hp-holder sleep infinity"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True)
             for b in brokers:
                 self._add_host(b)
             for a, b in edges:
