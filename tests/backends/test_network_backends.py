@@ -228,7 +228,19 @@ def test_weeble_up_status_down(kind: str, tmp_path: Path) -> None:
         rows = json.loads(status.stdout)["brokers"]
         assert [r["alive"] for r in rows] == [True] * 3, rows
         assert all(r["address"].startswith(MANAGEMENT[kind]) for r in rows), rows
+        # `weeble up` plans a peer network: `weeble reconfigure` reshapes the tree from another
+        # process (the exchange's new link b0-b2 over it; a new leaf, where this process can
+        # add one: Docker's engine, not a Mininet network another process built)
+        moved = weeble("reconfigure", "exchange", "b1-b2", "b0-b2", "--runs-dir", runs,
+                       "--run", "m", timeout=90)
+        assert moved.returncode == 0 and "done" in moved.stdout, moved.stdout + moved.stderr
+        added = weeble("reconfigure", "add-leaf", "b3", "b0", "--runs-dir", runs, "--run", "m",
+                       timeout=90)
+        if kind == "docker":
+            assert added.returncode == 0 and "done" in added.stdout, added.stdout + added.stderr
+        else:
+            assert "needs the process that built the network" in added.stdout + added.stderr
     finally:
         down = weeble("down", "--runs-dir", runs, "m", timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
-    assert "is down: stopped 3 broker(s)" in down.stdout
+    assert f"is down: stopped {3 + (kind == 'docker')} broker(s)" in down.stdout
