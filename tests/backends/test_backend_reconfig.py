@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.live.livebed import scenario
+from tests.live.livebed import scenario, under_load
 from weeble.broker.core.reconfig.plan import AddLeaf, ExchangeLink, RemoveLeaf
 from weeble.check.history import check_run
 from weeble.orchestrator.testbed import Testbed
@@ -37,20 +37,6 @@ def _scenario(tls: bool = False) -> Any:
         workload={"filter_classes": 3, "subscriptions": 8, "mean_lifetime": 1000,
                   "publish_rate": 40},
         reconfigurations={"ordering": "fifo"}, live={"startup_timeout": 60, "tls": tls})
-
-
-async def _under_load(bed: Testbed, s: Any, steps: Any) -> Any:
-    addresses = {b: a.listen for b, a in bed.addresses().items()}
-    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token,
-                            tls=bed.client_tls())
-    loop = asyncio.get_running_loop()
-    async with bed.reconfigurer(clients=workload, t0=loop.time()) as manager:
-        load = asyncio.create_task(workload.run(s.duration))
-        try:
-            result = await steps(manager, workload)
-        finally:
-            stats = await load
-    return result, stats
 
 
 # Mininet's run speaks TLS (live.tls): the new leaf gets a certificate from the run's CA that
@@ -79,7 +65,7 @@ def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(kind: str, tls
             done.append(await manager.reconfigure(RemoveLeaf("b6")))
             return [done, await bed.snapshots()]
 
-        (records, snaps), stats = asyncio.run(_under_load(bed, s, steps))
+        (records, snaps), stats = asyncio.run(under_load(bed, s, steps))
         assert [r.outcome for r in records] == ["done"] * 3, [(r.rid, r.why) for r in records]
         assert stats.errors == 0, stats.last_error
         neighbors = {b: set(snap["core"]["neighbors"]) for b, snap in snaps.items()}

@@ -21,6 +21,7 @@ from weeble.broker.core.filters import Filter
 from weeble.broker.core.legitimacy import LiveSub, SnapshotView, check
 from weeble.model.scenario import Scenario, parse_scenario
 from weeble.orchestrator.testbed import Testbed
+from weeble.orchestrator.workload import LiveWorkload
 
 REPO = Path(__file__).resolve().parents[2]
 _blocks = itertools.count()
@@ -97,3 +98,20 @@ def weeble(*args: str, timeout: float = 120, cwd: Path | None = None) -> Any:
 
     return subprocess.run([sys.executable, "-m", "weeble.cli", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=cwd or REPO)
+
+
+async def under_load(bed: Testbed, s: Any, steps: Any) -> Any:
+    """The scenario's workload for its duration, `steps(manager, workload)` beside it (the
+    live manager, its clients the workload's); returns (what steps returned, the workload's
+    stats)."""
+    addresses = {b: a.listen for b, a in bed.addresses().items()}
+    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token,
+                            tls=bed.client_tls())
+    loop = asyncio.get_running_loop()
+    async with bed.reconfigurer(clients=workload, t0=loop.time()) as manager:
+        load = asyncio.create_task(workload.run(s.duration))
+        try:
+            result = await steps(manager, workload)
+        finally:
+            stats = await load
+    return result, stats

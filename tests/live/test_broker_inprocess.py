@@ -137,7 +137,7 @@ def test_garbage_on_a_link_leaves_the_broker_routing(configs: Configs) -> None:
                 await sub.subscribe("x > 0")
                 garbage = [
                     b"\xff\xff\xff\xff",  # not protobuf
-                    b"\xc2\x02\x00",  # field 40: a kind this version does not know
+                    b"\x92\x03\x00",  # field 50: a kind this version does not know
                     link_pb2.Envelope(seq=2, sub=link_pb2.SubMsg(sub_id="s", filter="x >>")
                                       ).SerializeToString(),  # unparsable filter
                     link_pb2.Envelope(seq=3, notify=link_pb2.NotifyMsg(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.live.livebed import next_base_host, scenario, start, weeble
+from tests.live.livebed import next_base_host, scenario, start, under_load, weeble
 from weeble.broker.core.reconfig.plan import AddLeaf, ExchangeLink, RemoveLeaf
 from weeble.check.history import check_run
 from weeble.orchestrator.testbed import Testbed
@@ -39,21 +39,6 @@ def _scenario(ordering: str, **live: Any) -> Any:
         workload={"filter_classes": 3, "subscriptions": 8, "mean_lifetime": 1000,
                   "publish_rate": 40},
         reconfigurations={"ordering": ordering}, live=live or None)
-
-
-async def _under_load(bed: Testbed, s: Any, steps: Any) -> Any:
-    """The scenario's workload for its duration, `steps(manager, workload)` beside it."""
-    addresses = {b: a.listen for b, a in bed.addresses().items()}
-    workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token,
-                            tls=bed.client_tls())
-    loop = asyncio.get_running_loop()
-    async with bed.reconfigurer(clients=workload, t0=loop.time()) as manager:
-        load = asyncio.create_task(workload.run(s.duration))
-        try:
-            result = await steps(manager, workload)
-        finally:
-            stats = await load
-    return result, stats
 
 
 def _judge(bed: Testbed) -> dict[str, Any]:
@@ -87,7 +72,7 @@ def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(tmp_path: Path
             snaps = await bed.snapshots()
             return [done, snaps]
 
-        (records, snaps), stats = asyncio.run(_under_load(bed, s, steps))
+        (records, snaps), stats = asyncio.run(under_load(bed, s, steps))
         assert [r.outcome for r in records] == ["done"] * 4, [(r.rid, r.why) for r in records]
         assert stats.errors == 0, stats.last_error
         # the brokers' own view of the tree is the planned one
@@ -129,7 +114,7 @@ def test_colliding_exchanges_retry_and_both_finish(tmp_path: Path) -> None:
                 manager.reconfigure(ExchangeLink(remove=("b1", "b3"), add=("b2", "b3"))),
                 manager.reconfigure(ExchangeLink(remove=("b2", "b6"), add=("b1", "b6")))))
 
-        records, _ = asyncio.run(_under_load(bed, s, steps))
+        records, _ = asyncio.run(under_load(bed, s, steps))
         assert [r.outcome for r in records] == ["done", "done"], [r.why for r in records]
         phases = [r for b in ("b1", "b2") for r in read_trace(bed.trace_dir / f"{b}.jsonl")
                   if r["kind"] == "reconfig"]
@@ -186,7 +171,7 @@ def test_weeble_reconfigure_against_a_running_testbed(tmp_path: Path) -> None:
                                                              ("r3", "done")]
 
 
-def test_the_colour_scheme_reshapes_a_live_tree_under_load(tmp_path: Path) -> None:
+def test_the_colour_scheme_reshapes_a_live_treeunder_load(tmp_path: Path) -> None:
     # the other mechanism (thesis 4.5): each operation is a request for the root R, carried in
     # its next recolor and active two recolors later; recolor messages over the links only
     s = scenario(
@@ -203,7 +188,7 @@ def test_the_colour_scheme_reshapes_a_live_tree_under_load(tmp_path: Path) -> No
                 ExchangeLink(remove=("b1", "b3"), add=("b2", "b3")), AddLeaf("b7", "b5"),
                 RemoveLeaf("b6"))]
 
-        records, _ = asyncio.run(_under_load(bed, s, steps))
+        records, _ = asyncio.run(under_load(bed, s, steps))
         assert [r.outcome for r in records] == ["done"] * 3, [r.why for r in records]
         assert bed.tree().edges >= {("b2", "b3"), ("b5", "b7")}
         assert not bed.backend.alive("b6") and bed.backend.alive("b7")
@@ -255,7 +240,7 @@ def test_a_leaf_joins_a_tls_run_with_a_certificate_of_its_own(tmp_path: Path) ->
             await asyncio.sleep(2.0)
             return done
 
-        records, stats = asyncio.run(_under_load(bed, s, steps))
+        records, stats = asyncio.run(under_load(bed, s, steps))
         assert [r.outcome for r in records] == ["done"], [(r.rid, r.why) for r in records]
         assert stats.errors == 0, stats.last_error
         config = bed.configs["b7"]

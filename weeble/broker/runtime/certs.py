@@ -66,24 +66,7 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
         .sign(ca_key, hashes.SHA256())
     )
 
-    def leaf(name: str, usage: x509.ObjectIdentifier | list[x509.ObjectIdentifier],
-             sans: list[x509.GeneralName]) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        usages = usage if isinstance(usage, list) else [usage]
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=days))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(ca_key, hashes.SHA256()), key
+    leaf = _signer(ca_name, ca_key, now, days)
 
     server_cert, server_key = leaf(f"{run_id} brokers", ExtendedKeyUsageOID.SERVER_AUTH,
                                    [_san(h) for h in dict.fromkeys(hosts)])
@@ -103,6 +86,32 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
                                               serialization.PrivateFormat.PKCS8,
                                               serialization.NoEncryption()))
     return out
+
+
+def _signer(ca_name: x509.Name, ca_key: ec.EllipticCurvePrivateKey, now: dt.datetime,
+            days: int) -> Any:
+    """leaf(name, usage(s), sans) -> (certificate, key): a certificate the CA signs."""
+
+    def leaf(name: str, usage: x509.ObjectIdentifier | list[x509.ObjectIdentifier],
+             sans: list[x509.GeneralName]) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        usages = usage if isinstance(usage, list) else [usage]
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return builder.sign(ca_key, hashes.SHA256()), key
+
+    return leaf
 
 
 def _broker_cert(d: Path, broker: str, hosts: list[str], leaf: Any) -> tuple[Path, Path]:
@@ -130,25 +139,7 @@ def issue_broker_cert(directory: Path | str, broker: str, hosts: list[str], *,
         ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), password=None)
     except (OSError, ValueError) as e:
         raise ValueError(f"{d}: the run's CA cannot sign a new certificate: {e}") from None
-    now = dt.datetime.now(dt.UTC)
-
-    def leaf(name: str, usages: list[x509.ObjectIdentifier],
-             sans: list[x509.GeneralName]) -> tuple[x509.Certificate, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=days))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        )
-        return builder.sign(ca_key, hashes.SHA256()), key  # type: ignore[arg-type]
-
+    leaf = _signer(ca_cert.subject, ca_key, dt.datetime.now(dt.UTC), days)  # type: ignore[arg-type]
     return _broker_cert(d, broker, hosts, leaf)
 
 
