@@ -40,7 +40,11 @@ from typing import Any
 from weeble.broker.core import corruption
 from weeble.broker.core.events import (
     AddNeighbor,
+    ClientAdvertise,
     ClientPublish,
+    ClientSubscribe,
+    ClientUnadvertise,
+    ClientUnsubscribe,
     Corrupt,
     Deliver,
     Effect,
@@ -133,6 +137,9 @@ Receiver = Callable[[float, str, Any], list[Effect]]
 class Broker:
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
+        if rom.mode is Mode.SKIP_RING:
+            self._compose_skip_ring(rom)
+            return
         if rom.overlay is OverlayKind.COLOURED:
             self._compose_coloured(rom)
             return
@@ -218,6 +225,42 @@ class Broker:
 
     def _unmeasured(self, now: float, event: Any) -> list[Effect]:
         return []  # a round trip is only the optimizer's business
+
+    def _compose_skip_ring(self, rom: Rom) -> None:
+        """Mode skip_ring (seed 003): the topic overlay with its supervisor and publication
+        layer instead of the routing tree; the tree's overlay stays for the links only."""
+        from weeble.broker.core.overlay.skipring.node import SkipRingNode
+
+        self.ram = Ram(OverlayRam(rom.neighbors, rom.parent), RoutingRam(1, False), ExchangeRam())
+        self.overlay = Overlay(rom.broker_id, self.ram.overlay)
+        node = self.skip_ring_node = SkipRingNode(rom)
+        self.layers = {"overlay": self.overlay, node.name: node}
+        self._xram = self.ram.exchange  # never locked: no exchange layer here
+        self.optimize = None
+        self._routing = {}
+        self._coordination = {}
+        refuse = self._not_on_skip_ring
+        self._handlers = {
+            Receive: lambda now, e: node.on_receive(now, e.neighbor, e.message),
+            TimerFired: lambda now, e: node.on_timer(now, e.timer),
+            Start: lambda now, e: node.on_start(now),
+            Corrupt: self._on_corrupt,
+            ClientSubscribe: node.on_subscribe,
+            ClientUnsubscribe: node.on_unsubscribe,
+            ClientPublish: node.on_publish,
+            **dict.fromkeys((ClientAdvertise, ClientUnadvertise, StartExchange, AddNeighbor,
+                             RemoveNeighbor, Leave, SetParent), refuse),
+        }
+
+    def _not_on_skip_ring(self, now: float, event: Any) -> list[Effect]:
+        return [Trace("garbage", {"why": f"{type(event).__name__}: not part of the skip_ring "
+                                         "mode (topics on a supervised skip ring)"})]
+
+    @property
+    def skip_ring(self) -> dict[str, Any] | None:
+        """The skip-ring state (mode skip_ring), as in the snapshot; None in the other modes."""
+        node = getattr(self, "skip_ring_node", None)
+        return None if node is None else node.snapshot()
 
     def _not_on_colours(self, now: float, event: Any) -> list[Effect]:
         return [Trace("garbage", {"why": f"{type(event).__name__}: the coloured overlay "
@@ -357,6 +400,11 @@ class Broker:
             "root": rom.root,
         }
         out.update(self.overlay.snapshot())
+        if getattr(self, "skip_ring_node", None) is not None:
+            out["tables"] = []
+            out["mode"] = "skip_ring"
+            out["skip_ring"] = self.skip_ring_node.snapshot()
+            return out
         out.update(self.routing.snapshot())
         if self.ram.recolor is not None:
             out["overlay"] = self.rom.overlay.value

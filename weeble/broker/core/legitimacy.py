@@ -93,6 +93,7 @@ class SnapshotView:
         self.parent = self.rom.parent
         self.locked = bool(snapshot.get("exchange", {}).get("locked", False))
         self.colours = snapshot.get("colours")  # the coloured overlay (thesis 4.5) only
+        self.skip_ring = snapshot.get("skip_ring")  # mode skip_ring (seed 003) only
         self._adv_tables = [
             [_SnapshotEntry(e["sub_id"], Filter.parse(e["filter"]), e["dest"], int(e["flag"]))
              for e in table]
@@ -133,6 +134,8 @@ def check(
     allowed |= required
     if not brokers:
         return []
+    if getattr(next(iter(brokers.values())), "skip_ring", None) is not None:
+        return _skip_ring(brokers, required, allowed)
     if _colours(next(iter(brokers.values()))) is not None:
         return _coloured_routing(brokers, required, allowed)
     rom0 = next(iter(brokers.values())).rom
@@ -175,6 +178,25 @@ def check(
                 problems += _check_remote(alg, where, held, sides_req.get((v, d), set()),
                                           sides_all.get((v, d), set()))
     return problems
+
+
+def _skip_ring(brokers: Mapping[str, Any], required: set[LiveSub],
+               allowed: set[LiveSub]) -> list[str]:
+    """Mode skip_ring: spec A.12 per topic (overlay/skipring/legitimacy.py)."""
+    from weeble.broker.core.overlay.skipring.legitimacy import snapshot_problems
+    from weeble.broker.core.overlay.skipring.node import NotATopic, topic_of
+
+    def by_topic(subs: set[LiveSub]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for s in subs:
+            try:
+                out.setdefault(topic_of(s.filter), set()).add(s.broker)
+            except NotATopic:
+                continue  # refused by the brokers: holds nothing anywhere
+        return out
+
+    views = {b: broker.skip_ring for b, broker in brokers.items()}
+    return snapshot_problems(views, by_topic(required), by_topic(allowed))
 
 
 def _overlap(f: Filter, g: Filter) -> bool:

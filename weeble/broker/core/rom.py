@@ -281,6 +281,38 @@ class AntiEntropy:
         return 2 * params.pi + (self.rounds() + 1) * self.period + 2 * params.delta_max + 2 * dd
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkipRing:
+    """ROM of the supervised skip ring with topic pub/sub (seed 003, spec A and D.4): the static
+    supervisor set (topics are sharded over it by MurmurHash3), the two Timeout periods, the
+    parameters the paper lost (p(k) = p_base^-k, q) and the switches of our fixes. Only read
+    when `Rom.mode` is skip_ring: the broker then runs the skip-ring layer instead of routing."""
+
+    supervisors: tuple[str, ...] = ()
+    interval: float = 1.0  # a subscriber's Timeout period (one "timeout interval")
+    supervisor_interval: float = 0.25  # the supervisor's Timeout; D.4: >= 4x faster
+    p_base: float = 4.0  # action (ii): p(k) = p_base^-k (the paper's formula was lost)
+    q: float = 0.5  # action (iv)
+    flood: bool = True  # PublishNew over ring and shortcut edges (§4.3)
+    push_hints: bool = True  # spec A.11 improvements (parent label, EmptyTrie push)
+    plausibility: bool = True  # spec A.13-5: an implausible ring neighbour triggers a request
+    suspect_after: int = 3  # silent intervals of a ring neighbour before a Suspect (0: never)
+    seed: int = 0  # the subscribers' coin flips (actions (ii), (iv), the trie partner)
+
+    def validate(self) -> None:
+        if not self.supervisors:
+            raise ConfigError("skip_ring.supervisors: at least one supervisor broker")
+        for name in ("interval", "supervisor_interval"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"skip_ring.{name}: must be > 0, got {getattr(self, name)}")
+        if self.p_base < 1:
+            raise ConfigError(f"skip_ring.p_base: must be >= 1, got {self.p_base}")
+        if not 0 <= self.q <= 1:
+            raise ConfigError(f"skip_ring.q: must be in [0, 1], got {self.q}")
+        if self.suspect_after < 0:
+            raise ConfigError(f"skip_ring.suspect_after: must be >= 0, got {self.suspect_after}")
+
+
 class Heuristic(StrEnum):
     """Who reshapes the tree (thesis ch. 5): Cost-and-Interest, or a baseline of §5.6.1."""
 
@@ -350,6 +382,7 @@ class Rom:
     optimizer: Optimizer | None = None  # the tree optimizer of ch. 5 (layer `optimize`)
     mode: Mode = Mode.LEASING  # how routing tables are kept correct
     anti_entropy: AntiEntropy = AntiEntropy()  # its ROM (mode = anti_entropy)
+    skip_ring: SkipRing = SkipRing()  # its ROM (mode = skip_ring): the topic overlay instead
 
     @property
     def is_root(self) -> bool:

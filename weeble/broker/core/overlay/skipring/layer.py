@@ -19,6 +19,7 @@ from weeble.broker.core.overlay.skipring.member import Delivered, MemberParams, 
 from weeble.broker.core.overlay.skipring.messages import (
     ConfigRequest,
     ConfigRequestFor,
+    Publish,
     Subscribe,
     Suspect,
     Unsubscribe,
@@ -26,7 +27,7 @@ from weeble.broker.core.overlay.skipring.messages import (
 from weeble.broker.core.overlay.skipring.supervisor import TopicSupervisor
 from weeble.broker.core.overlay.skipring.trie import Publication
 
-SUPERVISOR_MESSAGES = (Subscribe, Unsubscribe, ConfigRequest, ConfigRequestFor, Suspect)
+SUPERVISOR_MESSAGES = (Subscribe, Unsubscribe, ConfigRequest, ConfigRequestFor, Suspect, Publish)
 
 
 def supervisor_of(topic: str, supervisors: tuple[str, ...]) -> str:
@@ -45,6 +46,9 @@ class SkipRingLayer:
         self.members: dict[str, TopicMember] = {}
         self.supervised: dict[str, TopicSupervisor] = {}
         self.rejected = 0
+
+    def supervisor_of(self, topic: str) -> str:
+        return supervisor_of(topic, self.supervisors)
 
     def member(self, topic: str) -> TopicMember:
         m = self.members.get(topic)

@@ -11,6 +11,7 @@ measurements that start in SR(n)).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass
 
 from weeble.broker.core.overlay.skipring.labels import ring_order, shortcut_labels
@@ -95,3 +96,64 @@ def install(sup: TopicSupervisor, members: Mapping[str, TopicMember], order: Ite
         m.label, m.left, m.right, m.ring = st.label, st.left, st.right, st.ring
         m.shortcuts = dict(st.shortcuts)
         m.store.rebuild(pubs)
+
+
+# ---- over broker snapshots (the simulator's brokers and live admin snapshots alike) ----------
+
+
+def snapshot_problems(views: Mapping[str, Mapping[str, Any]],
+                      required: Mapping[str, set[str]],
+                      allowed: Mapping[str, set[str]]) -> list[str]:
+    """Spec A.12 over the brokers' `skip_ring` snapshots (`SkipRingNode.snapshot`): for every
+    topic, a clean database whose members include every broker with a required subscription
+    to the topic and no broker without an allowed one, every member storing exactly its SR(n)
+    state, and every member's trie holding the same publications (one digest)."""
+    out: list[str] = []
+    topics = set(required) | {t for v in views.values() for t in v.get("supervised", {})}
+    topics |= {t for v in views.values() for t in v.get("members", {})}
+    for topic in sorted(topics):
+        sups = [(b, v["supervised"][topic]) for b, v in sorted(views.items())
+                if topic in v.get("supervised", {})]
+        need, may = required.get(topic, set()), allowed.get(topic, set()) | required.get(topic,
+                                                                                        set())
+        holders = {b for b, v in views.items() if topic in v.get("members", {})
+                   and not v["members"][topic].get("leaving")}
+        if not sups:
+            if need:
+                out.append(f"{topic}: no supervisor holds the topic")
+            continue
+        _, sup = sups[0]
+        if sup.get("corrupted"):
+            out.append(f"{topic}: supervisor database corrupted")
+            continue
+        db = {int(i): v for i, v in sup["db"].items()}
+        members = set(db.values())
+        if not need <= members or not members <= may:
+            out.append(f"{topic}: database members differ: missing "
+                       f"{sorted(need - members)[:5]}, extra {sorted(members - may)[:5]}")
+            continue
+        if holders - members:
+            out.append(f"{topic}: {sorted(holders - members)[:5]} act as members unrecorded")
+        if not db:
+            continue
+        expected = expected_state(db)
+        digests: set[Any] = set()
+        for v, exp in sorted(expected.items()):
+            got = views.get(v, {}).get("members", {}).get(topic)
+            if got is None:
+                out.append(f"{topic}: {v} holds no member state")
+                continue
+            want = {"label": exp.label, "left": _ref(exp.left), "right": _ref(exp.right),
+                    "ring": _ref(exp.ring),
+                    "shortcuts": {str(k): n for k, n in sorted(exp.shortcuts.items())}}
+            have = {k: got.get(k) for k in want}
+            if have != want:
+                out.append(f"{topic}: {v}: {have} != expected {want}")
+            digests.add((got.get("pubs"), got.get("digest")))
+        if len(digests) > 1:
+            out.append(f"{topic}: members' tries differ: {sorted(map(str, digests))[:4]}")
+    return out
+
+
+def _ref(r: Ref | None) -> list[Any] | None:
+    return None if r is None else [r.node, r.label]

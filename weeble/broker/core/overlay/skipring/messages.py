@@ -82,6 +82,19 @@ class Suspect:
         return _HDR + 2 * _ID
 
 
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A publication from a broker that is no member of the topic (spec D.3): the supervisor
+    hands it to the member labelled r(0), which floods it."""
+
+    topic: str
+    node: str
+    pub: Publication
+
+    def size(self) -> int:
+        return _HDR + 2 * _ID + 8 + len(self.pub.payload)
+
+
 # ---- supervisor → subscriber ----------------------------------------------------------------
 
 
@@ -234,7 +247,8 @@ class PublishNew:
         return _HDR + 2 * _ID + 8 + len(self.pub.payload)
 
 
-SupervisorMessage = Subscribe | Unsubscribe | ConfigRequest | ConfigRequestFor | Suspect
+SupervisorMessage = (Subscribe | Unsubscribe | ConfigRequest | ConfigRequestFor | Suspect
+                     | Publish)
 MemberMessage = (Config | Probe | NotMember | Introduce | LabelFix | IntroduceShortcut | RemoveMe
                  | CheckTrie | CheckAndPublish | SendPrefix | DeliverPublications | PublishNew)
 SkipRingMessage = SupervisorMessage | MemberMessage

@@ -33,6 +33,8 @@ from weeble.broker.core.overlay.skipring.messages import (
     ConfigRequestFor,
     NotMember,
     Probe,
+    Publish,
+    PublishNew,
     Ref,
     Subscribe,
     SupervisorMessage,
@@ -221,6 +223,11 @@ class TopicSupervisor:
                 if u in self.dead:
                     return [Send(v, NotMember(topic=self.topic, node=u))]
                 return self._configure(u, own=False)
+            case Publish(node=v, pub=pub):
+                entry = self.db.get(0)
+                if entry is None:  # no member: nobody is subscribed to hold it
+                    return []
+                return [Send(entry, PublishNew(topic=self.topic, node=v, pub=pub))]
             case Unsubscribe(node=v):
                 out = self._remove(v)
                 out.append(Send(v, Config(topic=self.topic, label=None, pred=None, succ=None)))
