@@ -141,13 +141,17 @@ class Deliveries:
         # R13(d), online: `timed(hops, delta_max, tolerance)` turns it on
         self.hops: dict[str, dict[str, int]] | None = None
         self.dmax = self.tau = self.worst_path = 0.0
+        self.history = False  # mode skip_ring: see `timed`
         self.path_violations: list[tuple[float, float, str, float, float]] = []
 
     def timed(self, hops: dict[str, dict[str, int]], delta_max: float,
-              tolerance: float) -> None:
+              tolerance: float, history: bool = False) -> None:
         """Also check the path rule R13(d) on every first delivery (publish with `broker`,
-        deliver with `at`)."""
+        deliver with `at`). `history` (mode skip_ring, where a newcomer catches up on the
+        topic's earlier publications): only deliveries to clients subscribed by the
+        publication's t − A are held to the path rule; the others are history."""
         self.hops, self.dmax, self.tau = hops, delta_max, tolerance
+        self.history = history
 
     # ---- the subscription history (R1) ----
 
@@ -298,7 +302,8 @@ class Deliveries:
         # case: a running subscription that matched at publication allows it (R4), no matching.
         s = pub.candidates.get(client)
         delivered[client] = (s is not None and s.end == INF) or self._allowed(t, client, pub)
-        if pub.hops is not None and at is not None:  # R13(d)
+        if pub.hops is not None and at is not None and (  # R13(d)
+                not self.history or (s is not None and s.start <= pub.t - self.A + EPS)):
             delay = t - pub.t
             if delay > self.worst_path:
                 self.worst_path = delay

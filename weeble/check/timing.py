@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weeble.check.rules import TIMING_TOLERANCE
+from weeble.check.deliveries import EPS, INF
 from weeble.trace.header import RunHeader
 
 KINDS = ("hop", "refresh", "timer", "path")
@@ -62,6 +63,11 @@ class Timing:
         p = header.params
         self.dmin, self.dmax, self.rho, self.tau = p.delta_min, p.delta_max, p.rho, tolerance
         self.hops = header.path_hops()
+        # mode skip_ring: a newcomer catches up on history, which the path rule does not time
+        # (Deliveries.timed): client -> when its running subscriptions began
+        self.history = header.skip_ring is not None
+        self.activation = header.activation
+        self.started: dict[str, dict[str, float]] = {}
         self.sends: dict[tuple[str, str, int], float] = {}
         self.last_refresh: dict[tuple[str, str], float] = {}  # running subscriptions
         self.published: dict[tuple[str, int], tuple[float, str]] = {}  # -> (t_p, broker)
@@ -81,12 +87,19 @@ class Timing:
                 if sent is not None:
                     self._hop(sent, t, r["to"])
         elif kind in ("subscribe", "refresh"):
+            if kind == "subscribe" and self.history:
+                self.started.setdefault(r["client"], {}).setdefault(r["sub_id"], t)
             key = (r["client"], r["sub_id"])
             last = self.last_refresh.get(key)
             self.last_refresh[key] = t
             if last is not None:
                 self._measure("refresh", t - last, self.rho, last, t, r["broker"])
         elif kind in ("unsubscribe", "crash"):
+            if self.history:
+                if r.get("sub_id") is None:
+                    self.started.pop(r["client"], None)
+                else:
+                    self.started.get(r["client"], {}).pop(r["sub_id"], None)
             if r.get("sub_id") is None:
                 for key in [k for k in self.last_refresh if k[0] == r["client"]]:
                     del self.last_refresh[key]
@@ -103,6 +116,9 @@ class Timing:
             if pub is not None and pair not in self.first:
                 self.first.add(pair)
                 hops = self.hops.get(pub[1], {}).get(r["broker"])
+                if self.history and min(self.started.get(r["client"], {}).values(),
+                                        default=INF) > pub[0] - self.activation + EPS:
+                    hops = None  # history (or a join still settling): not timed
                 if hops is not None:
                     self._measure("path", t - pub[0], hops * self.dmax, pub[0], t, r["broker"])
 

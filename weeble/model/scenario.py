@@ -16,6 +16,7 @@ Example (every field that has a default may be left out):
     topology: {kind: kary, m: 3, levels: 3}
     routing: {algorithm: identity, hierarchical: true}
     mode: leasing            # or anti_entropy (seed 002; knobs in `anti_entropy:`), skip_ring
+                             # (seed 003; knobs in `skip_ring:`, subscriptions `topic == "x"`)
     timing: {pi: 30.2, rho: 30, delta_min: 0.025, delta_max: 0.025, delay: constant}
     workload: {filter_classes: 20, subscriptions: 200, mean_lifetime: 120, publish_rate: 50}
     subscriptions:
@@ -97,6 +98,7 @@ from weeble.broker.core.rom import (
     Params,
     Rom,
     leased_like,
+    SkipRing,
 )
 from weeble.model import topology as topo
 from weeble.model.errors import problems
@@ -479,6 +481,26 @@ class AntiEntropySpec(_Model):
         return AntiEntropy(**self.model_dump())
 
 
+class SkipRingSpec(_Model):
+    """The skip_ring mode's knobs (seed 003; the core's `SkipRing` says what each does).
+    Defaults are spec D.4: p(k) = 4^-k, q = 1/2, the supervisor's Timeout 4x the members'."""
+
+    supervisors: list[str] | None = None  # default: the root broker
+    interval: float = Field(default=1.0, gt=0)  # s: a member's Timeout
+    supervisor_interval: float = Field(default=0.25, gt=0)  # s: the supervisor's Timeout
+    p_base: float = Field(default=4.0, ge=1)
+    q: float = Field(default=0.5, ge=0, le=1)
+    flood: bool = True
+    push_hints: bool = True
+    plausibility: bool = True
+    suspect_after: int = Field(default=3, ge=0)
+
+    def rom(self, root: str, seed: int) -> SkipRing:
+        fields = self.model_dump()
+        fields["supervisors"] = tuple(self.supervisors or (root,))
+        return SkipRing(**fields, seed=seed)
+
+
 # ---- the scenario ---------------------------------------------------------------------------
 
 
@@ -564,6 +586,7 @@ class Scenario(_Model):
     # (seed 002: Bloom sketches per tree edge, its knobs in `anti_entropy:`), skip_ring (seed 003)
     mode: Mode = Mode.LEASING
     anti_entropy: AntiEntropySpec | None = None
+    skip_ring: SkipRingSpec | None = None  # mode skip_ring: the topic overlay's knobs
 
     _built: tuple[object, Topology] | None = PrivateAttr(default=None)
 
@@ -624,8 +647,13 @@ class Scenario(_Model):
                        hierarchical=r.hierarchical, wrapper=r.wrapper, options=options,
                        adverts=r.adverts, ordering=self.reconfigurations.ordering,
                        optimizer=o.rom(b, p, c, self.seed) if o is not None else None,
-                       mode=self.mode, anti_entropy=self.anti_entropy_rom, **overlay)
+                       mode=self.mode, anti_entropy=self.anti_entropy_rom,
+                       skip_ring=self.skip_ring_rom, **overlay)
                 for b in topology.brokers}
+
+    @property
+    def skip_ring_rom(self) -> SkipRing:
+        return (self.skip_ring or SkipRingSpec()).rom(self.root_broker, self.seed)
 
     @property
     def anti_entropy_rom(self) -> AntiEntropy:
@@ -635,6 +663,8 @@ class Scenario(_Model):
     def bound(self) -> float:
         """Δ, the worst-case stabilization time of the configured algorithm (the coloured
         overlay: ∆r of Eq. 4.3, the overlay's own bound, when it is the longer one)."""
+        if self.mode is Mode.SKIP_RING:  # the skip ring's own (core SkipRing.bound)
+            return self.skip_ring_rom.bound(self.params, len(self.build_topology().brokers))
         if self.mode is Mode.ANTI_ENTROPY:
             routing = self.anti_entropy_rom.bound(self.params)
         else:
@@ -845,7 +875,7 @@ def _check_reconfigurations(s: Scenario) -> None:
 
 
 # the modes `weeble simulate` and `weeble run` carry out
-BUILT_MODES = (Mode.LEASING, Mode.ANTI_ENTROPY)
+BUILT_MODES = (Mode.LEASING, Mode.ANTI_ENTROPY, Mode.SKIP_RING)
 
 
 def _check_mode(s: Scenario) -> None:
@@ -857,6 +887,7 @@ def _check_mode(s: Scenario) -> None:
     if s.anti_entropy is not None and s.mode is not Mode.ANTI_ENTROPY:
         raise _Invalid("anti_entropy", f"only the anti_entropy mode has it (mode: "
                        f"{s.mode.value}; set mode: anti_entropy)")
+    _check_skip_ring(s)
     if s.mode is not Mode.ANTI_ENTROPY:
         for i, fault in enumerate(s.chaos.faults if s.chaos is not None else []):
             if str(getattr(fault, "field", "")).startswith("sketch."):
@@ -876,6 +907,45 @@ def _check_mode(s: Scenario) -> None:
         raise _Invalid("reconfigurations", "the anti_entropy mode does not reshape its tree yet")
     if s.optimizer is not None and s.optimizer.heuristic != "none":
         raise _Invalid("optimizer", "the anti_entropy mode does not reshape its tree yet")
+
+
+def _check_skip_ring(s: Scenario) -> None:
+    """The skip_ring mode is topic-based (seed 003): subscriptions name a topic, publications
+    carry one; it replaces the routing tree, so nothing may reshape that tree."""
+    if s.skip_ring is not None and s.mode is not Mode.SKIP_RING:
+        raise _Invalid("skip_ring", f"only the skip_ring mode has it (mode: {s.mode.value}; "
+                       "set mode: skip_ring)")
+    if s.mode is not Mode.SKIP_RING:
+        return
+    from weeble.broker.core.overlay.skipring.node import TOPIC, NotATopic, topic_of
+
+    brokers = s.build_topology().brokers
+    for i, b in enumerate((s.skip_ring or SkipRingSpec()).supervisors or ()):
+        if b not in brokers:
+            raise _Invalid(f"skip_ring.supervisors[{i}]", f"unknown broker {b!r} "
+                           f"(brokers: {_listing(brokers)})")
+    try:
+        s.skip_ring_rom.validate()
+    except ConfigError as exc:
+        field, _, problem = str(exc).partition(": ")
+        raise _Invalid(field, problem) from None
+    for i, sub in enumerate(s.subscriptions):
+        try:
+            topic_of(Filter.parse(sub.filter))
+        except NotATopic as exc:
+            raise _Invalid(f"subscriptions[{i}].filter", str(exc)) from None
+    for i, pub in enumerate(s.publications):
+        if not isinstance(pub.attributes.get(TOPIC), str):
+            raise _Invalid(f"publications[{i}].attributes", f"the skip_ring mode is "
+                           f"topic-based: a publication names its `{TOPIC}` (a string)")
+    if s.overlay.kind is not OverlayKind.STATIC:
+        raise _Invalid("overlay.kind", "the skip_ring mode keeps its own overlay per topic")
+    if s.reconfigurations.operations:
+        raise _Invalid("reconfigurations", "the skip_ring mode has no tree to reshape")
+    if s.optimizer is not None and s.optimizer.heuristic != "none":
+        raise _Invalid("optimizer", "the skip_ring mode has no tree to reshape")
+    if s.routing.adverts:
+        raise _Invalid("routing.adverts", "the skip_ring mode routes by topic, not adverts")
 
 
 def _check_optimizer(s: Scenario) -> None:

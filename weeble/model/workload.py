@@ -15,7 +15,8 @@ The randomized workload is the thesis's "seed 000" setup (spec §4.1):
   is memoryless, so this *is* the equilibrium and no warm-up is needed. Warm-start subscriptions
   have been live for a while: their first refresh is uniformly random in (0, ρ], instead of all
   refreshing in lockstep at multiples of ρ; an arrival's first refresh is ρ after it;
-- filter `class == k`, k uniform in [0, z); subscriber at a uniformly random leaf (or any broker);
+- filter `class == k` (mode skip_ring: topic `topic == "t<k>"`), k uniform in [0, z); subscriber
+  at a uniformly random leaf (or any broker);
 - publications: Poisson with global rate ω at a uniformly random leaf (or any broker, or the
   root), attributes {class: k}, k uniform. Publisher `p<broker>` numbers its notifications 1, 2, …;
 - each workload subscription is its own client `c<n>`, subscription id `c<n>/0`. A fraction
@@ -40,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from weeble.broker.core.filters import Filter, Value
+from weeble.broker.core.rom import Mode
 from weeble.model.scenario import Scenario
 
 INF = math.inf
@@ -161,6 +163,12 @@ def _placements(scenario: Scenario) -> tuple[list[str], list[str]]:
     return subscribers, publishers
 
 
+def topic_name(cls: int) -> str:
+    """The topic of filter class k in the topic-based skip_ring mode: subscriptions are
+    `topic == "t<k>"` and publications carry {class: k, topic: "t<k>"}."""
+    return f"t{cls}"
+
+
 def _workload_subscriptions(scenario: Scenario, seed: int, until: float) -> Iterator[Subscribe]:
     w = scenario.workload
     if w is None or w.subscriptions == 0:
@@ -170,6 +178,7 @@ def _workload_subscriptions(scenario: Scenario, seed: int, until: float) -> Iter
     rho, z, lifetime = scenario.timing.rho, w.filter_classes, w.mean_lifetime
     rate = w.subscriptions / lifetime
     crash_fraction = w.subscribers_crash
+    topics = scenario.mode is Mode.SKIP_RING
     filters: dict[int, Filter] = {}
     n = 0
 
@@ -179,7 +188,8 @@ def _workload_subscriptions(scenario: Scenario, seed: int, until: float) -> Iter
         cls = rng.randrange(z)
         f = filters.get(cls)
         if f is None:
-            f = filters[cls] = Filter.equals("class", cls)
+            f = filters[cls] = (Filter.equals("topic", topic_name(cls)) if topics
+                                else Filter.equals("class", cls))
         broker = brokers[rng.randrange(len(brokers))]
         end = t + rng.expovariate(1.0 / lifetime)
         crashes = crash_fraction > 0 and rng.random() < crash_fraction
@@ -204,6 +214,7 @@ def _workload_publications(scenario: Scenario, seed: int, until: float) -> Itera
     rng = random.Random(f"{seed}:publications")
     _, brokers = _placements(scenario)
     publisher = {b: f"p{b}" for b in brokers}
+    topics = scenario.mode is Mode.SKIP_RING
     attributes: dict[int, dict[str, Value]] = {}
     t = rng.expovariate(w.publish_rate)
     while t <= until:
@@ -211,7 +222,8 @@ def _workload_publications(scenario: Scenario, seed: int, until: float) -> Itera
         cls = rng.randrange(w.filter_classes)
         attrs = attributes.get(cls)
         if attrs is None:
-            attrs = attributes[cls] = {"class": cls}
+            attrs = attributes[cls] = ({"class": cls, "topic": topic_name(cls)} if topics
+                                       else {"class": cls})
         yield Publish(t=t, broker=broker, publisher=publisher[broker], seq=0, attributes=attrs,
                       cls=cls)
         t += rng.expovariate(w.publish_rate)

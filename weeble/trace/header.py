@@ -19,6 +19,7 @@ from weeble.broker.core.rom import (
     ConfigError,
     Options,
     Params,
+    SkipRing,
     leased_like,
 )
 from weeble.trace.schema import VERSION
@@ -28,7 +29,7 @@ RUN_FIELDS = ("scenario", "algorithm", "hierarchical", "wrapper", "options", "pi
               "delta_min", "delta_max", "d", "bound", "topology", "seed", "backend", "clock",
               "versions", "duration", "snapshot_period", "check_period", "run_id", "adverts",
               "ordering", "overlay", "overlay_bound", "reconfigured", "recolor_period", "mode",
-              "anti_entropy")
+              "anti_entropy", "skip_ring")
 
 
 class HeaderError(ValueError):
@@ -115,13 +116,36 @@ class RunHeader:
     # Issue 14: how routing tables are kept correct, and the anti-entropy mode's ROM (its Δ)
     mode: str = "leasing"
     anti_entropy: AntiEntropy | None = None
+    # mode skip_ring: its periods {interval, supervisor_interval} set its windows (`sr_*`
+    # below) in place of the tree's d·δmax
+    skip_ring: dict[str, float] | None = None
 
     # ---- the constants of the correctness rules (weeble.check.rules explains each) ----
+
+    # ---- mode skip_ring (seed 003): the windows of a topic overlay beside the tree ----
+
+    @property
+    def sr_levels(self) -> int:
+        return SkipRing.levels(len(self.topology.brokers))
+
+    @property
+    def sr_interval(self) -> float:
+        assert self.skip_ring is not None
+        return float(self.skip_ring["interval"])
+
+    @property
+    def sr_bound(self) -> float:
+        """Δ of the skip ring (core SkipRing.bound)."""
+        sr = SkipRing(interval=self.sr_interval,
+                      supervisor_interval=float(self.skip_ring["supervisor_interval"]))  # type: ignore[index]
+        return sr.bound(self.params, len(self.topology.brokers))
 
     @property
     def bound(self) -> float:
         """Δ: the algorithm's worst-case stabilization time (core Params.bound); with a
-        coloured overlay, ∆r (Eq. 4.3) when it is longer."""
+        coloured overlay, ∆r (Eq. 4.3) when it is longer; the skip ring's in mode skip_ring."""
+        if self.skip_ring is not None:
+            return self.sr_bound
         if self.anti_entropy is not None:
             routing = self.anti_entropy.bound(self.params)
         else:
@@ -130,13 +154,21 @@ class RunHeader:
 
     @property
     def path(self) -> float:
-        """d·δmax: the longest a legal message journey through the tree takes."""
+        """d·δmax: the longest a legal message journey through the tree takes. Mode skip_ring:
+        a flooded publication crosses ≤ ⌈log₂ n⌉ ring hops after ≤ 2 to reach the ring (the
+        supervisor's hand-off), and anti-entropy repairs what flooding missed within about
+        two member intervals (spec C.1-13): (⌈log₂ n⌉ + 2)·δmax + 2·interval."""
+        if self.skip_ring is not None:
+            return (self.sr_levels + 2) * self.params.delta_max + 2 * self.sr_interval
         return self.params.d * self.params.delta_max
 
     def path_hops(self) -> dict[str, dict[str, int]]:
         """The hops of the path rule R13(d) between brokers: in the tree of `topology`, or d
         (which bounds every tree's diameter) when reconfigurations change the tree."""
         hops = self.topology.hops()
+        if self.skip_ring is not None:  # not the tree: any delivery within `path`
+            ring = self.path / self.params.delta_max
+            return {a: dict.fromkeys(others, ring) for a, others in hops.items()}  # type: ignore
         if self.reconfigured:
             return {a: dict.fromkeys(others, self.params.d) for a, others in hops.items()}
         return hops
@@ -149,7 +181,11 @@ class RunHeader:
 
     @property
     def activation(self) -> float:
-        """A = d·δmax + ρ (+ 2ξ): a subscription must be served once it is this old."""
+        """A = d·δmax + ρ (+ 2ξ): a subscription must be served once it is this old. Mode
+        skip_ring: a broker that joins a topic is in its ring a few intervals later (its
+        Config, the introductions, the shortcuts: ⌈log₂ n⌉ + 2 intervals), then as above."""
+        if self.skip_ring is not None:
+            return self.path + self.params.rho + (self.sr_levels + 2) * self.sr_interval
         return self.path + self.params.rho + self.switch
 
     @property
@@ -166,12 +202,20 @@ class RunHeader:
 
     @property
     def settle(self) -> float:
-        """A subscription is required in the routing tables once it is d·δmax (+ 2ξ) old."""
+        """A subscription is required in the routing tables once it is d·δmax (+ 2ξ) old. Mode
+        skip_ring: its broker's place in SR(n), with every shortcut, once the join has settled
+        (the activation time)."""
+        if self.skip_ring is not None:
+            return self.activation
         return self.path + self.switch
 
     @property
     def linger(self) -> float:
-        """An ended subscription may stay in the tables up to 2π + d·δmax (+ 2ξ)."""
+        """An ended subscription may stay in the tables up to 2π + d·δmax (+ 2ξ). Mode
+        skip_ring: the leave (the supervisor's grant) and the relabelling it causes settle
+        like a join."""
+        if self.skip_ring is not None:
+            return 2 * self.params.pi + self.activation
         return 2 * self.params.pi + self.path + self.switch
 
     @classmethod
@@ -201,7 +245,8 @@ class RunHeader:
             recolor_period=None if colours is None else colours.xi,
             mode=str(scenario.mode),
             anti_entropy=(scenario.anti_entropy_rom if str(scenario.mode) == "anti_entropy"
-                          else None))
+                          else None),
+            skip_ring=_skip_ring_periods(scenario))
 
     # ---- record <-> header ----
 
@@ -234,6 +279,8 @@ class RunHeader:
             out["mode"] = self.mode
         if self.anti_entropy is not None:
             out["anti_entropy"] = asdict(self.anti_entropy)
+        if self.skip_ring is not None:
+            out["skip_ring"] = dict(self.skip_ring)
         return out
 
     @classmethod
@@ -267,7 +314,8 @@ class RunHeader:
                 recolor_period=_opt_float(rec.get("recolor_period")),
                 mode=str(rec.get("mode", "leasing")),
                 anti_entropy=(AntiEntropy(**rec["anti_entropy"]) if rec.get("anti_entropy")
-                              else None))
+                              else None),
+                skip_ring=_skip_ring_record(rec.get("skip_ring")))
             if header.anti_entropy is not None:
                 header.anti_entropy.validate()
         except KeyError as exc:
@@ -285,3 +333,24 @@ class RunHeader:
 
 def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _skip_ring_periods(scenario: Any) -> dict[str, float] | None:
+    if str(getattr(scenario, "mode", "leasing")) != "skip_ring":
+        return None
+    sr = scenario.skip_ring_rom
+    return {"interval": sr.interval, "supervisor_interval": sr.supervisor_interval}
+
+
+def _skip_ring_record(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise HeaderError("skip_ring: not a JSON object")
+    try:
+        out = {k: float(value[k]) for k in ("interval", "supervisor_interval")}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HeaderError(f"skip_ring: {exc!r}") from None
+    if min(out.values()) <= 0:
+        raise HeaderError(f"skip_ring: periods must be > 0, got {out}")
+    return out

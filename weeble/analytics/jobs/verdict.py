@@ -18,6 +18,7 @@ from typing import Any
 
 from weeble.analytics.jobs.context import Context
 from weeble.check.episodes import Episode, Fault
+from weeble.check.history import unpromised
 from weeble.check.timing import Violation
 from weeble.check.verdict import judge
 
@@ -63,7 +64,8 @@ def run(ctx: Context, stabilization: dict[str, Any],
                    e["service_time"], e["service_status"], e["state_time"], e["state_status"])
            for e in sorted(episodes.values(), key=lambda e: e["episode"])]
     verdict = judge(bound=bound, deactivation=ctx.header.deactivation, run_end=ctx.end,
-                    faults=faults, episodes=eps, prefix=counts(-1), violations=violations,
+                    faults=faults, episodes=eps,
+                    prefix=unpromised(ctx.header, counts(-1)), violations=violations,
                     losses={e.index: counts(e.index) for e in eps},
                     reconfigurations=reconfigurations or [])
     if verdict["faults"]:

@@ -312,6 +312,19 @@ class SkipRing:
         if self.suspect_after < 0:
             raise ConfigError(f"skip_ring.suspect_after: must be >= 0, got {self.suspect_after}")
 
+    @staticmethod
+    def levels(n: int) -> int:
+        """⌈log₂ n⌉ for n brokers: SR(n)'s diameter bound (spec A.3), at least 1."""
+        return max(1, (n - 1).bit_length())
+
+    def bound(self, params: Params, n: int) -> float:
+        """Δ of the skip ring over n brokers (spec C.1-10, A.7 [R]): labels are right within n
+        supervisor Timeouts of a clean database, ring neighbours within 2n, the shortcuts about
+        one member interval per level after that; plus π for the local leases and two intervals
+        of message delay and anti-entropy."""
+        return (2 * n * self.supervisor_interval + (self.levels(n) + 2) * self.interval
+                + params.pi)
+
 
 class Heuristic(StrEnum):
     """Who reshapes the tree (thesis ch. 5): Cost-and-Interest, or a baseline of §5.6.1."""

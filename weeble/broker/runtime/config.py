@@ -45,6 +45,7 @@ from weeble.broker.core.rom import (
     Params,
     Rom,
     leased_like,
+    SkipRing,
 )
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.private import write_private
@@ -155,6 +156,7 @@ class BrokerConfig(_Strict):
     optimizer: dict[str, Any] | None = None  # the tree optimizer's ROM (rom.Optimizer's fields)
     mode: Mode = Mode.LEASING  # how routing tables are kept correct (rom.Mode)
     anti_entropy: dict[str, Any] | None = None  # the anti-entropy ROM (rom.AntiEntropy's fields)
+    skip_ring: dict[str, Any] | None = None  # the skip-ring ROM (rom.SkipRing's fields)
     neighbors: dict[str, str] = Field(default_factory=dict)  # neighbour id -> its listen address
     # the address book: every other broker of the run a link may be opened to at run time
     # (reconfiguration: new neighbours, the link exchange's out-of-band channels)
@@ -244,6 +246,7 @@ class BrokerConfig(_Strict):
             optimizer=_optimizer(self.optimizer),
             mode=self.mode,
             anti_entropy=_anti_entropy(self.anti_entropy),
+            skip_ring=_skip_ring(self.skip_ring, self.mode),
         )
 
     @staticmethod
@@ -259,7 +262,8 @@ class BrokerConfig(_Strict):
                 "optimizer": asdict(rom.optimizer) if rom.optimizer is not None else None,
                 "mode": rom.mode,
                 "anti_entropy": asdict(rom.anti_entropy) if rom.mode is Mode.ANTI_ENTROPY
-                else None}
+                else None,
+                "skip_ring": asdict(rom.skip_ring) if rom.mode is Mode.SKIP_RING else None}
 
     def limits(self) -> Limits:
         t = self.tuning
@@ -325,3 +329,16 @@ def _anti_entropy(fields: dict[str, Any] | None) -> AntiEntropy:
     except (TypeError, ValueError) as e:
         raise ConfigError(f"anti_entropy: {e}") from None
     return ae
+
+
+def _skip_ring(fields: dict[str, Any] | None, mode: Mode) -> SkipRing:
+    """The skip-ring ROM from its config fields (lists from YAML become tuples)."""
+    try:
+        fields = dict(fields or {})
+        fields["supervisors"] = tuple(fields.get("supervisors", ()))
+        sr = SkipRing(**fields)
+        if mode is Mode.SKIP_RING:
+            sr.validate()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"skip_ring: {e}") from None
+    return sr

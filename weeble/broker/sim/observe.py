@@ -49,7 +49,7 @@ class Observers:
         # more observers(t, node, kind, fields) of the manager's `reconfiguration` records
         self.listeners: list[Callable[[float, str, str, dict[str, Any]], None]] = []
         self.deliveries.timed(header.path_hops(), header.params.delta_max,
-                              TIMING_TOLERANCE)
+                              TIMING_TOLERANCE, history=header.skip_ring is not None)
         if sink is not None:
             sink.header(0.0, SIM, header.fields())
 

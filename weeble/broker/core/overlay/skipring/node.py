@@ -183,8 +183,8 @@ class SkipRingNode:
         m = self.layer.member(topic)
         if m.member:
             return self._effects(now, m.publish(pub))
-        return [Send(self.layer.supervisor_of(topic),  # type: ignore[arg-type]
-                     Publish(topic=topic, node=self.me, pub=pub))]
+        return self._effects(now, [Send(self.layer.supervisor_of(topic),  # type: ignore[arg-type]
+                                        Publish(topic=topic, node=self.me, pub=pub))])
 
     # ---- messages -------------------------------------------------------------------------
 
