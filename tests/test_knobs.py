@@ -134,7 +134,8 @@ def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
     # the tree's, and the overlay's and advertisements' (tests below)
     assert rom_fields - reached == {"broker_id", "neighbors", "overlay", "adverts", "optimizer",
                                     *(f"colours.{k}" for k, _ in OVERLAY_KNOBS), "mode",
-                                    *(f"anti_entropy.{k}" for k, _ in AE_KNOBS)}
+                                    *(f"anti_entropy.{k}" for k, _ in AE_KNOBS),
+                                    *(f"skip_ring.{k}" for k, _ in SR_KNOBS), "skip_ring.seed"}
 
 
 # The anti-entropy mode's knobs (seed 002), each to the ROM field of the same name.
@@ -152,6 +153,28 @@ def test_every_anti_entropy_knob_reaches_its_rom_field(knob: str, value: Any) ->
     changed = dataclasses.asdict(AntiEntropySpec(**{knob: value}).rom())
     assert {k for k in base if base[k] != changed[k]} == {knob}
     assert {k for k, _ in AE_KNOBS} == set(AntiEntropySpec.model_fields) == set(base)
+
+
+# The skip-ring mode's knobs (seed 003), each to the ROM field of the same name; the ROM's
+# `seed` is the run's.
+SR_KNOBS: list[tuple[str, Any]] = [
+    ("supervisors", ["b1", "b2"]), ("interval", 2.0), ("supervisor_interval", 0.5),
+    ("p_base", 2.0), ("q", 0.25), ("flood", False), ("push_hints", False),
+    ("plausibility", False), ("suspect_after", 0), ("history", True)]
+
+
+@pytest.mark.parametrize(("knob", "value"), SR_KNOBS, ids=[k for k, _ in SR_KNOBS])
+def test_every_skip_ring_knob_reaches_its_rom_field(knob: str, value: Any,
+                                                    tmp_path: Path) -> None:
+    base = parse_scenario({**BASE, "mode": "skip_ring"})
+    scenario = parse_scenario({**BASE, "mode": "skip_ring", "skip_ring": {knob: value}})
+    before, after = (dataclasses.asdict(s.roms()["b1"].skip_ring) for s in (base, scenario))
+    assert {k for k in before if before[k] != after[k]} == {knob}
+    assert after[knob] == (tuple(value) if knob == "supervisors" else value)
+    assert live_roms(scenario, tmp_path / "runs") == scenario.roms()
+    from weeble.model.scenario import SkipRingSpec
+
+    assert {k for k, _ in SR_KNOBS} == set(SkipRingSpec.model_fields) == set(before) - {"seed"}
 
 
 # The tree optimizer's knobs (ch. 5) and the fields of its ROM (`Optimizer`) they must change;

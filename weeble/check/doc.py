@@ -133,6 +133,22 @@ def render() -> str:
         "covering2, 4π + d·δmax for merging (weeble's fix of the printed bound), and "
         "max(2π, d·δmax) for flooding.",
         "",
+        "`mode` (absent: `leasing`) says how the brokers keep their state correct. In mode "
+        "`skip_ring` (seed 003: topics on a supervised skip ring; subscriptions are "
+        "`topic == \"<name>\"`, publications carry `topic`), `skip_ring` is `{\"interval\": "
+        "T, \"supervisor_interval\": S}` and, with n brokers and L = ⌈log₂ n⌉: Δ = 2n·S + "
+        "(L + 2)·T + π; the path window d·δmax of the rules becomes P = (L + 2)·δmax + 2T (a "
+        "flood over ≤ L ring hops after the supervisor's hand-off, or an anti-entropy repair) "
+        "and holds for every pair of brokers; A = P + ρ + (L + 2)·T (the broker's join "
+        "settles); D = P; a subscription is required in the state (R9) once A old and allowed "
+        "2π + A after it ended. A delivery to a client whose subscription is younger than A "
+        "at the publication (the topic's history, which a newcomer catches up on) is not held "
+        "to the path rule R13(d), and per-publisher FIFO (R7) is counted but not judged: the "
+        "mode does not promise it. State legitimacy (R8) is spec A.12 per topic: a clean "
+        "supervisor database holding the brokers with required subscriptions and none without "
+        "an allowed one, each member storing exactly its SR(n) label and edges, and tries of "
+        "equal size holding the same publications.",
+        "",
         "## Record kinds",
         "",
         "| kind | written by | what it says |",

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from weeble.check.rules import TIMING_TOLERANCE
 from weeble.check.deliveries import EPS, INF
+from weeble.check.rules import TIMING_TOLERANCE
 from weeble.trace.header import RunHeader
 
 KINDS = ("hop", "refresh", "timer", "path")

@@ -289,7 +289,12 @@ class CorruptFault(OnBrokers):
         state — a random entry for an entry.* fault without `index`/`sub_id`, any fault for
         `random`. LookupError when there is nothing to corrupt."""
         if self.field == RANDOM_FIELD:
+            if "skip_ring" in core:
+                return _random_skip_ring(core, rng)
             return _random_effective(rom, core, rng)
+        if self.field.startswith(SKIP_RING_PREFIX):
+            # the values are drawn in the core from a seed: the fault's, or one from the run's
+            return self.field, self.value, {"seed": rng.randrange(1 << 31), **self.args}
         if self.field not in ENTRY_FIELDS or {"index", "sub_id"} & set(self.args):
             return self.field, self.value, dict(self.args)
         choices = [(t, i) for t, table in enumerate(core["tables"]) for i in range(len(table))]
@@ -540,6 +545,22 @@ def replica(rom: Rom, core: dict[str, Any]) -> Broker:
     return broker
 
 
+SKIP_RING_PREFIX = "skipring."
+
+
+def _random_skip_ring(core: dict[str, Any], rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
+    """A random fault of a skip-ring broker (mode skip_ring): a member's label, edges or whole
+    overlay state, or, at a supervisor, its database; LookupError when it holds none."""
+    sr = core["skip_ring"]
+    choices = [(f, {"topic": t}) for t in sorted(sr.get("members", {}))
+               for f in ("skipring.label", "skipring.edges", "skipring.member")]
+    choices += [("skipring.database", {"topic": t}) for t in sorted(sr.get("supervised", {}))]
+    if not choices:
+        raise LookupError("no skip-ring state to corrupt: a member of no topic, supervising none")
+    field, args = rng.choice(choices)
+    return field, None, {**args, "seed": rng.randrange(1 << 31)}
+
+
 def _random_effective(rom: Rom, core: dict[str, Any],
                       rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
     """A random type-correct fault (core.corruption.random_fault) that changes the state: one
@@ -582,8 +603,9 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     diff: dict[str, Any] = {}
     # the values of the routing layer, and of the overlay and exchange layers (their RAM)
     # (and of the 3-colour scheme: the colours and pointers, the recolor flags and requests)
+    # (and of the skip ring: its members' overlay state and the supervisors' databases)
     for key in ("next_timer", "rebuild_bit", "neighbors", "parent", "exchange", "colours",
-                "recolor"):
+                "recolor", "skip_ring"):
         if before.get(key) != after.get(key):
             diff[key] = {"before": before.get(key), "after": after.get(key)}
     for key in ("tables", "mergers", "adv_tables"):

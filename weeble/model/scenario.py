@@ -494,6 +494,7 @@ class SkipRingSpec(_Model):
     push_hints: bool = True
     plausibility: bool = True
     suspect_after: int = Field(default=3, ge=0)
+    history: bool = False  # clients also get the topic's history (re-sent after a restart)
 
     def rom(self, root: str, seed: int) -> SkipRing:
         fields = self.model_dump()
@@ -648,7 +649,8 @@ class Scenario(_Model):
                        adverts=r.adverts, ordering=self.reconfigurations.ordering,
                        optimizer=o.rom(b, p, c, self.seed) if o is not None else None,
                        mode=self.mode, anti_entropy=self.anti_entropy_rom,
-                       skip_ring=self.skip_ring_rom, **overlay)
+                       skip_ring=(self.skip_ring_rom if self.mode is Mode.SKIP_RING
+                                  else SkipRing()), **overlay)
                 for b in topology.brokers}
 
     @property

@@ -297,6 +297,7 @@ class SkipRing:
     push_hints: bool = True  # spec A.11 improvements (parent label, EmptyTrie push)
     plausibility: bool = True  # spec A.13-5: an implausible ring neighbour triggers a request
     suspect_after: int = 3  # silent intervals of a ring neighbour before a Suspect (0: never)
+    history: bool = False  # a subscribing client also gets the topic's earlier publications
     seed: int = 0  # the subscribers' coin flips (actions (ii), (iv), the trie partner)
 
     def validate(self) -> None:

@@ -11,8 +11,8 @@ measurements that start in SR(n)).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from weeble.broker.core.overlay.skipring.labels import ring_order, shortcut_labels
 from weeble.broker.core.overlay.skipring.member import TopicMember

@@ -14,9 +14,12 @@ a broker that is no member hands them to the topic's supervisor, which passes th
 member labelled r(0) (spec D.3 "entry member"), or drops them when the topic has no member.
 
 Every publication a member's trie gains (flooding, anti-entropy, its own) is delivered once to
-each local client subscribed to the topic, except the publisher; a client that subscribes at a
-broker that is already a member gets the topic's history from the trie at once (the paper's
-guarantee: every subscriber eventually holds every publication of its topic).
+each local client subscribed to the topic, except the publisher. The trie holds the topic's whole
+history (the paper's guarantee: every subscriber, here every member broker, eventually holds
+every publication of its topic). Clients get what was published from the moment this broker took
+their subscription on (Mühl's liveness), or with `SkipRing.history` the history too, at once when
+the broker is already a member; the price: a broker that restarts with empty RAM takes its
+clients' refreshes for new subscriptions and hands them the history again (duplicates).
 
 Events in, effects out, like every layer: two timers (`skipring.member` every `interval`,
 `skipring.supervisor` every `supervisor_interval` at a supervisor), `Receive` of any skip-ring
@@ -94,6 +97,7 @@ class LocalSub:
     client: str
     topic: str
     renewed: float
+    since: float  # when this broker took the subscription (not the client's own start)
 
 
 class SkipRingNode:
@@ -110,6 +114,7 @@ class SkipRingNode:
         self.layer = SkipRingLayer(self.me, supervisors=sr.supervisors, seed=sr.seed,
                                    params=params_of(sr))
         self.local: dict[str, LocalSub] = {}  # sub_id -> lease
+        self.junk_sent = 0  # junk messages a fault made this broker send (evidence)
 
     # ---- timers ---------------------------------------------------------------------------
 
@@ -154,9 +159,11 @@ class SkipRingNode:
         if lease is not None and lease.topic == topic:
             lease.renewed = now  # a refresh
             return []
-        self.local[event.sub_id] = LocalSub(event.client, topic, now)
+        self.local[event.sub_id] = LocalSub(event.client, topic, now, now)
         m = self.layer.member(topic)
-        if m.member:  # already in the ring: the newcomer gets the topic's history at once
+        if m.member:  # already in the ring: with `history`, the topic's history at once
+            if not self.sr.history:
+                return []
             return [Deliver(event.client, n) for n in _notifications(m)
                     if n.publisher != event.client]
         return self._effects(now, self.layer.subscribe(topic))
@@ -210,12 +217,28 @@ class SkipRingNode:
                 n = to_notification(e.pub)
                 if n is None:
                     continue
+                history = self.sr.history
                 for lease in self.local.values():
-                    if lease.topic == e.topic and lease.client != n.publisher:
+                    if (lease.topic == e.topic and lease.client != n.publisher
+                            and (history or n.published_at >= lease.since)):
                         out.append(Deliver(lease.client, n))
             else:
                 out.append(e)
         return out
+
+    def deliver_effects(self, effects: list[Any]) -> list[Effect]:
+        """Carry out layer output produced outside an event (a fault): like any other."""
+        return self._effects(0.0, effects)
+
+    def known(self) -> list[str]:
+        """Every broker this one knows of: itself, the supervisors, and whoever its members and
+        supervised databases refer to (faults draw references from these)."""
+        out = {self.me, *self.sr.supervisors}
+        for m in self.layer.members.values():
+            out |= m.neighbours()
+        for s in self.layer.supervised.values():
+            out |= {v for v in s.db.values() if v is not None}
+        return sorted(out)
 
     # ---- views ----------------------------------------------------------------------------
 
@@ -229,7 +252,7 @@ class SkipRingNode:
         supervised = {topic: {"db": {str(i): v for i, v in sorted(s.db.items())},
                               "dead": sorted(s.dead), "corrupted": s.corrupted()}
                       for topic, s in sorted(self.layer.supervised.items())}
-        return {"members": members, "supervised": supervised,
+        return {"members": members, "supervised": supervised, "junk_sent": self.junk_sent,
                 "local": {s: [lease.client, lease.topic] for s, lease in
                           sorted(self.local.items())}}
 
