@@ -91,3 +91,37 @@ def test_a_broker_refuses_a_content_filter_and_serves_a_topic() -> None:
         else [to_sup]
     out = b1.step(0.6, Receive("b0", to_member.message))
     assert [e for e in out if isinstance(e, Deliver)] == [Deliver("alice", n)]
+
+
+def test_every_skip_ring_message_crosses_the_wire_unchanged() -> None:
+    """Envelope.skip_ring carries each kind, junk labels (outside the label space) included:
+    the receiving core refuses those, exactly as in the simulator."""
+    import random
+
+    from weeble.broker.core.overlay.skipring import messages as m
+    from weeble.broker.core.overlay.skipring.corruption import junk_messages
+    from weeble.broker.core.overlay.skipring.trie import Prefix, Publication, Summary
+    from weeble.broker.runtime.wire import WireError, envelope_to_message, message_to_envelope
+    from weeble.broker.runtime.wire_skipring import SKIP_RING_TYPES
+    from weeble.proto.v1 import link_pb2
+
+    pub = Publication("p", 3, b'{"a":{"topic":"t"},"t":1.5}')
+    summary = Summary(Prefix(0b1011, 4), (1 << 127) | 5)
+    msgs: list[Any] = [m for _, m in junk_messages(random.Random(1), topic="t",
+                                                   nodes=["a", "b", "c"], supervisor="a",
+                                                   count=400)]
+    msgs += [m.Subscribe("t", "a"), m.Unsubscribe("t", "a"), m.Publish("t", "a", pub),
+             m.PublishNew("t", "b", pub), m.DeliverPublications("t", (pub, pub)),
+             m.Config("t", None, None, None), m.Config("t", 3, None, m.Ref("x", 5)),
+             m.CheckTrie("t", "a", (summary,), Prefix(0, 0), False),
+             m.CheckTrie("t", "a", (), None, True), m.Probe("t")]
+    assert {type(x) for x in msgs} == SKIP_RING_TYPES
+    for msg in msgs:
+        wire = message_to_envelope(msg, 7).SerializeToString()
+        assert envelope_to_message(link_pb2.Envelope.FromString(wire)) == msg
+    bad = link_pb2.Envelope(skip_ring=link_pb2.SkipRingMsg(topic="t", node="a"))
+    with pytest.raises(WireError, match="skip_ring: no kind set"):
+        envelope_to_message(bad)
+    bad.skip_ring.send_prefix.length = 200
+    with pytest.raises(WireError, match="a prefix of 200 bits"):
+        envelope_to_message(bad)

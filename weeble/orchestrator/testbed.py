@@ -91,6 +91,10 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
         # broker's address (the local backend's address book)
         raise ScenarioError(f"{scenario.name}: optimizer: this backend gives the brokers no"
                             " address book (the optimizer's exchanges need every broker's)")
+    if str(scenario.mode) == "skip_ring" and not address_book:
+        # a topic's skip ring links brokers that are no tree neighbours (and its supervisor)
+        raise ScenarioError(f"{scenario.name}: mode skip_ring: this backend gives the brokers no"
+                            " address book (a topic's skip ring links any two brokers)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())

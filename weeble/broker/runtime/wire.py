@@ -50,6 +50,9 @@ from weeble.broker.core.messages import (
     Unsub,
 )
 from weeble.broker.core.sketch.bloom import BloomFilter
+from weeble.broker.runtime.wire_skipring import SKIP_RING_TYPES, SkipRingWireError
+from weeble.broker.runtime.wire_skipring import from_pb as skip_ring_from_pb
+from weeble.broker.runtime.wire_skipring import to_pb as skip_ring_to_pb
 from weeble.proto.v1 import client_pb2, link_pb2
 
 PROTOCOL_VERSION = 1
@@ -367,6 +370,11 @@ def message_to_envelope(message: Message, seq: int) -> link_pb2.Envelope:
         if m.probe is not None:
             _sketch_pb(pb, m.probe, "probe")
         env.ae_correct.CopyFrom(pb)
+    elif t in SKIP_RING_TYPES:
+        try:
+            env.skip_ring.CopyFrom(skip_ring_to_pb(message))
+        except SkipRingWireError as e:
+            raise WireError(str(e)) from None
     else:
         raise WireError(f"message: no wire form for {type(message).__name__}")
     return env
@@ -484,6 +492,11 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
         return AeCorrect(m.round, _items_from(m.subscribe, "ae_correct.subscribe", limits),
                          _items_from(m.unsubscribe, "ae_correct.unsubscribe", limits),
                          _sketch_from(m, "probe"))
+    if kind == "skip_ring":
+        try:
+            return skip_ring_from_pb(env.skip_ring)  # type: ignore[no-any-return]
+        except SkipRingWireError as e:
+            raise WireError(str(e)) from None
     raise WireError(f"envelope: unexpected kind {kind!r}")
 
 

@@ -323,8 +323,140 @@ class Batch(_message.Message):
     envelopes: _containers.RepeatedCompositeFieldContainer[Envelope]
     def __init__(self, envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
+class SrRef(_message.Message):
+    __slots__ = ("node", "label")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    label: int
+    def __init__(self, node: _Optional[str] = ..., label: _Optional[int] = ...) -> None: ...
+
+class SrPublication(_message.Message):
+    __slots__ = ("publisher", "seq", "payload")
+    PUBLISHER_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    publisher: str
+    seq: int
+    payload: bytes
+    def __init__(self, publisher: _Optional[str] = ..., seq: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class SrPrefix(_message.Message):
+    __slots__ = ("hi", "lo", "length")
+    HI_FIELD_NUMBER: _ClassVar[int]
+    LO_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    hi: int
+    lo: int
+    length: int
+    def __init__(self, hi: _Optional[int] = ..., lo: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class SrSummary(_message.Message):
+    __slots__ = ("label", "hash")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    label: SrPrefix
+    hash: bytes
+    def __init__(self, label: _Optional[_Union[SrPrefix, _Mapping]] = ..., hash: _Optional[bytes] = ...) -> None: ...
+
+class SrEmpty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SrConfig(_message.Message):
+    __slots__ = ("grant", "label", "pred", "succ")
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PRED_FIELD_NUMBER: _ClassVar[int]
+    SUCC_FIELD_NUMBER: _ClassVar[int]
+    grant: bool
+    label: int
+    pred: SrRef
+    succ: SrRef
+    def __init__(self, grant: _Optional[bool] = ..., label: _Optional[int] = ..., pred: _Optional[_Union[SrRef, _Mapping]] = ..., succ: _Optional[_Union[SrRef, _Mapping]] = ...) -> None: ...
+
+class SrIntroduce(_message.Message):
+    __slots__ = ("label", "has_belief", "belief", "via_ring")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    HAS_BELIEF_FIELD_NUMBER: _ClassVar[int]
+    BELIEF_FIELD_NUMBER: _ClassVar[int]
+    VIA_RING_FIELD_NUMBER: _ClassVar[int]
+    label: int
+    has_belief: bool
+    belief: int
+    via_ring: bool
+    def __init__(self, label: _Optional[int] = ..., has_belief: _Optional[bool] = ..., belief: _Optional[int] = ..., via_ring: _Optional[bool] = ...) -> None: ...
+
+class SrCheckTrie(_message.Message):
+    __slots__ = ("entries", "parent", "empty")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[SrSummary]
+    parent: SrPrefix
+    empty: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[SrSummary, _Mapping]]] = ..., parent: _Optional[_Union[SrPrefix, _Mapping]] = ..., empty: _Optional[bool] = ...) -> None: ...
+
+class SrCheckAndPublish(_message.Message):
+    __slots__ = ("summary", "prefix")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    summary: SrSummary
+    prefix: SrPrefix
+    def __init__(self, summary: _Optional[_Union[SrSummary, _Mapping]] = ..., prefix: _Optional[_Union[SrPrefix, _Mapping]] = ...) -> None: ...
+
+class SrPublications(_message.Message):
+    __slots__ = ("pubs",)
+    PUBS_FIELD_NUMBER: _ClassVar[int]
+    pubs: _containers.RepeatedCompositeFieldContainer[SrPublication]
+    def __init__(self, pubs: _Optional[_Iterable[_Union[SrPublication, _Mapping]]] = ...) -> None: ...
+
+class SkipRingMsg(_message.Message):
+    __slots__ = ("topic", "node", "subscribe", "unsubscribe", "config_request", "config_request_for", "suspect", "publish", "config", "probe", "not_member", "introduce", "label_fix", "introduce_shortcut", "remove_me", "check_trie", "check_and_publish", "send_prefix", "deliver_publications", "publish_new")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    UNSUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_REQUEST_FOR_FIELD_NUMBER: _ClassVar[int]
+    SUSPECT_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
+    NOT_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    INTRODUCE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIX_FIELD_NUMBER: _ClassVar[int]
+    INTRODUCE_SHORTCUT_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_ME_FIELD_NUMBER: _ClassVar[int]
+    CHECK_TRIE_FIELD_NUMBER: _ClassVar[int]
+    CHECK_AND_PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    SEND_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_PUBLICATIONS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_NEW_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    node: str
+    subscribe: SrEmpty
+    unsubscribe: SrEmpty
+    config_request: SrEmpty
+    config_request_for: str
+    suspect: str
+    publish: SrPublication
+    config: SrConfig
+    probe: SrEmpty
+    not_member: SrEmpty
+    introduce: SrIntroduce
+    label_fix: int
+    introduce_shortcut: int
+    remove_me: SrEmpty
+    check_trie: SrCheckTrie
+    check_and_publish: SrCheckAndPublish
+    send_prefix: SrPrefix
+    deliver_publications: SrPublications
+    publish_new: SrPublication
+    def __init__(self, topic: _Optional[str] = ..., node: _Optional[str] = ..., subscribe: _Optional[_Union[SrEmpty, _Mapping]] = ..., unsubscribe: _Optional[_Union[SrEmpty, _Mapping]] = ..., config_request: _Optional[_Union[SrEmpty, _Mapping]] = ..., config_request_for: _Optional[str] = ..., suspect: _Optional[str] = ..., publish: _Optional[_Union[SrPublication, _Mapping]] = ..., config: _Optional[_Union[SrConfig, _Mapping]] = ..., probe: _Optional[_Union[SrEmpty, _Mapping]] = ..., not_member: _Optional[_Union[SrEmpty, _Mapping]] = ..., introduce: _Optional[_Union[SrIntroduce, _Mapping]] = ..., label_fix: _Optional[int] = ..., introduce_shortcut: _Optional[int] = ..., remove_me: _Optional[_Union[SrEmpty, _Mapping]] = ..., check_trie: _Optional[_Union[SrCheckTrie, _Mapping]] = ..., check_and_publish: _Optional[_Union[SrCheckAndPublish, _Mapping]] = ..., send_prefix: _Optional[_Union[SrPrefix, _Mapping]] = ..., deliver_publications: _Optional[_Union[SrPublications, _Mapping]] = ..., publish_new: _Optional[_Union[SrPublication, _Mapping]] = ...) -> None: ...
+
 class Envelope(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong", "skip_ring")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +487,7 @@ class Envelope(_message.Message):
     AE_CORRECT_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     PONG_FIELD_NUMBER: _ClassVar[int]
+    SKIP_RING_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -385,10 +518,11 @@ class Envelope(_message.Message):
     ae_correct: AeCorrectMsg
     ping: PingMsg
     pong: PongMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ae_observe: _Optional[_Union[AeObserveMsg, _Mapping]] = ..., ae_reply: _Optional[_Union[AeReplyMsg, _Mapping]] = ..., ae_correct: _Optional[_Union[AeCorrectMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
+    skip_ring: SkipRingMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyMsg, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ae_observe: _Optional[_Union[AeObserveMsg, _Mapping]] = ..., ae_reply: _Optional[_Union[AeReplyMsg, _Mapping]] = ..., ae_correct: _Optional[_Union[AeCorrectMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ..., skip_ring: _Optional[_Union[SkipRingMsg, _Mapping]] = ...) -> None: ...
 
 class EnvelopeView(_message.Message):
-    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong")
+    __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong", "skip_ring")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
@@ -419,6 +553,7 @@ class EnvelopeView(_message.Message):
     AE_CORRECT_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     PONG_FIELD_NUMBER: _ClassVar[int]
+    SKIP_RING_FIELD_NUMBER: _ClassVar[int]
     seq: int
     ack: int
     hello: Hello
@@ -449,7 +584,8 @@ class EnvelopeView(_message.Message):
     ae_correct: AeCorrectMsg
     ping: PingMsg
     pong: PongMsg
-    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ae_observe: _Optional[_Union[AeObserveMsg, _Mapping]] = ..., ae_reply: _Optional[_Union[AeReplyMsg, _Mapping]] = ..., ae_correct: _Optional[_Union[AeCorrectMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ...) -> None: ...
+    skip_ring: SkipRingMsg
+    def __init__(self, seq: _Optional[int] = ..., ack: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., sub: _Optional[_Union[SubMsg, _Mapping]] = ..., unsub: _Optional[_Union[UnsubMsg, _Mapping]] = ..., notify: _Optional[_Union[NotifyView, _Mapping]] = ..., switch: _Optional[_Union[SwitchMsg, _Mapping]] = ..., batch: _Optional[_Union[BatchView, _Mapping]] = ..., adv: _Optional[_Union[AdvMsg, _Mapping]] = ..., unadv: _Optional[_Union[UnadvMsg, _Mapping]] = ..., lock: _Optional[_Union[LockMsg, _Mapping]] = ..., begin: _Optional[_Union[BeginMsg, _Mapping]] = ..., relayed: _Optional[_Union[RelayedMsg, _Mapping]] = ..., reroute: _Optional[_Union[RerouteMsg, _Mapping]] = ..., separator: _Optional[_Union[SeparatorMsg, _Mapping]] = ..., end: _Optional[_Union[EndMsg, _Mapping]] = ..., unlock: _Optional[_Union[UnlockMsg, _Mapping]] = ..., bye: _Optional[_Union[ByeMsg, _Mapping]] = ..., recolor: _Optional[_Union[RecolorMsg, _Mapping]] = ..., recolor_ack: _Optional[_Union[RecolorAckMsg, _Mapping]] = ..., ask_place: _Optional[_Union[AskPlaceMsg, _Mapping]] = ..., place: _Optional[_Union[PlaceMsg, _Mapping]] = ..., reconfigure: _Optional[_Union[ReconfigureMsg, _Mapping]] = ..., opt_broadcast: _Optional[_Union[OptBroadcastMsg, _Mapping]] = ..., opt_propose: _Optional[_Union[OptProposeMsg, _Mapping]] = ..., ae_observe: _Optional[_Union[AeObserveMsg, _Mapping]] = ..., ae_reply: _Optional[_Union[AeReplyMsg, _Mapping]] = ..., ae_correct: _Optional[_Union[AeCorrectMsg, _Mapping]] = ..., ping: _Optional[_Union[PingMsg, _Mapping]] = ..., pong: _Optional[_Union[PongMsg, _Mapping]] = ..., skip_ring: _Optional[_Union[SkipRingMsg, _Mapping]] = ...) -> None: ...
 
 class NotifyView(_message.Message):
     __slots__ = ("notification", "gray", "color")
