@@ -44,11 +44,24 @@ from weeble.broker.core.events import (
 )
 from weeble.broker.core.filters import Filter
 from weeble.broker.core.messages import Notification
-from weeble.broker.core.overlay.skipring.layer import SkipRingLayer
+from weeble.broker.core.overlay.skipring.layer import SUPERVISOR_MESSAGES, SkipRingLayer
 from weeble.broker.core.overlay.skipring.member import Delivered, MemberParams, TopicMember
-from weeble.broker.core.overlay.skipring.messages import Publish
+from weeble.broker.core.overlay.skipring.messages import (
+    Config,
+    NotMember,
+    Probe,
+    Publish,
+    PublishNew,
+)
 from weeble.broker.core.overlay.skipring.trie import Publication
 from weeble.broker.core.rom import Rom, SkipRing
+
+# Messages that cross between a broker's member and supervisor roles (so may be addressed to
+# itself): the member's requests, and the supervisor's configurations, probes, verdicts and
+# hand-offs of publications. A bound on them per event: corrupted RAM cannot make a step loop.
+_ROLE_CROSSING: frozenset[type] = frozenset({
+    *SUPERVISOR_MESSAGES, Config, Probe, NotMember, PublishNew})
+_LOOP_LIMIT = 64
 
 MEMBER_TIMER = "skipring.member"
 SUPERVISOR_TIMER = "skipring.supervisor"
@@ -119,9 +132,13 @@ class SkipRingNode:
     # ---- timers ---------------------------------------------------------------------------
 
     def on_start(self, now: float) -> list[Effect]:
-        out: list[Effect] = [SetTimer(MEMBER_TIMER, now + self.sr.interval)]
+        """The first Timeouts at a random phase (the seeded generator of the layer): brokers
+        booted together must not run their Timeouts in lockstep."""
+        rng = self.layer.rng
+        out: list[Effect] = [SetTimer(MEMBER_TIMER, now + self.sr.interval * rng.random())]
         if self.me in self.sr.supervisors:
-            out.append(SetTimer(SUPERVISOR_TIMER, now + self.sr.supervisor_interval))
+            out.append(SetTimer(SUPERVISOR_TIMER,
+                                now + self.sr.supervisor_interval * rng.random()))
         return out
 
     def on_timer(self, now: float, timer: str) -> list[Effect]:
@@ -209,10 +226,17 @@ class SkipRingNode:
         supervisor that is also a member) is handled here, in order, not sent."""
         out: list[Effect] = []
         todo = list(effects)
+        looped = 0
         while todo:
             e = todo.pop(0)
             if type(e) is Send and e.neighbor == self.me:
-                todo.extend(self.layer.receive(e.message))
+                # only between the two roles (member -> own supervisor and back); a member's
+                # message to itself comes from corrupted RAM and goes nowhere, as on a link
+                if type(e.message) in _ROLE_CROSSING and looped < _LOOP_LIMIT:
+                    looped += 1
+                    todo.extend(self.layer.receive(e.message))
+                else:
+                    out.append(Trace("garbage", {"why": f"{type(e.message).__name__} to itself"}))
             elif type(e) is Delivered:
                 n = to_notification(e.pub)
                 if n is None:
