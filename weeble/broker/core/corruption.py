@@ -786,7 +786,7 @@ def _sr_dead(node: Any, now: float, fault: Corrupt) -> list[Effect]:
     too: a wrong suspicion), which it removes from its database at once."""
     sup = _sr_supervisor(node, fault)
     dead = _ids(fault.value, "skipring.dead")
-    return node.deliver_effects(sup.failure_report(dead))
+    return node.deliver_effects(now, sup.failure_report(dead))
 
 
 @register("skipring.junk", "skip_ring", _view_skip_ring, "skip_ring")
@@ -808,7 +808,7 @@ def _sr_junk(node: Any, now: float, fault: Corrupt) -> list[Effect]:
                                   supervisor=node.layer.supervisor_of(topic), count=count):
         out.append(Send(dst, msg))
     node.junk_sent += count
-    return node.deliver_effects(out)
+    return node.deliver_effects(now, out)
 
 
 # ---- random faults (simulator, chaos module, property tests) --------------------------------

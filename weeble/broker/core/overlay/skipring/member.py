@@ -538,10 +538,11 @@ class TopicMember:
     # ---- leaving ------------------------------------------------------------------------------
 
     def drop(self) -> None:
-        """Remove the instance (after the unsubscribe grant): no state, no edges."""
+        """Leave the overlay (after the unsubscribe grant): no label, no edges. The publication
+        store stays (our choice; the paper drops the instance): a broker that joins the topic
+        again is warm, and anti-entropy only fills the gap instead of the whole history."""
         self.active = self.leaving = False
         self.label = self.left = self.right = self.ring = None
         self.shortcuts = {}
         self.confirmed = {}
         self.silent = {}
-        self.store = PublicationTrie()

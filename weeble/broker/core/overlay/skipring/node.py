@@ -128,6 +128,7 @@ class SkipRingNode:
                                    params=params_of(sr))
         self.local: dict[str, LocalSub] = {}  # sub_id -> lease
         self.junk_sent = 0  # junk messages a fault made this broker send (evidence)
+        self.skew: float | None = None  # publishers' clock minus ours, as far as seen
 
     # ---- timers ---------------------------------------------------------------------------
 
@@ -203,6 +204,9 @@ class SkipRingNode:
             return [Trace("garbage", {"from": event.client,
                                       "why": f"a skip_ring publication names its `{TOPIC}` "
                                              f"(a string attribute), got {topic!r}"})]
+        skew = n.published_at - now
+        if self.skew is None or skew > self.skew:
+            self.skew = skew
         pub = to_publication(n)
         m = self.layer.member(topic)
         if m.member:
@@ -226,6 +230,7 @@ class SkipRingNode:
         supervisor that is also a member) is handled here, in order, not sent."""
         out: list[Effect] = []
         todo = list(effects)
+        fresh: list[tuple[str, Notification]] = []
         looped = 0
         while todo:
             e = todo.pop(0)
@@ -241,18 +246,26 @@ class SkipRingNode:
                 n = to_notification(e.pub)
                 if n is None:
                     continue
-                history = self.sr.history
-                for lease in self.local.values():
-                    if (lease.topic == e.topic and lease.client != n.publisher
-                            and (history or n.published_at >= lease.since)):
-                        out.append(Deliver(lease.client, n))
+                # the publisher's clock against ours: the least skew seen (delays only lower
+                # it), so "published since this lease began" is judged on one clock (a live
+                # broker's `now` is its own monotonic time; published_at is the publisher's)
+                skew = n.published_at - now
+                if self.skew is None or skew > self.skew:
+                    self.skew = skew
+                fresh.append((e.topic, n))
             else:
                 out.append(e)
+        history, skew = self.sr.history, self.skew or 0.0
+        for topic, n in fresh:
+            for lease in self.local.values():
+                if (lease.topic == topic and lease.client != n.publisher
+                        and (history or n.published_at >= lease.since + skew)):
+                    out.append(Deliver(lease.client, n))
         return out
 
-    def deliver_effects(self, effects: list[Any]) -> list[Effect]:
+    def deliver_effects(self, now: float, effects: list[Any]) -> list[Effect]:
         """Carry out layer output produced outside an event (a fault): like any other."""
-        return self._effects(0.0, effects)
+        return self._effects(now, effects)
 
     def known(self) -> list[str]:
         """Every broker this one knows of: itself, the supervisors, and whoever its members and
