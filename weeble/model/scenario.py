@@ -97,8 +97,8 @@ from weeble.broker.core.rom import (
     OverlayKind,
     Params,
     Rom,
-    leased_like,
     SkipRing,
+    leased_like,
 )
 from weeble.model import topology as topo
 from weeble.model.errors import problems

@@ -237,6 +237,7 @@ class Broker:
         self.layers = {"overlay": self.overlay, node.name: node}
         self._xram = self.ram.exchange  # never locked: no exchange layer here
         self.optimize = None
+        self.anti_entropy = None
         self._routing = {}
         self._coordination = {}
         refuse = self._not_on_skip_ring
@@ -248,6 +249,8 @@ class Broker:
             ClientSubscribe: node.on_subscribe,
             ClientUnsubscribe: node.on_unsubscribe,
             ClientPublish: node.on_publish,
+            LinkDown: _nothing,  # the ring's edges are not the tree's links
+            LinkUp: _nothing,
             **dict.fromkeys((ClientAdvertise, ClientUnadvertise, StartExchange, AddNeighbor,
                              RemoveNeighbor, Leave, SetParent), refuse),
         }

@@ -44,8 +44,8 @@ from weeble.broker.core.rom import (
     OverlayKind,
     Params,
     Rom,
-    leased_like,
     SkipRing,
+    leased_like,
 )
 from weeble.broker.runtime.linkshaper import LinkShape
 from weeble.broker.runtime.private import write_private
