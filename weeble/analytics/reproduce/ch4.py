@@ -186,7 +186,7 @@ SUMMED = ("n", "control", "coordination", "lost", "duplicates", "qnot_waited", "
 @dataclass(frozen=True)
 class SimulationColumn(SimulationColumnBase):
     setup: Setup = Setup()
-    label: str = "ch4 simulation v1"
+    label: str = "ch4 simulation v2"
 
     def evaluate(self, point: Point) -> dict[str, float]:
         result = run_variant(VARIANTS[int(point["variant"])], exchanges=int(point["exchanges"]),

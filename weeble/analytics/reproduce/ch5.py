@@ -188,7 +188,7 @@ class SimulationColumn(SimulationColumnBase):
     """The four trees of one (load, topology) at one run length."""
 
     setup: Setup = Setup()
-    label: str = "ch5 simulation v1"
+    label: str = "ch5 simulation v2"
 
     def evaluate(self, point: Point) -> dict[str, float]:
         duration = point["duration"]
