@@ -24,6 +24,7 @@ which one a link is and answers the Backend interface for both.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from weeble.orchestrator.backend import BackendError, LinkShapeChange, LinkState
@@ -118,6 +119,11 @@ class PeerLinks(LocalBackend):
             self._idle(a, b)
             LocalBackend.remove_link(self, a, b)
             self._idle_wires.add(key)
+            for x, y in ((a, b), (b, a)):  # a restart of x still finds y there
+                with contextlib.suppress(BackendError):  # (attached: addresses unknown here)
+                    config = self._configs[x]
+                    self._configs[x] = config.model_copy(
+                        update={"peers": {**config.peers, y: self._wire_address(y, x)}})
         else:
             self._unwire_link(a, b)
             LocalBackend.remove_link(self, a, b)
