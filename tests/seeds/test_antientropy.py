@@ -217,3 +217,20 @@ def test_timer_strategies_after_a_link_failure(timer: str, gone_by: float | None
         s.run(s.now + 1.0)
         assert not any(e.sub_id == sub for e in s.brokers["b0"].ram.tables[0])
         assert s.brokers["b1"].anti_entropy.ram.stats["unwanted"] >= 3
+
+
+def test_a_sketch_reply_on_the_wire_is_m_over_8_bytes_not_the_table() -> None:
+    """C.2-5 on the wire (weeble.v1 Envelope): the reply of a round over 1,000 subscriptions
+    of ~30 bytes is m/8 bytes plus a few, the exact round's reply the whole table."""
+    from weeble.broker.core.routing.edges import encode
+    from weeble.broker.core.sketch.bloom import BloomFilter
+    from weeble.broker.runtime.wire import wire_size
+
+    ae = AntiEntropy(bits_per_element=4, hashes=2)
+    keys = [Filter.parse(f'topic == "news/{i:05d}" && prio > {i % 7}') for i in range(1000)]
+    m = ae.bits_for(len(keys))
+    sketch = BloomFilter.of((encode(k) for k in keys), m=m, k=ae.hashes, seed=99)
+    small = wire_size(AeReply(1, len(keys), sketch))
+    full = wire_size(AeReply(1, len(keys), None, tuple(("", k) for k in keys)))
+    assert m // 8 <= small <= m // 8 + 24
+    assert full / small > 50  # 4 bits per ~35-byte filter: about 64x (spec C.2-5)

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from weeble.broker.core.rom import AntiEntropy
 from weeble.broker.core.sketch.bloom import (
     BloomFilter,
-    SketchParams,
     equality_false_positive_bound,
     estimate_equality_false_positive,
     printed_equality_false_positive_bound,
@@ -85,7 +85,7 @@ def test_corrected_bound_falls_with_difference_and_bits_per_element() -> None:
 def test_sketch_is_about_64_times_smaller_than_the_table() -> None:
     """C.2-5: m/8 bytes per check instead of |F| × (size per subscription)."""
     n, sub_bytes = 1000, 32
-    f = BloomFilter(m=SketchParams(bits_per_element=4, hashes=2).bits_for(n), k=2, seed=0)
+    f = BloomFilter(m=AntiEntropy(bits_per_element=4, hashes=2).bits_for(n), k=2, seed=0)
     assert f.size_bytes == 500
     assert n * sub_bytes / f.size_bytes == 64
 

@@ -260,6 +260,10 @@ class AntiEntropy:
         if self.period <= 0 or self.reply_timeout <= 0 or self.threshold < 1:
             raise ConfigError("anti_entropy: period > 0, reply_timeout > 0 and threshold >= 1")
 
+    def bits_for(self, cardinality: int) -> int:
+        """m of a sketch of `cardinality` elements: m/n bits each, at least min_bits."""
+        return max(self.min_bits, math.ceil(self.bits_per_element * cardinality))
+
     def rounds(self) -> int:
         """Rounds within which an edge's difference is found: K with an exact round every K;
         without, the rounds after which a single difference (the hardest to see, Theorem 3)

@@ -115,26 +115,6 @@ class BloomFilter:
         return cls(m=m, k=k, seed=seed, bits=bits)
 
 
-@dataclass(frozen=True, slots=True)
-class SketchParams:
-    """How the observer sizes a filter: m = max(min_bits, ⌈bits_per_element · n⌉), k hashes.
-
-    Defaults are spec Part D.4: m/n = 10 and k = 7, a single-difference miss rate of about 0.8 %
-    per round, re-salted every round.
-    """
-
-    bits_per_element: float = 10.0
-    hashes: int = 7
-    min_bits: int = 64
-
-    def __post_init__(self) -> None:
-        if self.bits_per_element <= 0 or self.hashes < 1 or self.min_bits < 1:
-            raise ValueError(f"invalid sketch parameters {self}")
-
-    def bits_for(self, cardinality: int) -> int:
-        return max(self.min_bits, math.ceil(self.bits_per_element * cardinality))
-
-
 # ---- Theorem 3 (seed 002): the false-positive probability of the equality test --------------
 
 

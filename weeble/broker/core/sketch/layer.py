@@ -28,7 +28,6 @@ Choices (spec B.3, D.2; the paper is silent on them):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,7 +195,7 @@ class AntiEntropyLayer:
             filt = None
             obs = AeObserve(e.rounds, True)
         else:
-            m = max(p.min_bits, math.ceil(p.bits_per_element * len(snapshot)))
+            m = p.bits_for(len(snapshot))
             seed = round_seed(f"{self.me}>{n}", e.rounds)
             filt = self._sketch(snapshot, m=m, k=p.hashes, seed=seed)
             obs = AeObserve(e.rounds, False, m, p.hashes, seed)
