@@ -75,6 +75,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--subscriptions", type=int, default=40)
+    ap.add_argument("--plot", default="out/seed002_vs_leasing.png", metavar="PNG",
+                    help="where the figure goes (state stabilization and control bytes/s)")
     ap.add_argument("--classes", type=int, default=5,
                     help="distinct filters (identity routing forwards each once)")
     args = ap.parse_args()
@@ -84,6 +86,7 @@ def main() -> None:
           "the fault's end; control bytes/s per broker, mean and max)")
     print(f"{'fault':<13} {'mode':<13} {'state s':>8} {'service s':>9} {'bound s':>8} "
           f"{'ctl B/s mean':>12} {'max':>8} {'verdicts':>9}")
+    table: dict[str, dict[str, list[dict[str, float | None]]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, fault in FAULTS.items():
             results: dict[str, list[dict[str, float | None]]] = {}
@@ -98,6 +101,7 @@ def main() -> None:
                       f"{fmt(median(rows, 'bytes_mean'), '.0f'):>12} "
                       f"{fmt(median(rows, 'bytes_max'), '.0f'):>8} "
                       f"{passed}/{len(rows):<7}")
+            table[name] = results
             le, ae = results["leasing"], results["anti_entropy"]
             lb, ab = median(le, "bytes_mean"), median(ae, "bytes_mean")
             ls, as_ = median(le, "state"), median(ae, "state")
@@ -105,6 +109,41 @@ def main() -> None:
                   f"{fmt(as_ / ls if as_ is not None and ls else None):>8} {'':>9} {'':>8} "
                   f"{fmt(ab / lb if ab is not None and lb else None):>12}")
             print(f"  ... {name} done ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    plot(table, Path(args.plot), f"{args.subscriptions} subscriptions of {args.classes} filters")
+
+
+def plot(table: dict[str, dict[str, list[dict[str, float | None]]]], path: Path,
+         title: str) -> None:
+    """Two panels per fault: state-level stabilization (with each mode's Δ) and control bytes/s
+    per broker (mean), median over the seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    faults = list(table)
+    modes = ("leasing", "anti_entropy")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.38
+    for i, mode in enumerate(modes):
+        xs = [j + (i - 0.5) * width for j in range(len(faults))]
+        ax1.bar(xs, [median(table[f][mode], "state") or 0.0 for f in faults], width,
+                label=mode)
+        ax2.bar(xs, [median(table[f][mode], "bytes_mean") or 0.0 for f in faults], width,
+                label=mode)
+        bound = median(table[faults[0]][mode], "bound")
+        if bound is not None:
+            ax1.axhline(bound, linestyle="--", linewidth=1, color=f"C{i}",
+                        label=f"Δ {mode} = {bound:g} s")
+    for ax, label in ((ax1, "state-level stabilization, s"), (ax2, "control bytes/s per broker")):
+        ax.set_xticks(range(len(faults)), faults, rotation=20)
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"the same fault under leasing and anti-entropy (15 brokers, {title})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"figure: {path}")
 
 
 if __name__ == "__main__":
