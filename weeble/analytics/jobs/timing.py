@@ -133,6 +133,17 @@ def _paths(ctx: Context, dmax: float) -> DataFrame:
         "p_broker string, first_broker string, hops double")
     first = (ctx.table("deliveries").where(~F.col("phantom") & F.col("p_ts").isNotNull())
              .join(F.broadcast(table), ["p_broker", "first_broker"]))
+    if ctx.header.skip_ring is not None:
+        # mode skip_ring: history a newcomer catches up on is not timed (weeble.check.timing):
+        # only clients with a subscription running since the publication's t − A
+        a = ctx.header.activation
+        since = (ctx.table("subscriptions")
+                 .select("client", F.col("start").alias("s_start"), F.col("end").alias("s_end")))
+        held = (first.join(F.broadcast(since), "client")
+                .where((F.col("s_start") <= F.col("p_ts") - a + 1e-9)
+                       & (F.col("s_end").isNull() | (F.col("s_end") >= F.col("first_ts"))))
+                .select("publisher", "seq", "client").distinct())
+        first = first.join(held, ["publisher", "seq", "client"], "left_semi")
     return first.select(F.col("p_ts").alias("begin"), F.col("first_ts").alias("end"),
                         F.col("first_broker").alias("broker"),
                         (F.col("first_ts") - F.col("p_ts")).alias("value"),
