@@ -238,3 +238,18 @@ def test_flooding_reaches_everyone_within_the_diameter() -> None:
     assert w.net.kinds["PublishNew"] == 3 * n - 5
     w.net.run(w.net.now + 20)
     assert w.net.kinds["PublishNew"] == 3 * n - 5
+
+
+def test_a_wrong_dead_verdict_heals_without_the_plausibility_check() -> None:
+    """A corrupted failure-detector view holds live members dead; with the paper's rules alone
+    (no plausibility check) such a member asks by itself with probability 4^-k per interval, so
+    its neighbours' reports must make the supervisor probe it (n = 64 never converged before)."""
+    w = legit_world(64, seed=1, params=MemberParams(plausibility=False))
+    w.net.run(2)
+    rng = random.Random(1)
+    for v in w.ids:
+        corrupt_member(w.member(v), rng, [w.sup, *w.ids])
+    corrupt_database(w.supervisor_state, rng, w.ids)
+    assert w.supervisor_state.dead  # live members held dead
+    assert w.run_until_legitimate(150, publications=False) is not None
+    assert not w.supervisor_state.dead & w.alive()
