@@ -24,7 +24,6 @@ their window; the fault-free path pays one attribute test. The hot path is `_ste
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
@@ -132,7 +131,9 @@ class Engine:
         }[delay]
         self._fifo: deque[tuple[float, int, Callable[[float, Any, Any], None], Any, Any]] = deque()
         self._heap: list[tuple[float, int, Callable[[float, Any, Any], None], Any, Any]] = []
-        self._seq = itertools.count()
+        # the next item's sequence number (an int, not itertools.count: `_step` reads it to
+        # know whether anything was scheduled since its last batch)
+        self._seq = 0
         self.now = 0.0
         # counters (plain ints: the summary reads them)
         self.steps = 0  # events handed to Broker.step
@@ -157,7 +158,9 @@ class Engine:
     def schedule(self, t: float, handler: Callable[[float, Any, Any], None], a: Any = None,
                  b: Any = None) -> None:
         """Run handler(t, a, b) at virtual time t (not before now)."""
-        heappush(self._heap, (max(t, self.now), next(self._seq), handler, a, b))
+        seq = self._seq
+        self._seq = seq + 1
+        heappush(self._heap, (max(t, self.now), seq, handler, a, b))
 
     def start(self, t: float = 0.0) -> None:
         """Give every broker its Start event (arms the overrun/switch timers)."""
@@ -228,10 +231,12 @@ class Engine:
         # delay FIFO share one queue item (one seq, one Receive), handed to each destination in
         # send order. The items would have had consecutive seqs at one time, so nothing could
         # have run between them: the order of events is the same. `batch_msg` is the message
-        # of the step's last FIFO item while it may still take more destinations; anything
-        # else that schedules (timer effects, trace observers) closes it.
+        # of the step's last FIFO item, which takes more destinations only while nothing else
+        # was scheduled (`self._seq` still `batch_next`): a timer effect, or an observer of a
+        # delivery or trace record that schedules, closes it.
         batch_msg: Message | None = None
         batch: list[Node] | None = None
+        batch_next = -1
         for e in effects:
             # Sends dominate by far, then deliveries; test for them first, the rest go through
             # the dict.
@@ -240,7 +245,6 @@ class Engine:
                 if kind is Deliver:
                     self._on_deliver(now, node, e)
                 else:
-                    batch_msg = None
                     self._effects[kind](now, node, e)
                 continue
             link = links.get(e.neighbor)
@@ -252,7 +256,6 @@ class Engine:
             msg = e.message
             self.sent[type(msg)] += 1
             if link.faulty:
-                batch_msg = None
                 self._faulty_send(now, link, msg)
                 continue
             constant = self._constant
@@ -264,7 +267,7 @@ class Engine:
                 # takes them at O(1) instead of the heap's O(log n) (most events are these)
                 link.last = arrival
                 fifo = self._fifo
-                if msg is batch_msg:
+                if msg is batch_msg and self._seq == batch_next:
                     if batch is None:  # the second destination: the item becomes a batch
                         first = fifo[-1]
                         batch = [first[3], link.dst]
@@ -272,16 +275,17 @@ class Engine:
                     else:
                         batch.append(link.dst)
                 else:
+                    seq = self._seq
+                    self._seq = batch_next = seq + 1
                     batch_msg, batch = msg, None
-                    fifo.append((arrival, next(self._seq), self._arrive, link.dst,
-                                 Receive(link.src, msg)))
+                    fifo.append((arrival, seq, self._arrive, link.dst, Receive(link.src, msg)))
                 if self._on_link is not None:
                     self._on_link(now, "send", link.src, link.dst.id, msg)
                 continue
-            batch_msg = None
             link.last = arrival
-            heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst,
-                                  Receive(link.src, msg)))
+            seq = self._seq
+            self._seq = seq + 1
+            heappush(self._heap, (arrival, seq, self._arrive, link.dst, Receive(link.src, msg)))
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
         return effects
@@ -329,7 +333,9 @@ class Engine:
             timer = node.timers[effect.timer] = _Timer(node, effect.timer)
         timer.gen += 1  # whatever is still queued for this timer is now stale
         at = effect.at if effect.at >= now else now  # also maps a NaN from corrupted RAM to now
-        heappush(self._heap, (at, next(self._seq), self._fire, timer, timer.gen))
+        seq = self._seq
+        self._seq = seq + 1
+        heappush(self._heap, (at, seq, self._fire, timer, timer.gen))
 
     def _fire(self, now: float, timer: _Timer, gen: int) -> None:
         if gen == timer.gen:
@@ -402,7 +408,9 @@ class Engine:
             copies = 2  # the copy arrives right behind the original, still in FIFO order
         for _ in range(copies):
             received = Receive(link.src, msg)
-            heappush(self._heap, (arrival, next(self._seq), self._arrive, link.dst, received))
+            seq = self._seq
+            self._seq = seq + 1
+            heappush(self._heap, (arrival, seq, self._arrive, link.dst, received))
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
 
