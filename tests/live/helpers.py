@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import grpc
 from weeble.broker.runtime.config import BrokerConfig
 from weeble.broker.runtime.links import CONNECT_METHOD
 from weeble.broker.runtime.wire import hello
+from weeble.orchestrator.local import free_port, free_ports
 
 # Each test session draws its loopback addresses from 127.0.0.10 upwards, so brokers of one test
 # get distinct addresses (as on the local backend) without colliding with 127.0.0.1 services.
@@ -24,10 +24,6 @@ def next_host() -> str:
     return f"127.0.0.{next(_hosts) % 240 + 10}"
 
 
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def address(host: str) -> str:
@@ -53,6 +49,7 @@ def make_config(
 ) -> BrokerConfig:
     if host is None:  # admin next to the listen address, as the local backend does
         host = listen.rsplit(":", 1)[0] if listen else next_host()
+    ports = free_ports(host, 3)
     data: dict[str, Any] = {
         "broker_id": broker_id,
         "algorithm": algorithm,
@@ -60,8 +57,10 @@ def make_config(
         "root": root or broker_id,
         "parent": parent,
         "neighbors": neighbors or {},
-        "listen_address": listen or address(host),
-        "admin_address": address(host),
+        # two ports picked together (one released at once may be picked again), the admin
+        # port never the listen port
+        "listen_address": listen or f"{host}:{ports[0]}",
+        "admin_address": next(f"{host}:{p}" for p in ports[1:] if f"{host}:{p}" != listen),
         "admin_token": ADMIN_TOKEN,
         "link_token": LINK_TOKEN,
         # in-process brokers of these tests take any client; tests/live/test_hardening.py

@@ -21,7 +21,7 @@ from tests.live.helpers import run
 from tests.live.livebed import REPO, next_base_host, scenario, start, wait_for, weeble
 from weeble.broker.client import Publisher, Subscriber
 from weeble.broker.runtime.admin_client import AdminClient
-from weeble.orchestrator.local import free_port, pid_alive
+from weeble.orchestrator.local import free_ports, pid_alive
 from weeble.orchestrator.testbed import Testbed
 from weeble.trace.reader import read_trace
 
@@ -319,9 +319,10 @@ def test_pause_link_state_and_run_time_membership(chain: Testbed, tmp_path: Path
     assert backend.links() == [("b0", "b1"), ("b1", "b2")]
     base = backend.config("b2")
     host = "127.0.0.1"
+    listen, admin = free_ports(host, 2)
     new = base.model_copy(update={
         "broker_id": "b3", "parent": None, "neighbors": {}, "links": {},
-        "listen_address": f"{host}:{free_port(host)}", "admin_address": f"{host}:{free_port(host)}",
+        "listen_address": f"{host}:{listen}", "admin_address": f"{host}:{admin}",
         "metrics_address": None, "trace_path": tmp_path / "b3.jsonl"})
     backend.add_broker(new)
     backend.wait_healthy("b3", 20)

@@ -86,11 +86,22 @@ def signals_raise(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) ->
 # ---- small helpers --------------------------------------------------------------------------
 
 
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` distinct ports that are free on `host` right now (the OS picks them). All are
+    held until the last is picked: a port released at once may be handed out again by the
+    next pick (CI once got a broker whose admin port was its listen port)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind((host, 0))
+            ports.append(int(s.getsockname()[1]))
+        return ports
+
+
 def free_port(host: str) -> int:
     """A port that is free on `host` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return free_ports(host, 1)[0]
 
 
 def check_free(address: str, what: str) -> None:
@@ -285,14 +296,13 @@ class LocalBackend(Backend):
             raise BackendError(f"base host {ports.base_host}: {len(brokers)} brokers do not fit"
                                " in 127.0.0.0/8 from there")
 
-        def port(host: str, fixed: int | None) -> int:
-            return free_port(host) if ports.any_ports or not fixed else fixed
-
         out = {}
         for b, h in hosts.items():
-            listen = f"{h}:{port(h, ports.listen)}"
-            admin = f"{h}:{port(h, ports.admin)}"
-            metrics = f"{h}:{port(h, ports.metrics)}" if ports.metrics_enabled else None
+            fixed = [ports.listen, ports.admin, ports.metrics]
+            free = iter(free_ports(h, len(fixed)))  # distinct, for the slots not fixed
+            listen, admin, metric = (f"{h}:{next(free) if ports.any_ports or not f else f}"
+                                     for f in fixed)
+            metrics = metric if ports.metrics_enabled else None
             out[b] = Placement(listen, admin, metrics, BrokerAddress(b, listen, admin, metrics))
         self._reach.update({b: p.reach for b, p in out.items()})
         return out
