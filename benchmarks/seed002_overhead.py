@@ -19,6 +19,9 @@ Timers: one per directed edge, period 10 s except static 3 s; the adaptive thres
 is 20 unwanted events. Sketch checks (Observe/reply) are not part of the paper's metric; their
 bytes are printed beside.
 
+The runs are those of `weeble reproduce sketches` (weeble/analytics/reproduce/sketches.py:
+`one_run`), which judges them against the paper's relations (spec C.2-6).
+
 Run: python -m benchmarks.seed002_overhead [--quick]
 Prints medians over seeds, and the paper's qualitative relations beside ours.
 """
@@ -26,96 +29,11 @@ Prints medians over seeds, and the paper's qualitative relations beside ours.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
-import string
 import sys
 import time
 
-from weeble.broker.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
-from weeble.broker.core.rom import Algorithm, AntiEntropy, Params
-from weeble.broker.runtime.wire import wire_size
-from weeble.broker.sim.simulation import Simulation
-from weeble.model import topology as topo
-
-STRATEGIES = {
-    "strawman": ("strawman", 10.0),
-    "static 3 s": ("static", 3.0),
-    "static 10 s": ("static", 10.0),
-    "adaptive": ("adaptive", 10.0),
-}
-T_FAIL = 60.0
-CHECKS = (AeObserve, AeReply, AeCorrect)  # the sketch checks and their corrections
-
-
-def middle_edge(t: topo.Topology) -> tuple[str, str]:
-    """The edge whose removal splits the tree most evenly."""
-    def side(a: str, b: str) -> int:
-        seen, stack = {a, b}, [b]
-        while stack:
-            u = stack.pop()
-            for w in t.neighbors(u):
-                if w not in seen:
-                    seen.add(w)
-                    stack.append(w)
-        return len(seen) - 1
-
-    n = len(t.brokers)
-    return min(t.links, key=lambda e: abs(n - 2 * side(*e)))
-
-
-def one_run(*, seed: int, timer: str, period: float, publish_interval: float, downtime: float,
-            fail: bool, alphabet: int, n: int) -> tuple[int, int, int]:
-    """(sub+unsub messages, unwanted events, sketch-check bytes) of one run."""
-    rng = random.Random(seed)
-    tree = topo.random_tree(n, seed)
-    params = Params(pi=3.0, rho=1.5, delta_min=0.005, delta_max=0.02, d=tree.diameter())
-    ae = AntiEntropy(timer=timer, period=period, threshold=20, full_every=16)
-    check_bytes = [0]
-
-    def on_link(now: float, kind: str, src: str, dst: str, msg: object) -> None:
-        if kind == "send" and type(msg) in CHECKS:
-            check_bytes[0] += wire_size(msg)  # type: ignore[arg-type]
-
-    s = Simulation(tree, algorithm=Algorithm.IDENTITY, params=params, seed=seed, boot="together",
-                   delay="uniform", anti_entropy=ae, keep_history=False, on_link=on_link)
-    letters = string.ascii_lowercase[:alphabet]
-
-    def pattern() -> str:
-        return "".join(rng.choice(letters) for _ in range(3))
-
-    t_end = T_FAIL + downtime + 12.0
-    for b in tree.brokers:  # the workload, fixed by the seed (the same with and without failure)
-        held: list[tuple[str, str]] = []
-        t = rng.uniform(0, 2.0)
-        i = 0
-        while t < t_end:
-            p = pattern()
-            if p not in (q for _, q in held):
-                if len(held) >= 20:
-                    s.unsubscribe(t, held.pop(0)[0])
-                sub_id = f"{b}/{i}"
-                i += 1
-                s.subscribe(t, f"c{b}x{i}", b, f'p == "{p}"', sub_id=sub_id)
-                held.append((sub_id, p))
-            t += 2.0
-        t = T_FAIL - 1.0 + rng.uniform(0, publish_interval)
-        while t < t_end:
-            s.publish(t, b, {"p": pattern()})
-            t += publish_interval
-    a, b = middle_edge(tree)
-    if fail:
-        s.run(T_FAIL)
-        s.engine.set_link_fault(a, b, drop=1.0)
-        s.engine.report_link(a, b, up=False)
-        s.run(T_FAIL + downtime)
-        s.engine.set_link_fault(a, b, drop=0.0)
-        s.engine.report_link(a, b, up=True)
-    s.run(t_end)
-    sent = s.engine.sent
-    unwanted = sum(x.anti_entropy.ram.stats["unwanted"] for x in s.brokers.values()
-                   if x.anti_entropy is not None)
-    return sent[Sub] + sent[Unsub], unwanted, check_bytes[0]
+from weeble.analytics.reproduce.sketches import STRATEGIES, one_run
 
 
 def main() -> None:

@@ -13,8 +13,9 @@ the supervisor and for any process in a legitimate state; O(log n) worst-case, O
 degree. The reconstruction predicts that "0" and "1" *receive* Θ(log n) shortcut introductions
 per interval (spec C.1-8): the maximum received column shows it.
 
-Every figure comes from the one Simulation in mode skip_ring (tests/seeds/driver.py's
-SkipRingWorld is a view of it): the same core, engine and ROM as `weeble simulate`.
+Every figure comes from the one Simulation in mode skip_ring (SkipRingWorld is a view of it):
+the same core, engine and ROM as `weeble simulate`. The runs are those of `weeble reproduce
+skipring` (weeble/analytics/reproduce/skipring.py), which judges them against spec C.1.
 
 Run: python -m benchmarks.seed003_skipring [--full]
 """
@@ -22,55 +23,18 @@ Run: python -m benchmarks.seed003_skipring [--full]
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 
-from tests.seeds.driver import SkipRingWorld
-from weeble.broker.core.overlay.skipring.corruption import (
-    corrupt_database,
-    corrupt_member,
-    junk_messages,
+from weeble.analytics.reproduce.skipring import (
+    corrupted_convergence,
+    join_convergence,
+    steady_load,
 )
-from weeble.broker.core.overlay.skipring.member import MemberParams
-from weeble.broker.core.overlay.skipring.trie import Publication
 
 
-def corrupted_convergence(n: int, seed: int, *, supervisor_period: float = 0.25,
-                          plausibility: bool = True) -> float | None:
-    w = SkipRingWorld(n, seed=seed, supervisor_period=supervisor_period,
-                      params=MemberParams(plausibility=plausibility))
-    w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(20)])
-    w.net.run(2)
-    rng = random.Random(seed)
-    nodes = [w.sup, *w.ids]
-    for v in w.ids:
-        corrupt_member(w.member(v), rng, nodes)
-    corrupt_database(w.supervisor_state, rng, w.ids)
-    for dst, msg in junk_messages(rng, topic=w.TOPIC, nodes=nodes, supervisor=w.sup, count=3 * n):
-        w.inject(dst, dst, msg)
-    return w.run_until_legitimate(400)
-
-
-def join_convergence(n: int, seed: int) -> float | None:
-    w = SkipRingWorld(n, seed=seed)
-    for v in w.ids:
-        w.subscribe(v)
-    return w.run_until_legitimate(400)
-
-
-def steady_load(n: int, seed: int, intervals: int = 20) -> dict[str, float]:
-    w = SkipRingWorld(n, seed=seed)
-    w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(20)])
-    w.net.run(2)
-    w.net.reset_counts()
-    w.net.run(2 + intervals)
-    sent = [w.net.sent[v] / intervals for v in w.ids]
-    recv = [w.net.received[v] / intervals for v in w.ids]
-    return {"sent max": max(sent), "sent mean": statistics.fmean(sent),
-            "recv max": max(recv), "recv mean": statistics.fmean(recv),
-            "sup in": w.net.received[w.sup] / intervals, "sup out": w.net.sent[w.sup] / intervals,
-            "bytes max": max(w.net.bytes_sent[v] for v in w.ids) / intervals}
+def _joined(n: int, seed: int) -> float | None:
+    return join_convergence(n, seed)[0]
 
 
 def _median(xs: list[float | None]) -> float | None:
@@ -110,7 +74,7 @@ def main() -> None:
         # the work of convergence grows about as n²: only the smaller sizes by default
         c = ([corrupted_convergence(n, s) for s in seeds]
              if n <= args.corrupted_max else [])
-        j = [join_convergence(n, s) for s in seeds[:1]]
+        j = [_joined(n, s) for s in seeds[:1]]
         cm, jm = _median(c), _median(j)
         base.setdefault("c", cm or 1.0)
         base.setdefault("j", jm or 1.0)
@@ -132,9 +96,9 @@ def main() -> None:
           f"{'sup in':>7} {'sup out':>8} {'B/node max':>11}")
     for n in sizes:
         r = steady_load(n, seeds[0], intervals=20 if n <= 256 else 8)
-        print(f"{n:>6} {r['sent max']:>9.2f} {r['sent mean']:>10.2f} {r['recv max']:>9.2f} "
-              f"{r['recv mean']:>10.2f} {r['sup in']:>7.2f} {r['sup out']:>8.2f} "
-              f"{r['bytes max']:>11.0f}")
+        print(f"{n:>6} {r['sent_max']:>9.2f} {r['sent_mean']:>10.2f} {r['recv_max']:>9.2f} "
+              f"{r['recv_mean']:>10.2f} {r['sup_in']:>7.2f} {r['sup_out']:>8.2f} "
+              f"{r['bytes_max']:>11.0f}")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weeble.broker.core.corruption import random_fault
+from weeble.analytics.reproduce.sketches import (
+    convergence,
+    legal_traffic,
+    mode_simulation,
+)
+from weeble.analytics.reproduce.sketches import subscribe_all as subscribe
 from weeble.broker.core.events import Corrupt
 from weeble.broker.core.filters import Filter
-from weeble.broker.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
+from weeble.broker.core.messages import AeReply
 from weeble.broker.core.rom import Algorithm, AntiEntropy, Params
 from weeble.broker.core.sketch.legality import (
     all_locally_legal,
@@ -60,80 +65,35 @@ def test_theorem_1_local_legality_iff_global_legality(data: st.DataObject, n: in
     assert all_locally_legal(tree, held, local) == globally_legal(tree, held, local)
 
 
-# ---- the mode in the Simulation -------------------------------------------------------------
+# ---- the mode in the Simulation (weeble reproduce sketches runs the same) ---------------------
 
-
-def sim(t: topo.Topology, *, seed: int = 0, algorithm: Algorithm = Algorithm.IDENTITY,
-        **knobs: object) -> Simulation:
-    ae = AntiEntropy(**{"period": 1.0, "full_every": 8, **knobs})  # type: ignore[arg-type]
-    params = Params(pi=PARAMS.pi, rho=PARAMS.rho, delta_min=PARAMS.delta_min,
-                    delta_max=PARAMS.delta_max, d=max(1, t.diameter()))
-    return Simulation(t, algorithm=algorithm, params=params, seed=seed,
-                      boot="together", anti_entropy=ae)
-
-
-def subscribe(s: Simulation, rng: random.Random, per_broker: int = 2) -> None:
-    for b in s.topology.brokers:
-        for i in range(per_broker):
-            s.subscribe(0.0, f"c-{b}-{i}", b, f"class == {rng.randrange(12)}")
-
-
-def legal_within(s: Simulation, until: float, step: float = 0.25) -> float | None:
-    """Run until the tables are legitimate; the time it took from now (None: not by `until`)."""
-    start = s.now
-    while s.now < until:
-        s.run(s.now + step)
-        if not s.legitimacy():
-            return s.now - start
-    return None
+sim = mode_simulation
 
 
 @pytest.mark.parametrize("algorithm", [Algorithm.IDENTITY, Algorithm.SIMPLE])
 def test_a_legal_system_sends_two_messages_per_edge_and_period_and_nothing_else(
         algorithm: Algorithm) -> None:
     """C.2-3: no corrective traffic in a legal state: per directed edge and period exactly an
-    Observe and its reply, no (un)subscription (the clients' refreshes stay at their broker)."""
-    rng = random.Random(5)
-    t = topo.random_tree(20, 5)
-    s = sim(t, full_every=4, algorithm=algorithm)
-    subscribe(s, rng)
-    s.run(6.0)
-    assert not s.legitimacy()
-    sent = s.engine.sent
-    before = dict(sent)
-    s.run(26.0)  # 20 periods, of which 5 exact rounds per edge
-    delta = {k: sent[k] - before.get(k, 0) for k in sent}
-    directed = 2 * len(t.links)
-    assert abs(delta[AeObserve] - 20 * directed) <= directed
-    assert abs(delta[AeReply] - delta[AeObserve]) <= directed
-    assert delta[Sub] == delta[Unsub] == delta.get(AeCorrect, 0) == 0
-    assert sum(b.anti_entropy.ram.stats["corrections"] for b in s.brokers.values()) == 0
-    assert not s.legitimacy()
+    Observe and its reply, no (un)subscription (the clients' refreshes stay at their broker);
+    20 periods, of which 5 exact rounds per edge."""
+    r = legal_traffic(algorithm, periods=20)
+    assert r["legal"] == 1.0  # before and after
+    assert r["observes_per_edge_period"] == pytest.approx(1.0, abs=0.05)
+    assert r["messages_per_edge_period"] == pytest.approx(2.0, abs=0.1)
+    assert r["corrective"] == 0  # no Sub, Unsub, AeCorrect, nor a correction counted
 
 
 @pytest.mark.parametrize("algorithm", [Algorithm.IDENTITY, Algorithm.SIMPLE])
-@pytest.mark.parametrize("shape", ["chain", "star"])
+@pytest.mark.parametrize("shape", ["path", "star"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_converges_from_corrupted_tables_within_the_bound(shape: str, seed: int,
                                                          algorithm: Algorithm) -> None:
     """C.2-2 (Theorem 2): arbitrary table faults at every broker, no new faults → legal within
-    the mode's Δ, on a path and on a star of the same size."""
-    rng = random.Random(seed)
-    t = topo.chain(12) if shape == "chain" else topo.from_edges(
-        [("b0", f"b{i}") for i in range(1, 12)])
-    s = sim(t, seed=seed, algorithm=algorithm)
-    subscribe(s, rng)
-    s.run(5.0)
-    filters = [Filter.parse(f"class == {i}") for i in range(14)]
-    for b in t.brokers:
-        for _ in range(3):
-            s.engine.inject(s.now, b, random_fault(s.brokers[b], rng, filters))
-    s.run(s.now + 0.001)
-    assert s.legitimacy(), "the faults should leave the tables illegitimate"
-    took = legal_within(s, s.now + s.bound)
-    assert took is not None and took <= s.bound
-    s.run(s.now + 5)
-    assert not s.legitimacy()  # closure
+    the mode's Δ, on a path and on a star of the same size, and legal 5 s later (closure)."""
+    r = convergence(shape, 12, seed, algorithm)
+    assert r["broken"] == 1.0, "the faults should leave the tables illegitimate"
+    assert 0 <= r["took"] <= r["bound"]
+    assert r["closed"] == 1.0
 
 
 def test_sketch_faults_are_repaired() -> None:

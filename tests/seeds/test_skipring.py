@@ -1,5 +1,5 @@
 """The supervised skip ring with topic pub/sub (spec C.1-6..14), through the one Simulation
-(tests/seeds/driver.py: SkipRingWorld is a view of it in mode skip_ring)."""
+(weeble/analytics/reproduce/skipring_world.py: SkipRingWorld is a view of it in mode skip_ring)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.seeds.driver import SkipRingWorld
+from weeble.analytics.reproduce.skipring_world import SkipRingWorld
 from weeble.broker.core.overlay.skipring.corruption import (
     corrupt_database,
     corrupt_member,

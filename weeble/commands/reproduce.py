@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", metavar="NAME", choices=[*EXPERIMENTS, "all"],
                    help=f"what to reproduce: {', '.join(EXPERIMENTS)}, or all")
     p.add_argument("--out", required=True, type=Path, metavar="DIR",
-                   help="results directory (DIR/NAME for 'all'); rerunning resumes")
+                   help="results directory (DIR/NAME for 'all', with DIR/index.md); rerunning "
+                        "resumes")
     p.add_argument("--full", action="store_true",
                    help="the paper's grid (default: a short grid that runs in minutes)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -49,12 +50,14 @@ def run(args: argparse.Namespace) -> int:
     )
 
     from weeble.analytics.reproduce import EXPERIMENTS, experiment
-    from weeble.analytics.reproduce.framework import ReproduceError
+    from weeble.analytics.reproduce.framework import ReproduceError, write_index
     from weeble.analytics.reproduce.framework import run as run_experiment
 
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     console = Console(stderr=True, quiet=args.quiet)
     status = 0
+    runs: list[Any] = []
+    left_out: dict[str, str] = {}
     for name in names:
         out = args.out / name if args.name == "all" else args.out
         try:
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             if args.name != "all":
                 raise UsageError(str(exc)) from None
             console.print(f"reproduce {name}: left out: {exc}")
+            left_out[name] = str(exc)
             continue
         try:
             with Progress(TextColumn(f"reproduce {name}"), BarColumn(), MofNCompleteColumn(),
@@ -81,7 +85,14 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         if not args.quiet:
             print_summary(result)
+        runs.append(result)
         status = max(status, 0 if result.met else 1)
+    if args.name == "all":
+        index = write_index(args.out, runs, left_out, full=args.full)
+        if not args.quiet:
+            met = sum(sum(o.met for o in r.outcomes) for r in runs)
+            Console().print(f"all: {met} of {sum(len(r.outcomes) for r in runs)} claims met "
+                            f"in {len(runs)} experiment(s); index: {index}")
     return status
 
 

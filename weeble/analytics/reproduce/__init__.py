@@ -4,6 +4,9 @@
     ch3.py        thesis chapter 3: the cost of self-stabilizing filtering (§3.3.3, §3.5)
     ch4.py        thesis 4.4.3: the coordinated link exchange against the strawman
     ch5.py        thesis 5.6, experiments 3 and 4: CI, ℓMST, ℓMIT against the static tree
+    sketches.py   seed 002: edge stabilization with Bloom sketches (spec C.2)
+    skipring.py   seed 003: the supervised skip ring and its pub/sub (spec C.1);
+                  skipring_world.py is its view of the one Simulation
     plots.py      the figures
 
 Pure Python plus matplotlib: no Spark.
@@ -43,9 +46,23 @@ def _ch5(simulate: bool) -> Experiment:
     return Chapter5()
 
 
+def _sketches(simulate: bool) -> Experiment:
+    from weeble.analytics.reproduce.sketches import Sketches, model_only
+
+    return Sketches() if simulate else model_only()
+
+
+def _skipring(simulate: bool) -> Experiment:
+    from weeble.analytics.reproduce.skipring import ModelColumn, SkipRing
+
+    return SkipRing() if simulate else SkipRing(evaluators=(ModelColumn(),))
+
+
 # Adding an experiment: a module with a class satisfying `framework.Experiment`, listed here;
 # called with simulate=False it leaves out its simulation column.
-EXPERIMENTS: dict[str, Callable[[bool], Experiment]] = {"ch3": _ch3, "ch4": _ch4, "ch5": _ch5}
+EXPERIMENTS: dict[str, Callable[[bool], Experiment]] = {"ch3": _ch3, "ch4": _ch4, "ch5": _ch5,
+                                                     "sketches": _sketches,
+                                                     "skipring": _skipring}
 
 
 def experiment(name: str, *, simulate: bool = True) -> Experiment:

@@ -428,3 +428,30 @@ def curve_zero_crossing(curve: Sequence[tuple[float, float]]) -> float | None:
 def curve_peak(curve: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     """(x, y) of the largest sample, None for an empty curve."""
     return max(curve, key=lambda xy: xy[1]) if curve else None
+
+
+def write_index(out: Path, runs: Sequence[Run], left_out: Mapping[str, str], *,
+                full: bool) -> Path:
+    """`weeble reproduce all`: OUT/index.md, one line per experiment (its verdict, its report,
+    its figures) and the experiments left out with the reason."""
+    out = Path(out)
+    met = sum(sum(o.met for o in r.outcomes) for r in runs)
+    total = sum(len(r.outcomes) for r in runs)
+    parts = ["# Reproducing the papers", "",
+             f"`weeble reproduce all --out DIR{' --full' if full else ''}`: "
+             f"{'the papers' if full else 'the short'} grids. **{met} of {total} claims met** "
+             f"in {len(runs)} experiment(s).", "",
+             "| experiment | claims met | report | figures |", "|---|---|---|---|"]
+    for r in runs:
+        rel = r.report.relative_to(out).as_posix()
+        figures = ", ".join(f"[{p.name}]({p.relative_to(out).as_posix()})" for p, _ in r.figures)
+        ok = sum(o.met for o in r.outcomes)
+        verdict = f"{ok} of {len(r.outcomes)}" + ("" if r.met else " (**not all**)")
+        parts.append(f"| {r.experiment.name}: {r.experiment.title} | {verdict} | "
+                     f"[{rel}]({rel}) | {figures or '—'} |")
+    for name, why in left_out.items():
+        parts.append(f"| {name} | left out: {why} | — | — |")
+    path = out / "index.md"
+    out.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, "\n".join(parts) + "\n")
+    return path

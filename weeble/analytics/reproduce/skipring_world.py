@@ -1,5 +1,6 @@
-"""The seed-003 claim tests' view of the one Simulation in mode skip_ring: `SkipRingWorld`
-gives them the handles they need (member and supervisor state, message counts, crash, inject).
+"""A view of the one Simulation in mode skip_ring for seed 003's claims: `SkipRingWorld` gives
+`weeble reproduce skipring`, its benchmark and the claim tests (tests/seeds/) the handles they
+need (member and supervisor state, message counts, crash, inject).
 """
 
 from __future__ import annotations
