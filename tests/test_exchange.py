@@ -430,27 +430,105 @@ def test_advertisements_travel_through_an_exchange(alg: Algorithm) -> None:
         check_exchange(run, ordering=Ordering.FIFO)
 
 
-def test_a_refused_lock_keeps_what_it_queued() -> None:
-    """D13: a stale request (the tree optimizer's) whose new link a is a link already: B1 queues
-    a notification that comes over a in Qnot; the lock is refused further on ("path"), and the
-    reset hands the notification to routing instead of dropping it."""
+def _b1_of_a_stale_request(neighbors: frozenset[str]) -> Any:
+    """B1 = b5 of the cycle ⟨b5 b7 b6 b8⟩ (remove b6–b8, add b5–b8), with a subscriber."""
     from weeble.broker.core.broker import Broker
-    from weeble.broker.core.events import ClientSubscribe, Deliver, Receive, Start
+    from weeble.broker.core.events import ClientSubscribe, Start
     from weeble.broker.core.filters import Filter
-    from weeble.broker.core.messages import Lock, Notify
     from weeble.broker.core.rom import Rom
 
     params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=4)
-    b5 = Broker(Rom(broker_id="b5", neighbors=frozenset({"b7", "b8"}), root="b5", parent=None,
+    b5 = Broker(Rom(broker_id="b5", neighbors=neighbors, root="b5", parent=None,
                     algorithm=Algorithm.SIMPLE, params=params))
     b5.step(0.0, Start())
     b5.step(0.1, ClientSubscribe("c", "s1", Filter.parse("class == 1")))
-    path = ("b5", "b7", "b6", "b8")
-    b5.step(1.0, StartExchange("x", path, ("b6", "b8"), 0))
+    return b5
+
+
+PATH = ("b5", "b7", "b6", "b8")
+
+
+def test_d14_a_request_whose_new_link_is_a_link_already_is_refused_before_the_lock() -> None:
+    """D14: a stale request (the tree optimizer's, or a retry planned on an older tree) whose
+    new link a is a link already. Locked, B1 used to treat its neighbour Bn as "a": what came
+    from Bn waited in Qnot (D13), and every black message routed to Bn was dropped ("black
+    never over a", A8) until the refusal came back from further on — the live loss of
+    `test_live_costs`. B1 now refuses at once: nothing is held, nothing is dropped."""
+    from weeble.broker.core.events import Deliver, Receive, Send
+    from weeble.broker.core.filters import Filter
+    from weeble.broker.core.messages import Notify, Sub
+
+    b5 = _b1_of_a_stale_request(frozenset({"b7", "b8"}))
+    effects = b5.step(1.0, StartExchange("x", PATH, ("b6", "b8"), 0))
+    assert not b5.locked and not [e for e in effects if type(e) is Send]
+    failed = [e.fields for e in effects if getattr(e, "kind", None) == "reconfig"]
+    assert failed[-1]["phase"] == "failed" and "link already" in failed[-1]["why"], failed
+    n = Notification("p", 1, {"class": 1}, 1.05)
+    effects = b5.step(1.1, Receive("b8", Notify(n, False)))
+    assert [e.client for e in effects if type(e) is Deliver] == ["c"]
+    # and a notification of b7's reaches b8 (the route b8's subscription would take)
+    b5.step(1.15, Receive("b8", Sub("s9", Filter.parse("class == 1"), 0, False)))
+    m = Notification("q", 1, {"class": 1}, 1.2)
+    effects = b5.step(1.2, Receive("b7", Notify(m, False)))
+    assert [e.neighbor for e in effects if type(e) is Send] == ["b8"]
+
+
+def test_d13_a_refused_lock_hands_what_its_queues_hold_to_routing() -> None:
+    """D13: a refused lock never drops what B1's queues hold (since D14 a fault-free run
+    queues nothing before the lock has come round; a corrupted queue is not lost either)."""
+    from weeble.broker.core.events import Deliver, Receive
+    from weeble.broker.core.messages import Lock, Notify
+
+    b5 = _b1_of_a_stale_request(frozenset({"b7"}))
+    b5.step(1.0, StartExchange("x", PATH, ("b6", "b8"), 0))
     assert b5.locked
     n = Notification("p", 1, {"class": 1}, 1.05)
-    assert not [e for e in b5.step(1.1, Receive("b8", Notify(n, False))) if type(e) is Deliver]
-    assert len(b5.ram.exchange.qnot) == 1  # held: it came over a
-    effects = b5.step(1.2, Receive("b7", Lock("x", path, ("b6", "b8"), refused="path")))
+    b5.ram.exchange.qnot.append(("b7", Notify(n, False), 1.1))  # a fault put it there
+    effects = b5.step(1.2, Receive("b7", Lock("x", PATH, ("b6", "b8"), refused="path")))
     assert not b5.locked
     assert [e.client for e in effects if type(e) is Deliver] == ["c"]
+
+
+def _same_exchange_twice(seed: int, ordering: Ordering) -> Net:
+    """The chain b0-b1-b2-b3; b1 and b3 decide at once to exchange b1-b2 for b1-b3 (as CI's
+    brokers do when they agree). One lock is refused as busy and retried after its back-off,
+    by then the other has made b1-b3 a link: the retry is stale."""
+    chain = ["b0", "b1", "b2", "b3"]
+    tree = Tree.of(list(pairwise(chain)))
+    params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=3)
+    net = Net(from_edges(tree.edges), algorithm=Algorithm.SIMPLE, params=params, seed=seed,
+              root="b0", ordering=ordering)
+    for i, b in enumerate(chain):
+        net.subscribe(0.0, f"s{i}", b, "class == 1")
+    rng = random.Random(seed)
+    for b in chain:
+        t = 2 * RHO + rng.uniform(0, 0.01)
+        while t < T_X + 7.0:
+            net.publish(t, b, {"class": 1, "price": 5}, publisher=f"p-{b}")
+            t += 0.01
+    net.start_exchange(T_X, ExchangeLink(remove=edge("b1", "b2"), add=("b1", "b3")), tree,
+                       "x1", seed)
+    net.start_exchange(T_X, ExchangeLink(remove=edge("b1", "b2"), add=("b3", "b1")), tree,
+                       "x2", seed + 100)
+    net.run(T_X + 10.0)
+    return net
+
+
+@pytest.mark.parametrize("ordering", list(Ordering), ids=[o.value for o in Ordering])
+def test_d14_the_same_exchange_decided_twice_loses_nothing(ordering: Ordering) -> None:
+    """The live loss of `test_live_costs` (README, "Measured link costs"), replayed: seed 1
+    retries b3's request after b1's exchange made b1-b3 a link; b3 took its lock, b2 refused
+    it ("path"), and the notifications b3 routed to b1 meanwhile (its own, b2's) were dropped
+    as "black over a": 147 missing before D14."""
+    net = _same_exchange_twice(1, ordering)
+    phases = {(node, tr.fields["rid"], tr.fields["phase"]): tr.fields.get("why")
+              for _, node, tr in net.traces if tr.kind == "reconfig"}
+    assert ("b1", "x1", "done") in phases, phases
+    assert "link already" in phases["b3", "x2", "failed"], phases  # the stale retry
+    assert all(not b.locked for b in net.brokers.values())
+    assert net.overlay_legitimacy() == [] and net.legitimacy() == []
+    settle = RHO + net.params.d * DMAX
+    assert net.delivery_errors(published_from=2 * RHO + settle, settle=settle) == []
+    fifo, causal = ordering_violations(net)
+    assert fifo == 0 or ordering is Ordering.NONE
+    assert causal == 0 or ordering is not Ordering.CAUSAL

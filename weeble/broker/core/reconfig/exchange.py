@@ -22,7 +22,12 @@ Fixes of the printed pseudo-code (spec ch. 4 §3.11), all adopted:
 - D10: a refused initiator retries after a random back-off drawn from the request's seed.
 - D13 (ours, found by the tree optimizer, whose decisions can be stale): a refused lock hands
   what B1/Bn queued from over a (a link already, in a stale request) to routing, not to the
-  reset; `tests/test_exchange.py::test_a_refused_lock_keeps_what_it_queued`.
+  reset; `tests/test_exchange.py::test_d13_a_refused_lock_hands_what_its_queues_hold_to_routing`.
+- D14 (ours, found live with several brokers deciding the same exchange at once): a request
+  whose a is a link already is stale (the tree cannot hold both a and the path). Locked, B1
+  dropped every black message it routed to its neighbour Bn ("black never over a") until the
+  refusal came back from further on; B1 and Bn now refuse it before locking ("path").
+  `tests/test_exchange.py::test_d14_*`.
 Ours, beyond the thesis (each found by the simulation tests, tests/test_exchange.py):
 - D12 case, FIFO-producer order: a subscription Br2 forwarded along its side before Begin, and
   its unsubscription relayed out of band after Begin, reach Bn in the wrong order (the relay
@@ -325,6 +330,13 @@ class Exchange:
                 return [Trace("garbage", {"from": sender, "why": "lock from outside the cycle"})]
             i, n = path.index(me), len(path)
             right = path[i + 1] if i < n - 1 else path[0]
+            if (i == 0 or i == n - 1) and (path[-1] if i == 0 else path[0]) in (
+                    self.overlay.ram.neighbors):
+                # D14 (ours): a is a link already, so the path is no tree path any more (the
+                # tree cannot hold both): a stale request. Locked, B1 would drop black
+                # messages for its neighbour Bn as "black never over a" until the refusal came
+                # back from further on: refuse before locking.
+                return self._refuse(now, sender, ml, "path", stale=True)
             if i == n - 1:
                 self.overlay.add(path[0])  # A2.6: a becomes usable at Bn
                 self.routing.adopt(path[0])
@@ -357,13 +369,14 @@ class Exchange:
             return effects
         return [Trace("garbage", {"from": sender, "why": f"lock {ml.rid!r} from off my cycle"})]
 
-    def _refuse(self, now: float, sender: str, ml: Lock, why: str) -> list[Effect]:
+    def _refuse(self, now: float, sender: str, ml: Lock, why: str, stale: bool = False
+                ) -> list[Effect]:
         if sender == self.me:  # my own request: nobody to bounce it to
-            return self._failed(now, ml.rid, why)
+            return self._failed(now, ml.rid, why, stale=stale)
         return [Send(sender, Lock(ml.rid, ml.path, ml.edge, refused=why)),
                 _trace(ml.rid, "lock_refused", why=why)]
 
-    def _failed(self, now: float, rid: str, why: str) -> list[Effect]:
+    def _failed(self, now: float, rid: str, why: str, stale: bool = False) -> list[Effect]:
         """The initiator's lock was refused: retry after a random back-off (D10), unless the
         path is no longer the tree path (the manager must plan again)."""
         req = self.ram.pending.get(rid)
@@ -371,7 +384,9 @@ class Exchange:
             return []
         if why == "path":
             del self.ram.pending[rid]
-            return [_trace(rid, "failed", why="the cycle path is no longer a tree path")]
+            text = ("the new link is a link already (the tree changed since the request)"
+                    if stale else "the cycle path is no longer a tree path")
+            return [_trace(rid, "failed", why=text)]
         rng = random.Random(f"{req.seed}:{rid}:{req.attempts}")
         at = now + rng.uniform(0, self.backoff)  # type: ignore[arg-type]
         return [SetTimer(RETRY + rid, at), _trace(rid, "retry", attempt=req.attempts, at=at)]
