@@ -23,7 +23,8 @@ from weeble.cli import main
 def tiny_skipring(**kw: object) -> SkipRing:
     return SkipRing(join_sizes=((16, 100), ()), load_sizes=((16, 64), ()),  # type: ignore[arg-type]
                     corrupted_sizes=((16,), ()), seeds=(1, 1), flood_sizes=((64,), ()),
-                    newcomer_sizes=(10, 200), closure_size=20, **kw)
+                    newcomer_sizes=(10, 200), closure_size=20, ratio_size=16,
+                    ratio_seeds=(1, 1), **kw)
 
 
 def test_skipring_tiny_grid_meets_every_claim_and_resumes(tmp_path: Path) -> None:
@@ -41,7 +42,8 @@ def test_skipring_tiny_grid_meets_every_claim_and_resumes(tmp_path: Path) -> Non
     assert "## Per size" in report and "From a corrupted state" in report
     assert [p.name for p, _ in result.figures] == [
         "seed003_degree_diameter_vs_n.png", "seed003_load_vs_n_supervisor0.25.png",
-        "seed003_convergence_vs_n_supervisor0.25.png"]
+        "seed003_convergence_vs_n_supervisor0.25.png",
+        "seed003_convergence_vs_supervisor_timeout_n16.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p, _ in result.figures)
     again = run(tiny_skipring(), out=tmp_path)
     assert again.evaluated == 0 and again.reused == result.evaluated

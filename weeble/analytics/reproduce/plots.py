@@ -270,6 +270,25 @@ def skipring_figures(results: Results, *, out: Path,
                              "Member intervals from a corrupted state (labels, edges, "
                              "database, junk messages) to legitimacy against n, with the "
                              "reconstructed bound"))
+    ratio = [p for p in results.points if int(p["part"]) == sr.TIMER_RATIO]
+    if ratio:
+        n = int(ratio[0]["n"])
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for check, label in ((0, "the paper's rules"), (1, "with the plausibility check")):
+            pts = [(period, sr.ratio_took(results, "simulation", period, check))
+                   for period in sr.SUPERVISOR_PERIODS]
+            pts = [(x, y) for x, y in pts if y is not None]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("supervisor Timeout (member intervals)")
+        ax.set_ylabel("member intervals to legitimacy (median)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title(f"convergence from a corrupted state against the timer ratio, n = {n}")
+        written.append(_save(fig, out / f"seed003_convergence_vs_supervisor_timeout_n{n}.png",
+                             "Member intervals from a corrupted state to legitimacy against the "
+                             f"supervisor's Timeout (n = {n}), with and without the local "
+                             "plausibility check (spec A.13-5)"))
     return written
 
 

@@ -13,6 +13,8 @@ measurement (`part`) at one size n (and seed):
     part 3  closure: SR(n) for 40 intervals, nothing changes, no reply to CheckTrie, no Deliver
     part 4  flooding with unit link delay and no Timeouts: hops to reach all, PublishNew messages
     part 5  an empty newcomer against a holder of |P| = n publications: messages of one round
+    part 6  part 2 at n = 64 against the supervisor's Timeout (`period`, in member intervals),
+            with and without the local plausibility check (`plausibility`, spec A.13-5)
 
 The *model* column is SR(n) built from the definition (`labels.skip_ring_neighbours`) and the
 spec's closed forms; the *simulation* column runs the core. Time unit: one member Timeout
@@ -44,9 +46,8 @@ from weeble.analytics.reproduce.framework import (
     fmt,
 )
 
-JOIN, LOAD, CORRUPTED, CLOSURE, FLOOD, NEWCOMER = range(6)
-PART_NAMES = {JOIN: "SR(n) by joins", LOAD: "steady load", CORRUPTED: "from a corrupted state",
-              CLOSURE: "closure", FLOOD: "flooding", NEWCOMER: "newcomer"}
+JOIN, LOAD, CORRUPTED, CLOSURE, FLOOD, NEWCOMER, TIMER_RATIO = range(7)
+SUPERVISOR_PERIODS = (1.0, 0.25, 0.0625)  # part 6
 SUPERVISOR_PERIOD = 0.25  # of a member interval (spec D.4: the supervisor ≥ 4× faster)
 SPEC_DIAMETERS = {16: 4, 100: 6, 1024: 10, 4096: 12}  # spec C.1-3 [V]
 CLOSURE_KINDS = {"Introduce", "IntroduceShortcut", "CheckTrie", "Config", "ConfigRequest"}
@@ -277,6 +278,11 @@ class SimulationColumn(SimulationColumnBase):
             out = _flood(n, seed)
         elif part == NEWCOMER:
             out = _newcomer(n, seed)
+        elif part == TIMER_RATIO:
+            took = corrupted_convergence(n, seed, supervisor_period=point["period"],
+                                         plausibility=bool(point["plausibility"]),
+                                         limit=self.setup.limit)
+            out = {"took": -1.0 if took is None else took}
         else:
             raise ValueError(f"no part {part}")
         return {**out, "wall_s": time.perf_counter() - wall}
@@ -341,6 +347,22 @@ def _converged_fraction(results: Results, column: str) -> float | None:
     return sum(v >= 0 for v in got) / len(got) if got else None
 
 
+def ratio_took(results: Results, column: str, period: float, check: int) -> float | None:
+    """Member intervals to legitimacy (part 6), the median over seeds; None if a run did not
+    converge or none ran."""
+    got = [results.value(column, p, "took") for p in _points(results, TIMER_RATIO)
+           if p["period"] == period and int(p["plausibility"]) == check]
+    if not got or any(v is None or v < 0 for v in got):
+        return None
+    return statistics.median(got)  # type: ignore[type-var]
+
+
+def _slow_supervisor(results: Results, column: str) -> float | None:
+    slow = ratio_took(results, column, SUPERVISOR_PERIODS[0], 0)
+    fast = ratio_took(results, column, SUPERVISOR_PERIODS[-1], 0)
+    return None if slow is None or not fast else slow / fast
+
+
 def _worst_over_bound(results: Results, column: str) -> float | None:
     if column != "simulation":
         return None
@@ -375,6 +397,8 @@ class SkipRing:
     flood_sizes: tuple[tuple[int, ...], tuple[int, ...]] = ((64, 256), (64, 256, 1024))
     newcomer_sizes: tuple[int, ...] = (10, 1000)
     closure_size: int = 50
+    ratio_size: int = 64
+    ratio_seeds: tuple[int, int] = (1, 3)
     evaluators: Sequence[Evaluator] = ()
     pending: dict[str, str] = field(default_factory=dict)
     compact_groups: frozenset[str] = frozenset()
@@ -392,6 +416,10 @@ class SkipRing:
         pts += [Point.of(part=CLOSURE, n=self.closure_size, seed=1)]
         pts += [Point.of(part=FLOOD, n=n, seed=9) for n in self.flood_sizes[i]]
         pts += [Point.of(part=NEWCOMER, n=n, seed=n) for n in self.newcomer_sizes]
+        pts += [Point.of(part=TIMER_RATIO, n=self.ratio_size, seed=s, period=period,
+                         plausibility=check)
+                for s in range(1, self.ratio_seeds[i] + 1) for period in SUPERVISOR_PERIODS
+                for check in (0, 1)]
         return pts
 
     def claims(self) -> list[Claim]:
@@ -463,6 +491,11 @@ class SkipRing:
             Claim("C.1-10b", "… within 2n supervisor Timeouts + ⌈log₂ n⌉ intervals: the "
                   "slowest run / that bound", "spec C.1-10, A.7 [R]", 1.0, exact,
                   _worst_over_bound, group=STABILIZATION, relation="≤"),
+            Claim("C.1-10c", "the timer ratio matters (A.13-5): with the paper's rules alone (no "
+                  "plausibility check), time with a supervisor Timeout of 1 interval / with 1/16 "
+                  "(n = 64, median over seeds)", "spec C.1-10, A.13-5 [R]", 1.0, exact,
+                  _slow_supervisor, group=STABILIZATION, relation="≥",
+                  note="a corrupted own label waits for the round robin: n supervisor Timeouts"),
             Claim("C.1-13", "an empty newcomer gets the whole history in one round of 3 "
                   "messages, whatever |P| (largest over |P|)", "spec C.1-13 [V]; abstract",
                   3.0, exact, _over(NEWCOMER, _q("messages")), group=PUBLICATIONS),
@@ -520,6 +553,15 @@ class SkipRing:
             for n, vs in sorted(conv.items()):
                 lines.append(f"| {n} | {', '.join('none' if v < 0 else fmt(v) for v in vs)} | "
                              f"{fmt(corruption_bound(n))} |")
+        ratio = [(period, [ratio_took(results, col, period, c) for c in (0, 1)])
+                 for period in SUPERVISOR_PERIODS]
+        if any(v is not None for _, vs in ratio for v in vs):
+            lines += ["", f"From a corrupted state against the supervisor's Timeout (n = "
+                      f"{self.ratio_size}, member intervals, median over seeds):", "",
+                      "| supervisor Timeout (intervals) | paper's rules | with the plausibility "
+                      "check (A.13-5) |", "|---|---|---|"]
+            for period, (off, on) in ratio:
+                lines.append(f"| {fmt(period)} | {fmt(off)} | {fmt(on)} |")
         wall = [results.value(col, p, "wall_s") for p in results.points]
         lines += ["", "The seed's formulas and its Algorithms 3–4 were lost in extraction and "
                   "its text ends inside the proof of Publication Convergence: the values are "
