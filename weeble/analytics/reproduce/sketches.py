@@ -528,7 +528,8 @@ class Sketches:
                   group=EDGES),
             Claim("C.2-2b", "rounds grow with the diameter, not the size: time on a path / "
                   "on a star of the same n (the smallest over n)", "spec C.2-2; §1", 1.0,
-                  exact, _path_over_star, group=EDGES, relation="≥"),
+                  exact, _path_over_star, group=EDGES, relation="≥",
+                  note="corrections are forwarded at once: a hop costs δ, not a round"),
             Claim("C.2-6a", "heavy load: strawman ≤ adaptive (adaptive / strawman)",
                   "spec C.2-6; Fig. 2", 1.0, exact, _ratio("heavy", "adaptive", "strawman"),
                   group=TIMERS, relation="≥"),

@@ -13,6 +13,10 @@ measurement (`part`) at one size n (and seed):
     part 3  closure: SR(n) for 40 intervals, nothing changes, no reply to CheckTrie, no Deliver
     part 4  flooding with unit link delay and no Timeouts: hops to reach all, PublishNew messages
     part 5  an empty newcomer against a holder of |P| = n publications: messages of one round
+    part 7  subscribe and unsubscribe at the supervisor of a legitimate SR(n): messages it sends
+    part 8  one member of SR(n) unsubscribes: time to legitimacy, edges still pointing to it
+    part 9  `victims` members of SR(n) crash, found by the supervisor's detector (`oracle` 1) or
+            by their ring neighbours (0): time to SR(n − victims), gaps, stale references
     part 6  part 2 at n = 64 against the supervisor's Timeout (`period`, in member intervals),
             with and without the local plausibility check (`plausibility`, spec A.13-5)
 
@@ -46,7 +50,8 @@ from weeble.analytics.reproduce.framework import (
     fmt,
 )
 
-JOIN, LOAD, CORRUPTED, CLOSURE, FLOOD, NEWCOMER, TIMER_RATIO = range(7)
+(JOIN, LOAD, CORRUPTED, CLOSURE, FLOOD, NEWCOMER, TIMER_RATIO, OPERATIONS, LEAVE,
+ CRASH) = range(10)
 SUPERVISOR_PERIODS = (1.0, 0.25, 0.0625)  # part 6
 SUPERVISOR_PERIOD = 0.25  # of a member interval (spec D.4: the supervisor ≥ 4× faster)
 SPEC_DIAMETERS = {16: 4, 100: 6, 1024: 10, 4096: 12}  # spec C.1-3 [V]
@@ -122,6 +127,7 @@ def steady_load(n: int, seed: int, intervals: int = 20) -> dict[str, float]:
     sent = [w.net.sent[v] / intervals for v in w.ids]
     recv = [w.net.received[v] / intervals for v in w.ids]
     return {"sent_max": max(sent), "sent_mean": statistics.fmean(sent),
+            "work_max": max(s + r for s, r in zip(sent, recv, strict=True)),
             "recv_max": max(recv), "recv_mean": statistics.fmean(recv),
             "sup_in": w.net.received[w.sup] / intervals,
             "sup_out": w.net.sent[w.sup] / intervals,
@@ -217,6 +223,57 @@ def _newcomer(size: int, seed: int) -> dict[str, float]:
             "complete": float(w.member("n1").store.keys() == w.published)}
 
 
+def operation_cost(n: int, seed: int) -> dict[str, float]:
+    """Spec C.1-6: the messages the supervisor of a legitimate SR(n) sends for one subscribe and
+    one unsubscribe, and whether its database is clean (no condition of §3.1) right after each,
+    without acknowledgements."""
+    from weeble.broker.core.overlay.skipring.messages import Subscribe, Unsubscribe
+
+    w = _legitimate(n, seed, pubs=0)
+    sup = w.supervisor_state
+    sub = sup.receive(Subscribe(topic=w.TOPIC, node="new"))
+    clean = not sup.corrupted() and sup.members().get("new") == n
+    unsub = sup.receive(Unsubscribe(topic=w.TOPIC, node="n3"))
+    clean = clean and not sup.corrupted() and "n3" not in sup.members()
+    return {"subscribe": float(len(sub)), "unsubscribe": float(len(unsub)),
+            "clean": float(clean)}
+
+
+def leave(n: int, seed: int, *, limit: float = 60) -> dict[str, float]:
+    """Spec C.1-11: member n5 of a legitimate SR(n) unsubscribes: member intervals until the
+    rest is legitimate, then (5 intervals later) how many members still hold an explicit edge to
+    it, and whether it is inactive with no label."""
+    w = _legitimate(n, seed, pubs=5)
+    w.unsubscribe("n5")
+    took = w.run_until_legitimate(limit)
+    w.net.run(w.net.now + 5)
+    gone = w.member("n5")
+    return {"took": -1.0 if took is None else took,
+            "edges_to_leaver": float(sum("n5" in w.member(v).neighbours() for v in w.alive())),
+            "left": float(not gone.active and gone.label is None)}
+
+
+def crash(n: int, seed: int, victims: int, *, oracle: bool,
+          limit: float = 120) -> dict[str, float]:
+    """Spec C.1-12: `victims` members of a legitimate SR(n) crash (n7 alone, or n0, n1 and n11:
+    the first labels included); the supervisor learns of them from an eventually-correct
+    detector (`oracle`) or from their ring neighbours' reports. Member intervals to SR(n −
+    victims), whether the database then holds r(0…n − victims − 1) without a gap, and how many
+    references to a crashed node remain 5 intervals later."""
+    names = ["n7"] if victims == 1 else ["n0", "n1", "n11"][:victims]
+    w = _legitimate(n, seed, pubs=5, oracle_detector=oracle)
+    if not oracle:
+        w.net.run(w.net.now + 5)
+    for v in names:
+        w.crash(v)
+    took = w.run_until_legitimate(limit)
+    no_gap = sorted(w.supervisor_state.db) == list(range(n - len(names)))
+    w.net.run(w.net.now + 5)
+    stale = sum(len(set(names) & w.member(v).neighbours()) for v in w.alive())
+    return {"took": -1.0 if took is None else took, "no_gap": float(no_gap),
+            "stale": float(stale)}
+
+
 def model_values(point: Point) -> dict[str, float]:
     """SR(n) from the definition and the spec's closed forms."""
     from weeble.broker.core.overlay.skipring.labels import skip_ring_neighbours
@@ -232,6 +289,8 @@ def model_values(point: Point) -> dict[str, float]:
         return {"bound": corruption_bound(n)}
     if part == NEWCOMER:
         return {"messages": 3.0}
+    if part == OPERATIONS:
+        return {"subscribe": 1.0, "unsubscribe": 2.0}
     return {}
 
 
@@ -251,7 +310,7 @@ class ModelColumn:
     costly: bool = False
 
     def applies_to(self, point: Point, *, full: bool) -> bool:
-        return int(point["part"]) in (JOIN, FLOOD, CORRUPTED, NEWCOMER)
+        return int(point["part"]) in (JOIN, FLOOD, CORRUPTED, NEWCOMER, OPERATIONS)
 
     def evaluate(self, point: Point) -> dict[str, float]:
         return model_values(point)
@@ -260,7 +319,7 @@ class ModelColumn:
 @dataclass(frozen=True)
 class SimulationColumn(SimulationColumnBase):
     setup: Setup = Setup()
-    label: str = "seed003 simulation v1"
+    label: str = "seed003 simulation v2"
 
     def evaluate(self, point: Point) -> dict[str, float]:
         part, n, seed = int(point["part"]), int(point["n"]), int(point["seed"])
@@ -278,6 +337,12 @@ class SimulationColumn(SimulationColumnBase):
             out = _flood(n, seed)
         elif part == NEWCOMER:
             out = _newcomer(n, seed)
+        elif part == OPERATIONS:
+            out = operation_cost(n, seed)
+        elif part == LEAVE:
+            out = leave(n, seed)
+        elif part == CRASH:
+            out = crash(n, seed, int(point["victims"]), oracle=bool(point["oracle"]))
         elif part == TIMER_RATIO:
             took = corrupted_convergence(n, seed, supervisor_period=point["period"],
                                          plausibility=bool(point["plausibility"]),
@@ -374,7 +439,7 @@ def _worst_over_bound(results: Results, column: str) -> float | None:
 
 # the claims the model column (SR(n) by definition, the closed forms) gives a value for
 MODELLED = frozenset({"C.1-3a", "C.1-3b", "C.1-3c", "C.1-3d", "C.1-3e", "C.1-3f", "C.1-13",
-                      "C.1-14a", "C.1-14b"})
+                      "C.1-14a", "C.1-14b", "C.1-6a", "C.1-6b"})
 TOPOLOGY = "SR(n): the topology (C.1-2, C.1-3)"
 LOADS = "steady-state load per interval (C.1-7, C.1-8)"
 STABILIZATION = "closure and convergence (C.1-9, C.1-10)"
@@ -398,6 +463,7 @@ class SkipRing:
     newcomer_sizes: tuple[int, ...] = (10, 1000)
     closure_size: int = 50
     ratio_size: int = 64
+    leave_size: int = 24
     ratio_seeds: tuple[int, int] = (1, 3)
     evaluators: Sequence[Evaluator] = ()
     pending: dict[str, str] = field(default_factory=dict)
@@ -416,6 +482,10 @@ class SkipRing:
         pts += [Point.of(part=CLOSURE, n=self.closure_size, seed=1)]
         pts += [Point.of(part=FLOOD, n=n, seed=9) for n in self.flood_sizes[i]]
         pts += [Point.of(part=NEWCOMER, n=n, seed=n) for n in self.newcomer_sizes]
+        pts += [Point.of(part=OPERATIONS, n=n, seed=1) for n in self.load_sizes[i]]
+        pts += [Point.of(part=LEAVE, n=self.leave_size, seed=3)]
+        pts += [Point.of(part=CRASH, n=self.leave_size, seed=4, victims=k, oracle=o)
+                for k in (1, 3) for o in (1, 0)]
         pts += [Point.of(part=TIMER_RATIO, n=self.ratio_size, seed=s, period=period,
                          plausibility=check)
                 for s in range(1, self.ratio_seeds[i] + 1) for period in SUPERVISOR_PERIODS
@@ -452,6 +522,15 @@ class SkipRing:
             Claim("C.1-2", "the members' stored edges after n joins from nothing are SR(n) by "
                   "definition: fraction of sizes", "spec C.1-2, Network Convergence", 1.0, exact,
                   _over(JOIN, _q("as_defined"), min), group=TOPOLOGY),
+            Claim("C.1-6a", "subscribe costs the supervisor 1 message (largest over n)",
+                  "spec C.1-6; seed Thm. Subscribe/Unsubscribe cost", 1.0, exact,
+                  _over(OPERATIONS, _q("subscribe")), group=LOADS),
+            Claim("C.1-6b", "unsubscribe costs it 2 (largest over n)",
+                  "spec C.1-6; seed Thm. Subscribe/Unsubscribe cost", 2.0, exact,
+                  _over(OPERATIONS, _q("unsubscribe")), group=LOADS),
+            Claim("C.1-6c", "… and the database is correct right after each, with no "
+                  "acknowledgement (fraction of sizes)", "spec C.1-6", 1.0, exact,
+                  _over(OPERATIONS, _q("clean"), min), group=LOADS),
             Claim("C.1-7a", "exactly 1 Config per supervisor Timeout (plus one answer per "
                   "request): (Configs − requests) per Timeout, mean over n",
                   "spec C.1-7, A.6", 1.0, Tolerance(absolute=0.05),
@@ -476,6 +555,12 @@ class SkipRing:
                   "Θ(log n): slope of the largest received per doubling of n",
                   "spec C.1-8 [R]", 2.0, Tolerance(absolute=0.5),
                   _slope_per_doubling(LOAD, "recv_max"), group=LOADS),
+            Claim("C.1-8e", "the seed's abstract: checking legitimacy costs 'a constant on "
+                  "expectation for ... any process': slope of the busiest member's messages "
+                  "(sent + received) per doubling of n", "seed 003 abstract, §4.3", 0.0,
+                  Tolerance(absolute=0.5),
+                  _slope_per_doubling(LOAD, "work_max"), group=LOADS,
+                  note="not with the spec's reconstruction of the lost Algorithm 4: see C.1-8c"),
             Claim("C.1-8d", "… O(1) on average: slope of the mean received per doubling",
                   "spec C.1-8 [R]", 0.0, Tolerance(absolute=0.1),
                   _slope_per_doubling(LOAD, "recv_mean"), group=LOADS),
@@ -484,6 +569,25 @@ class SkipRing:
                   0.0, exact, _over(CLOSURE, _q("changed")), group=STABILIZATION),
             Claim("C.1-9b", "… CheckTrie gets no reply and no Deliver is sent (messages of "
                   "other kinds)", "spec C.1-9", 0.0, exact, _over(CLOSURE, _q("other_kinds")),
+                  group=STABILIZATION),
+            Claim("C.1-11", "unsubscribe: the leaver ends with no incoming explicit edge "
+                  "from a subscriber (members still holding it)", "spec C.1-11; seed Lemma "
+                  "Unsubscribe", 0.0, exact, _over(LEAVE, _q("edges_to_leaver")),
+                  group=STABILIZATION),
+            Claim("C.1-11b", "… the rest is SR(n − 1) again and the leaver holds no label "
+                  "(fraction)", "spec C.1-11", 1.0, exact,
+                  _over(LEAVE, lambda r, c, p: None if r.value(c, p, "took") is None else
+                        float(r.value(c, p, "took") >= 0  # type: ignore[operator]
+                              and r.value(c, p, "left") == 1)), group=STABILIZATION),
+            Claim("C.1-12a", "crashes (1 or 3 members, the supervisor's detector or ring "
+                  "neighbours' reports): SR(n − k) again, the database r(0…n−k−1) without a "
+                  "gap (fraction of runs)", "spec C.1-12, A.8 (NotMember [D])", 1.0, exact,
+                  _over(CRASH, lambda r, c, p: None if r.value(c, p, "took") is None else
+                        float(r.value(c, p, "took") >= 0  # type: ignore[operator]
+                              and r.value(c, p, "no_gap") == 1), min),
+                  group=STABILIZATION),
+            Claim("C.1-12b", "… no reference to a crashed member left (largest over runs)",
+                  "spec C.1-12, A.8", 0.0, exact, _over(CRASH, _q("stale")),
                   group=STABILIZATION),
             Claim("C.1-10a", "convergence from arbitrary states (labels, edges, database, junk "
                   "messages): fraction of runs legitimate again", "spec C.1-10, Thm. Network "
