@@ -6,7 +6,8 @@ A grid point is one measurement (`part`):
 
     part 0  Bloom equality test: the chance that B(A) = B(B) although A ⊋ B, for (m/n, k, |A−B|)
             with |B| = 1000: Theorem 3 (repaired, the model) against Monte Carlo with the core's
-            filters (the simulation: re-salted filters, `estimate_equality_false_positive`)
+            filters (the simulation: `filters` re-salted filters, 60 or 400 with --full,
+            `estimate_equality_false_positive`)
     part 1  sketch size: bytes of a round's reply with the sketch and with the table, 1000
             subscriptions of 32 bytes at m/n = 4 (on the wire, weeble.v1)
     part 2  a legal system (20 brokers, identity or simple routing): messages per directed edge
@@ -302,12 +303,7 @@ class Setup:
 @dataclass(frozen=True)
 class SimulationColumn(SimulationColumnBase):
     setup: Setup = Setup()
-    filters: int = 60  # Monte-Carlo filters per false-positive point
     label: str = "seed002 simulation v2"
-
-    @property
-    def version(self) -> str:
-        return f"{self.label} {self.setup} filters={self.filters}"
 
     def evaluate(self, point: Point) -> dict[str, float]:
         from weeble.broker.core.sketch.bloom import estimate_equality_false_positive
@@ -317,7 +313,7 @@ class SimulationColumn(SimulationColumnBase):
         if part == BLOOM:
             est = estimate_equality_false_positive(
                 bits_per_element=point["m_per_n"], k=int(point["k"]),
-                difference=int(point["diff"]), n=ELEMENTS, filters=self.filters,
+                difference=int(point["diff"]), n=ELEMENTS, filters=int(point["filters"]),
                 keys_per_filter=1000, seed=int(point["seed"]))
             out = {"p": est.rate, "stderr": est.stderr}
         elif part == SIZE:
@@ -466,16 +462,11 @@ class Sketches:
 
     def __post_init__(self) -> None:
         if not self.evaluators:
-            self.evaluators = (ModelColumn(), SimulationColumn(self.setup, self.filters[0]))
+            self.evaluators = (ModelColumn(), SimulationColumn(self.setup))
 
     def grid(self, *, full: bool) -> list[Point]:
         i = int(full)
-        if full and any(isinstance(e, SimulationColumn) for e in self.evaluators):
-            # more Monte-Carlo filters: a different version, so the points are recomputed
-            self.evaluators = tuple(SimulationColumn(e.setup, self.filters[1])
-                                    if isinstance(e, SimulationColumn) else e
-                                    for e in self.evaluators)
-        pts = [Point.of(part=BLOOM, m_per_n=m, k=k, diff=d, seed=3)
+        pts = [Point.of(part=BLOOM, m_per_n=m, k=k, diff=d, seed=3, filters=self.filters[i])
                for m, k, d in sorted({(m, k, d) for m, k, d, _ in FP_ROWS} | set(FP_TREND))]
         pts.append(Point.of(part=SIZE, m_per_n=4))
         pts += [Point.of(part=LEGAL, algorithm=a) for a in range(len(ALGORITHMS))]
