@@ -92,6 +92,9 @@ def test_all_writes_one_index_and_model_only_keeps_what_has_a_model(
         assert claims and all(set(c["values"]) == {"model"} for c in claims)
     assert "| ch4 | left out: ch4 has a simulation column only" in index
     assert "| ch5 | left out:" in index
+    # a figure needs its column: model-only draws what the model gives, nothing empty
+    assert "seed002_convergence_vs_diameter.png" not in index
+    assert "seed003_degree_diameter_vs_n.png" in index
     # without the simulation column only the claims with a closed form are judged
     skipring = {c["id"] for c in json.loads((tmp_path / "skipring" / "claims.json").read_text())}
     assert "C.1-3a" in skipring and "C.1-9a" not in skipring

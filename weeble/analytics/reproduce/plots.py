@@ -270,7 +270,8 @@ def skipring_figures(results: Results, *, out: Path,
                              "Member intervals from a corrupted state (labels, edges, "
                              "database, junk messages) to legitimacy against n, with the "
                              "reconstructed bound"))
-    ratio = [p for p in results.points if int(p["part"]) == sr.TIMER_RATIO]
+    ratio = [p for p in results.points if int(p["part"]) == sr.TIMER_RATIO
+             and results.value("simulation", p, "took") is not None]
     if ratio:
         n = int(ratio[0]["n"])
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -352,7 +353,8 @@ def sketches_figures(results: Results, *, out: Path, brokers: int) -> list[tuple
         written.append(_save(fig, out / f"seed002_overhead_by_timer_n{brokers}.png",
                              "Reconfiguration overhead of one link failure per timer strategy, "
                              "heavy and light load (the paper's Figs. 2 and 3)"))
-    conv = [p for p in results.points if int(p["part"]) == sk.CONVERGE]
+    conv = [p for p in results.points if int(p["part"]) == sk.CONVERGE
+            and results.value("simulation", p, "took") is not None]
     if conv:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for shape, name in enumerate(sk.SHAPES):
