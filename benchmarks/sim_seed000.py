@@ -9,7 +9,11 @@ Each repeat runs in a fresh process, so that peak memory (getrusage maxrss: trac
 slow the run down several times) belongs to that run alone. Reports the median over repeats of:
 events/s (broker steps per wall second), simulated seconds per wall second and per CPU second of
 the process (the CPU figure holds still on a machine shared with other work; the wall figure
-does not), inter-broker messages per simulated second, and peak RSS.
+does not), the same over the second half of the simulated time only (the steady state: the
+warm start, 10^5 subscriptions at t = 0, weighs on a short run but not on the minutes of a
+sweep), the warm start's CPU time, inter-broker messages per simulated second, and peak RSS;
+and whether every run gave the same results (a digest of its summary without `performance`:
+deliveries, verdicts, messages by kind).
 
 `--baseline REV`: the same runs of the simulator as it was at git revision REV (its source
 unpacked into a temporary directory and put first on the path), interleaved with the current
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import cProfile
+import hashlib
 import json
 import os
 import pstats
@@ -36,12 +41,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
 
 
-def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
-    from weeble.broker.sim import engine
+def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
+    from weeble.broker.sim import engine, run, workload
     from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
@@ -49,12 +55,35 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
     scenario = load_scenario(scenario_path)
     if duration is not None:
         scenario = scenario.model_copy(update={"duration": duration})
+    # The CPU time of the warm start (the clients' actions at t = 0) and of the second half of
+    # the simulated time (the steady state that long runs are made of), measured around the
+    # simulator's own functions (also those of a baseline revision): `Engine.run` to the half,
+    # then on to the end, is the same run as one `Engine.run` to the end.
+    marks: dict[str, float] = {}
+    start = workload.Clients.start
+
+    def timed_start(self: Any) -> None:
+        before = time.process_time()
+        start(self)
+        marks["warm"] = time.process_time() - before
+
+    def timed_run(engine: Any, until: float, show: bool, name: str) -> None:
+        engine.run(until / 2)
+        marks["half"] = time.process_time()
+        engine.run(until)
+        marks["end"] = time.process_time()
+
+    workload.Clients.start = timed_start  # type: ignore[method-assign]
+    run._run = timed_run  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as out:
         faults = in_simulation(scenario) if scenario.chaos is not None else None
         cpu = time.process_time()
         summary = simulate(scenario, out, progress=False, faults=faults)
         cpu = time.process_time() - cpu
     perf = summary.performance
+    results = summary.as_dict()
+    results.pop("performance")
+    digest = hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest()
     return {
         "duration": scenario.duration,
         "events": perf["events"],
@@ -62,10 +91,13 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, float]:
         "events_per_s": perf["events_per_wall_second"],
         "sim_s_per_wall_s": perf["sim_seconds_per_wall_second"],
         "sim_s_per_cpu_s": scenario.duration / cpu,
+        "steady_sim_s_per_cpu_s": scenario.duration / 2 / (marks["end"] - marks["half"]),
+        "warm_start_cpu_s": marks["warm"],
         "messages_per_sim_s": summary.messages["per_second"],
         "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
         "compiled": float(not engine.__file__.endswith(".py")),
+        "digest": digest,  # the summary without `performance`: the run's results
     }
 
 
@@ -125,7 +157,7 @@ def main() -> int:
     sides["current"] = None
     if args.compiled:
         sides["compiled"] = compiled_copy()
-    runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for i in range(args.repeat):
         for side, source in sides.items():
             cmd = [sys.executable, __file__, "--child", "--scenario", str(args.scenario)]
@@ -141,14 +173,17 @@ def main() -> int:
             print(f"run {i + 1}/{args.repeat} {side}: {runs[side][-1]['events_per_s']:,.0f} "
                   f"events/s, {runs[side][-1]['sim_s_per_cpu_s']:.3f} sim s per CPU s",
                   file=sys.stderr)
-    medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+    medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "digest"}
                for side, rs in runs.items()}
+    digests = {side: {r["digest"] for r in rs} for side, rs in runs.items()}
     first = next(iter(medians.values()))
     print(f"scenario              {args.scenario.name} ({first['duration']:g} simulated s), "
           f"median of {args.repeat}")
     rows = [("events/s", "events_per_s", "{:,.0f}"),
             ("simulated s / wall s", "sim_s_per_wall_s", "{:.3f}"),
             ("simulated s / CPU s", "sim_s_per_cpu_s", "{:.3f}"),
+            ("  steady (2nd half)", "steady_sim_s_per_cpu_s", "{:.3f}"),
+            ("  warm start (CPU s)", "warm_start_cpu_s", "{:.2f}"),
             ("wall time (s)", "wall_time", "{:.1f}"),
             ("messages / sim s", "messages_per_sim_s", "{:,.0f}"),
             ("deliveries / sim s", "deliveries_per_sim_s", "{:,.0f}"),
@@ -164,7 +199,12 @@ def main() -> int:
             line += "".join(f"  {medians[n][key] / medians[names[0]][key]:>10.2f}"
                             for n in names[1:])
         print(line)
-    return 0
+    # the results: the summary without its `performance`, every run of every side
+    print(f"{'results (digest)':22}" + "".join(
+        f"{(next(iter(d))[:12] if len(d) == 1 else 'DIFFER'):>22}" for d in digests.values()))
+    same = len(set.union(*digests.values())) == 1
+    print(f"{'same results':22}{'yes: every run of every side' if same else 'NO'}")
+    return 0 if all(len(d) == 1 for d in digests.values()) else 1
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from weeble.broker.core.filters import Filter, FilterSyntaxError, notification_i
 
 INF = math.inf
 EPS = 1e-9  # s: an event at the same instant as a window's edge is inside it
-FIFO_SEP = "\x00"  # between client and publisher in a FIFO key (in neither name)
 
 
 class Sub:
@@ -54,27 +53,36 @@ class _Pub:
         "candidates",
         "client",
         "delivered",
+        "denied",
         "duplicate",
         "dups",
         "extra",
         "hops",
         "keys",
-        "spurious",
+        "later",
+        "seq",
+        "slack",
         "t",
-        "window",
     )
     t: float
 
     def __init__(self, t: float, client: str, attrs: Mapping[str, Any],
-                 candidates: dict[str, Sub], broker: str | None) -> None:
-        self.t, self.client, self.attrs, self.broker = t, client, attrs, broker
+                 candidates: dict[str, Sub], broker: str | None, seq: int,
+                 later: list[_Pub]) -> None:
+        self.t, self.client, self.attrs, self.broker, self.seq = t, client, attrs, broker, seq
         self.dups: set[str] | None = None  # clients delivered more than once (detail mode)
         self.extra: list[Sub] | None = None  # a client's second, third... candidate
         self.keys: list[Any] = []  # the notification's index keys
         self.hops: dict[str, int] | None = None  # hops from its broker (R13d, online)
+        self.slack: dict[str, float] | None = None  # at -> hops·δmax + τ, beside `hops`
         self.candidates = candidates  # client -> a running matching subscription at t
-        self.delivered: dict[str, bool] = {}  # client -> first delivery was expected-eligible
-        self.duplicate = self.spurious = self.window = 0
+        # its publisher's pending publications in seq order, itself among them (R7)
+        self.later = later
+        # The clients it was first-delivered to, and those of them whose first delivery no
+        # subscription allowed (R4) when it came: the rest were allowed. Judged at close (R3).
+        self.delivered: set[str] = set()
+        self.denied: list[str] = []
+        self.duplicate = 0
 
 
 @dataclass(slots=True)
@@ -121,15 +129,12 @@ class Deliveries:
         self.pending: dict[tuple[str, int], _Pub] = {}
         self.order: deque[tuple[tuple[str, int], _Pub]] = deque()
         self.published: dict[str, int] = {}  # publisher -> highest seq published
-        # client + FIFO_SEP + publisher -> highest seq first-delivered (R7). Online, in two
-        # generations rotated every `retention` s: an entry lives at least `retention` after
-        # its last update, and a pair whose highest seq is retired can be forgotten: a later
-        # first delivery is of a pending, hence younger, hence higher-numbered publication.
-        # A string key, not a tuple: this runs once per delivery, and a tuple is an object the
-        # cyclic garbage collector tracks (one per delivery doubled the simulator's GC time).
-        self.fifo_seen: dict[str, int] = {}
-        self.fifo_old: dict[str, int] = {}
-        self.fifo_rotated = 0.0
+        # publisher -> its pending publications in seq order (R7). A first delivery breaks FIFO
+        # when the client had a first delivery of a higher-numbered notification of the same
+        # publisher before: that one is pending still (a publisher numbers its notifications
+        # in publication order, and they retire in that order), so R7 is judged against the
+        # few pending publications numbered above it, with no state per (client, publisher).
+        self.pubs_of: dict[str, list[_Pub]] = {}
         self.counts = Counts()
         # per judged publication, in close order: time and whether it was correct (R5)
         self.pub_times = array("d")
@@ -140,6 +145,8 @@ class Deliveries:
         self._filters: dict[str, Filter | None] = {}
         # R13(d), online: `timed(hops, delta_max, tolerance)` turns it on
         self.hops: dict[str, dict[str, int]] | None = None
+        self.slack: dict[str, dict[str, float]] = {}  # broker -> at -> hops·δmax + τ
+        self.slack_default = 0.0  # the slack of an `at` no hop count names (0·δmax + τ)
         self.dmax = self.tau = self.worst_path = 0.0
         self.history = False  # mode skip_ring: see `timed`
         self.path_violations: list[tuple[float, float, str, float, float]] = []
@@ -152,6 +159,10 @@ class Deliveries:
         publication's t − A are held to the path rule; the others are history."""
         self.hops, self.dmax, self.tau = hops, delta_max, tolerance
         self.history = history
+        # the threshold of each (broker, at), computed as the rule does, once
+        self.slack = {b: {at: n * delta_max + tolerance for at, n in by.items()}
+                      for b, by in hops.items()}
+        self.slack_default = 0 * delta_max + tolerance
 
     # ---- the subscription history (R1) ----
 
@@ -264,10 +275,19 @@ class Deliveries:
         candidates.pop(client, None)  # the publisher's own subscriptions
         if extra:
             extra = [s for s in extra if s.client != client]
-        pub = _Pub(t, client, attrs, candidates, broker)
+        chain = self.pubs_of.get(publisher)
+        if chain is None:
+            chain = self.pubs_of[publisher] = []
+        pub = _Pub(t, client, attrs, candidates, broker, seq, chain)
+        if not chain or chain[-1].seq < seq:
+            chain.append(pub)
+        else:  # numbered out of publication order (a programmatic publisher): keep seq order
+            chain.insert(next(i for i, q in enumerate(chain) if q.seq > seq), pub)
         pub.keys = keys
         if self.hops is not None and broker is not None:
             pub.hops = self.hops.get(broker)
+            if pub.hops is not None:
+                pub.slack = self.slack[broker]
         if extra:
             pub.extra = extra
         self.pending[key] = pub
@@ -279,11 +299,15 @@ class Deliveries:
     def deliver(self, t: float, client: str, publisher: str, seq: int,
                 at: str | None = None) -> _Pub | None:
         """Judge one delivery (by broker `at`, for the path rule R13d when `timed`); return its
-        publication if this is the pair's first delivery."""
-        c = self.counts
-        c.deliveries += 1
+        publication if this is the pair's first delivery.
+
+        This runs for every delivery (10^5 per simulated second in seed000): it only records
+        what the delivery's moment alone decides (R4, R5's duplicates, R7, R13d); the counts
+        are made when the publication closes (`_close`)."""
         pub = self.pending.get((publisher, seq))
         if pub is None:
+            c = self.counts
+            c.deliveries += 1
             if self.retention < INF and 1 <= seq <= self.published.get(publisher, 0):
                 c.late += 1  # published (publishers number 1, 2, ...), but retired: no verdict
             else:
@@ -298,27 +322,28 @@ class Deliveries:
                     pub.dups = set()
                 pub.dups.add(client)
             return None
+        delivered.add(client)
         # R4 and R7 are decided at the first delivery; R3's "expected" at close. The common
         # case: a running subscription that matched at publication allows it (R4), no matching.
         s = pub.candidates.get(client)
-        delivered[client] = (s is not None and s.end == INF) or self._allowed(t, client, pub)
-        if pub.hops is not None and at is not None and (  # R13(d)
+        if (s is None or s.end != INF) and not self._allowed(t, client, pub):
+            pub.denied.append(client)
+        slack = pub.slack
+        if slack is not None and at is not None and (  # R13(d)
                 not self.history or (s is not None and s.start <= pub.t - self.A + EPS)):
             delay = t - pub.t
             if delay > self.worst_path:
                 self.worst_path = delay
-            limit = pub.hops.get(at, 0) * self.dmax
-            if delay > limit + self.tau:
+            if delay > slack.get(at, self.slack_default):
+                limit = pub.hops.get(at, 0) * self.dmax  # type: ignore[union-attr]
                 self.path_violations.append((pub.t, t, at, delay, limit))
-        pair = client + FIFO_SEP + publisher
-        seen = self.fifo_seen.get(pair)
-        if seen is None:
-            seen = self.fifo_old.get(pair, 0)
-        if seq < seen:
-            c.fifo += 1
-            self.fifo_times.append(t)
-        else:
-            self.fifo_seen[pair] = seq
+        for q in reversed(pub.later):  # R7: the pending ones numbered above it, usually 0-2
+            if q is pub:
+                break
+            if client in q.delivered:
+                self.counts.fifo += 1
+                self.fifo_times.append(t)
+                break
         return pub
 
     def _allowed(self, t: float, client: str, pub: _Pub) -> bool:
@@ -340,47 +365,48 @@ class Deliveries:
             key, pub = order.popleft()
             del self.pending[key]
             self._close(key, pub, judged=True)
-        if self.retention < INF and now - self.fifo_rotated >= self.retention:
-            self.fifo_old, self.fifo_seen = self.fifo_seen, {}
-            self.fifo_rotated = now
         self._forget(now)
 
     def _close(self, key: tuple[str, int], pub: _Pub, judged: bool) -> None:
+        chain = pub.later
+        if chain[0] is pub:
+            del chain[0]
+        else:
+            chain.remove(pub)
+        if not chain:
+            del self.pubs_of[key[0]]
         c = self.counts
-        expected = set()
+        delivered = pub.delivered
+        expected: set[str] = set()
         if judged:
             lo, hi = pub.t - self.A + EPS, pub.t + self.D - EPS
             expected = {c for c, s in pub.candidates.items() if s.start <= lo and s.end >= hi}
             if pub.extra:
                 expected.update(s.client for s in pub.extra if s.start <= lo and s.end >= hi)
-        hits = 0
-        spurious = []
-        for client, allowed in pub.delivered.items():
-            if client in expected:
-                hits += 1
-            elif allowed:
-                pub.window += 1
-            else:
-                pub.spurious += 1
-                spurious.append(client)
+        # a first delivery to an expected client is a hit; one to another client is in a grey
+        # zone (`window`) if a subscription allowed it, else spurious
+        hits = len(expected & delivered) if expected else 0
+        spurious = [client for client in pub.denied if client not in expected]
+        window = len(delivered) - hits - len(spurious)
         missing = len(expected) - hits
-        c.window += pub.window
-        c.spurious += pub.spurious
+        c.deliveries += len(delivered) + pub.duplicate
+        c.window += window
+        c.spurious += len(spurious)
         c.duplicate += pub.duplicate
         if judged:
             c.judged += 1
             c.expected += len(expected)
             c.delivered += hits
             c.missing += missing
-            ok = missing == 0 and pub.spurious == 0 and pub.duplicate == 0
+            ok = missing == 0 and not spurious and pub.duplicate == 0
             c.correct += ok
             self.pub_times.append(pub.t)
             self.pub_ok.append(ok)
             if not ok:
-                self.bad.append((pub.t, missing, pub.spurious, pub.duplicate))
+                self.bad.append((pub.t, missing, len(spurious), pub.duplicate))
                 if self.detail:
-                    self.errors.append((key, pub.t, expected - set(pub.delivered),
-                                        set(spurious), pub.dups or set()))
+                    self.errors.append((key, pub.t, expected - delivered, set(spurious),
+                                        pub.dups or set()))
         else:
             c.unfinished += 1
 
