@@ -346,6 +346,13 @@ class Deliveries:
                 break
         return pub
 
+    def observe(self, now: float, node: Any, effect: Any) -> None:
+        """The simulator's observer of a Deliver effect (the engine's signature: broker
+        `node`, effect with `client` and `notification`): `deliver` at `node.id`. A method
+        here rather than a closure of the simulator's, so a compiled build runs it natively."""
+        n = effect.notification
+        self.deliver(now, effect.client, n.publisher, n.seq, node.id)
+
     def _allowed(self, t: float, client: str, pub: _Pub) -> bool:
         """R4: a subscription of the client matching the publication lives at t (grey zones
         included)."""

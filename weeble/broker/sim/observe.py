@@ -116,14 +116,10 @@ class Observers:
         return judge_causal
 
     def _deliver_observer(self) -> Any:
-        deliver = self.deliveries.deliver
         sink = self.sink
         if sink is None:
-            def judge(now: float, node: Node, effect: Deliver) -> None:
-                n = effect.notification
-                deliver(now, effect.client, n.publisher, n.seq, node.id)
-
-            return judge
+            return self.deliveries.observe
+        deliver = self.deliveries.deliver
         by_client = self.deliveries.by_client
 
         def judge_and_record(now: float, node: Node, effect: Deliver) -> None:
