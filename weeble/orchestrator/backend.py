@@ -307,6 +307,11 @@ class Backend(ABC):
         before the broker starts. Returns the config it started, at once, like
         `start_broker`."""
 
+    def check_remove(self, broker_id: str) -> None:
+        """BackendError (saying why) if `remove_broker` could not take this broker away; a
+        removal is asked before the broker leaves the tree, so a refusal leaves it in."""
+        return
+
     @abstractmethod
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
         """Stop the broker and take away what `add_broker`/`start_broker` made for it; its

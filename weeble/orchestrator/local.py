@@ -455,9 +455,14 @@ class LocalBackend(Backend):
         return self._configs[broker_id]
 
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        config = self._config(broker_id)
+        self._config(broker_id)
         if self.alive(broker_id):
             self.stop_broker(broker_id, timeout)
+        self._forget(broker_id)
+
+    def _forget(self, broker_id: str) -> None:
+        """A broker removed: its config, its neighbours' entries of it, its cuts and shapes."""
+        config = self._config(broker_id)
         for n in list(config.neighbors):
             if n in self._configs:
                 self._configs[n] = _without(self._configs[n], broker_id)

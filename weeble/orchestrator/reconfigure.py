@@ -46,10 +46,11 @@ from weeble.broker.core.messages import (
     Recolor,
     Reconfigure,
 )
-from weeble.broker.core.reconfig.plan import Op, PlanError, Tree, apply, edge
+from weeble.broker.core.reconfig.plan import Op, PlanError, RemoveLeaf, Tree, apply, edge
 from weeble.broker.runtime.admin_client import AdminClient
 from weeble.broker.sim.optimize import CostMonitor
 from weeble.broker.sim.reconfigure import Reconfigurator, Record, describe
+from weeble.orchestrator.backend import BackendError
 from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,8 @@ class Bed(Protocol):
     def address(self, broker_id: str) -> Any: ...  # where the orchestrator reaches it
 
     def remove_broker(self, broker_id: str) -> None: ...
+
+    def check_remove(self, broker_id: str) -> None: ...  # BackendError: it cannot go
 
     def tree_changed(self, tree: Tree) -> None: ...
 
@@ -449,6 +452,11 @@ class LiveReconfigurator:
                 raise PlanError("move_to: only the 3-colour scheme moves to a tree in one step")
             return
         apply(self.manager.tree, op)
+        if isinstance(op, RemoveLeaf):  # before it leaves: a backend that cannot remove it
+            try:
+                self.bed.check_remove(op.leaf)
+            except BackendError as e:
+                raise PlanError(f"remove-leaf {op.leaf}: {e}") from None
 
     def schedule(self, plan: list[tuple[float | None, Op | Tree]], start: float) -> list[Record]:
         """A scenario's reconfigurations, on the run's clock (as the simulator schedules them)."""

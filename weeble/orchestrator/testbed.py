@@ -203,9 +203,8 @@ class Testbed:
         needed = reshapes(scenario)
         cls_ = backend_class(kind)
         if needed and not cls_.links_at_run_time:
-            raise BackendError(f"{scenario.name}: live reconfiguration and the optimizer run on"
-                               f" the local, mininet and docker backends, not {kind}: "
-                               f"{cls_.links_at_run_time_why}")
+            raise BackendError(f"{scenario.name}: live reconfiguration and the optimizer do not"
+                               f" run on the {kind} backend: {cls_.links_at_run_time_why}")
         backend_obj = cls_.create(run_dir, access, run_id=run_id, log_level=log_level)
         try:
             places = backend_obj.plan(brokers, edges, Ports(
@@ -478,6 +477,11 @@ class Testbed:
         self.save_state()
         self.backend.wait_healthy(broker_id, self.startup_timeout)
         return started
+
+    def check_remove(self, broker_id: str) -> None:
+        """BackendError if the backend could not take this broker away (asked before it
+        leaves the tree)."""
+        self.backend.check_remove(broker_id)
 
     def remove_broker(self, broker_id: str) -> None:
         """Stop a broker that has left the tree (SIGTERM: it drains, then exits)."""

@@ -33,6 +33,9 @@ the backend's calls run against the client; what was not exercised is said in th
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +56,9 @@ from weeble.orchestrator.backend import (
 )
 from weeble.orchestrator.backends.image import PYTHON
 from weeble.orchestrator.local import LocalBackend, wait_serving
+from weeble.trace.schema import TRACE_DIR as RUN_TRACE_DIR
+
+log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
 STATEFULSET, SERVICE = "broker", "brokers"
@@ -60,10 +66,29 @@ CONFIGS, TOKENS = "broker-configs", "broker-tokens"
 CONFIG_DIR, TRACE_DIR = "/etc/weeble/brokers", "/var/lib/weeble/traces"
 TOKEN_PLACEHOLDER = "from-secret-broker-tokens"  # the config's token: the Secret's wins
 DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
+POD_LABEL = "statefulset.kubernetes.io/pod-name"  # set on each pod by its StatefulSet
+SET_LABEL = "weeble/set"  # which StatefulSet a broker pod is of (the selectors must not overlap)
 
 
 def pod(i: int) -> str:
     return f"{STATEFULSET}-{i}"
+
+
+def leaf_set(broker_id: str) -> str:
+    """The StatefulSet of one replica of a broker added at run time (its pod: `<set>-0`).
+    A StatefulSet removes only its highest ordinal, so a leaf that may leave on its own gets a
+    set of its own; it restarts a crashed pod like the brokers' set does."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", broker_id.lower()).strip("-")
+    name = f"leaf-{slug}"
+    if not slug or len(name) > 52 or name != f"leaf-{broker_id}":
+        raise BackendError(f"k8s: broker id {broker_id!r}: a broker added at run time needs an"
+                           " id that is a DNS label (lower-case letters, digits, '-'; at most"
+                           " 47 characters): its pod and DNS name carry it")
+    return name
+
+
+def leaf_pod(broker_id: str) -> str:
+    return f"{leaf_set(broker_id)}-0"
 
 
 def labels(instance: str, component: str = "broker") -> dict[str, str]:
@@ -78,50 +103,175 @@ def _selector(instance: str) -> dict[str, str]:
                      "app.kubernetes.io/component")}
 
 
+def dns_of(pod_name: str, namespace: str) -> str:
+    """A broker pod's stable name (the headless Service's record of it)."""
+    return f"{pod_name}.{SERVICE}.{namespace}.svc.cluster.local"
+
+
 def dns(i: int, namespace: str) -> str:
-    return f"{pod(i)}.{SERVICE}.{namespace}.svc.cluster.local"
+    return dns_of(pod(i), namespace)
 
 
-def link_policy(instance: str, i: int, neighbours: list[int], listen: int) -> dict[str, Any]:
-    """Who may open broker i's link port: its overlay neighbours, no one else."""
+def link_policy(instance: str, target: str, neighbours: list[str], listen: int, *,
+                run_wide: bool = False, denied: list[str] | tuple[str, ...] = ()
+                ) -> dict[str, Any]:
+    """Who may open the link port of broker pod `target`.
+
+    A run that does not reshape its tree: its overlay neighbours (pods), no one else. A run
+    that does (`run_wide`): any other broker of the run, a leaf added later included, since a
+    reconfiguration's new link and out-of-band channels, and the optimizer's exchanges (which
+    the brokers decide among themselves), dial any broker of the address book. `denied`: the
+    neighbours it is cut from (a cut is this policy in either case)."""
+    if run_wide:
+        source: dict[str, Any] = {"podSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": instance,
+                            "app.kubernetes.io/component": "broker"},
+            "matchExpressions": [{"key": POD_LABEL, "operator": "NotIn",
+                                  "values": sorted({target, *denied})}]}}
+        ingress = [{"from": [source], "ports": [{"protocol": "TCP", "port": listen}]}]
+    else:
+        allowed = sorted(set(neighbours) - set(denied), key=lambda p: (len(p), p))
+        ingress = [{
+            "from": [{"podSelector": {"matchExpressions": [{
+                "key": POD_LABEL, "operator": "In", "values": allowed}]}}],
+            "ports": [{"protocol": "TCP", "port": listen}]}] if allowed else []
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": f"link-{pod(i)}", "labels": labels(instance, "link")},
+        "metadata": {"name": f"link-{target}", "labels": labels(instance, "link")},
         "spec": {
             "podSelector": {"matchLabels": {"app.kubernetes.io/instance": instance,
-                                            "statefulset.kubernetes.io/pod-name": pod(i)}},
+                                            POD_LABEL: target}},
             "policyTypes": ["Ingress"],
-            "ingress": [{
-                "from": [{"podSelector": {"matchExpressions": [{
-                    "key": "statefulset.kubernetes.io/pod-name", "operator": "In",
-                    "values": [pod(j) for j in sorted(neighbours)]}]}}],
-                "ports": [{"protocol": "TCP", "port": listen}]}] if neighbours else []}}
+            "ingress": ingress}}
+
+
+def _matches(selector: dict[str, Any] | None, pod_labels: dict[str, str]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions)."""
+    selector = selector or {}
+    if any(pod_labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        if op == "In" and pod_labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in pod_labels and pod_labels[key] in values:
+            return False
+        if op == "Exists" and key not in pod_labels:
+            return False
+        if op == "DoesNotExist" and key in pod_labels:
+            return False
+    return True
+
+
+def admits(policies: list[dict[str, Any]], target: dict[str, str], source: dict[str, str],
+           port: int) -> bool:
+    """Would these NetworkPolicies (of one namespace) let a pod labelled `source` open TCP
+    `port` on a pod labelled `target` there? Ingress as Kubernetes defines it: a pod no policy
+    selects admits everything; a selected pod admits what any rule of any of them admits."""
+    selecting = [p for p in policies if "Ingress" in (p["spec"].get("policyTypes") or [])
+                 and _matches(p["spec"].get("podSelector"), target)]
+    if not selecting:
+        return True
+    for policy in selecting:
+        for rule in policy["spec"].get("ingress") or []:
+            ports = rule.get("ports") or []
+            if ports and not any(p.get("port") in (None, port) and
+                                 p.get("protocol", "TCP") == "TCP" for p in ports):
+                continue
+            sources = rule.get("from") or []
+            if not sources or any("podSelector" in f and "namespaceSelector" not in f
+                                  and _matches(f["podSelector"], source) for f in sources):
+                return True
+    return False
+
+
+def stored_config(config: BrokerConfig) -> str:
+    """A broker's config as the ConfigMap holds it: no secret (the pod reads them from the
+    Secret broker-tokens, `--tokens-from-env`)."""
+    return config.model_copy(update={
+        "admin_token": TOKEN_PLACEHOLDER, "link_token": TOKEN_PLACEHOLDER,
+        "client_secret": None if config.client_secret is None else TOKEN_PLACEHOLDER}).to_json()
+
+
+def topology_json(root: str, pods: dict[str, str], edges: list[tuple[str, str]]) -> str:
+    """The ConfigMap's topology.json: the tree as the orchestrator knows it now."""
+    return json.dumps({"root": root, "brokers": pods, "edges": [list(e) for e in edges]},
+                      indent=2)
+
+
+def broker_set(instance: str, name: str, *, replicas: int, image: str,
+               container_ports: list[dict[str, Any]], listen: int) -> dict[str, Any]:
+    """A StatefulSet of broker pods (`name`-0, -1, ...); pod P runs the ConfigMap's P.json."""
+    lab = {**labels(instance), SET_LABEL: name}
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": lab},
+        "spec": {
+            "serviceName": SERVICE, "replicas": replicas, "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {**_selector(instance), SET_LABEL: name}},
+            "template": {
+                "metadata": {"labels": lab},
+                "spec": {
+                    # the broker must not be pid 1 (which ignores SIGSTOP): a pause works
+                    "shareProcessNamespace": True,
+                    "terminationGracePeriodSeconds": 15,
+                    "containers": [{
+                        "name": "broker", "image": image, "imagePullPolicy": "IfNotPresent",
+                        "command": [PYTHON],
+                        "args": ["-m", "weeble.broker.runtime", "--tokens-from-env",
+                                 "--config", f"{CONFIG_DIR}/$(POD_NAME).json"],
+                        "env": [
+                            {"name": "POD_NAME",
+                             "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                            {"name": "WEEBLE_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": {
+                                "name": TOKENS, "key": "admin-token"}}},
+                            {"name": "WEEBLE_LINK_TOKEN", "valueFrom": {"secretKeyRef": {
+                                "name": TOKENS, "key": "link-token"}}},
+                            {"name": "WEEBLE_CLIENT_SECRET", "valueFrom": {"secretKeyRef": {
+                                "name": TOKENS, "key": "client-secret"}}},
+                            {"name": "PYTHONUNBUFFERED", "value": "1"}],
+                        "ports": container_ports,
+                        "readinessProbe": {"grpc": {"port": listen}, "periodSeconds": 2,
+                                           "failureThreshold": 3},
+                        "livenessProbe": {"grpc": {"port": listen}, "periodSeconds": 10,
+                                          "initialDelaySeconds": 10, "failureThreshold": 6},
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
+                                      "limits": {"cpu": "500m", "memory": "128Mi"}},
+                        "volumeMounts": [{"name": "configs", "mountPath": CONFIG_DIR,
+                                          "readOnly": True},
+                                         {"name": "traces", "mountPath": TRACE_DIR}]}],
+                    "volumes": [{"name": "configs", "configMap": {"name": CONFIGS}},
+                                {"name": "traces", "emptyDir": {}}]}}}}
+
+
+def _container_ports(ports: tuple[int, int, int | None]) -> list[dict[str, Any]]:
+    listen, admin, metrics = ports
+    out = [{"name": "link", "containerPort": listen, "protocol": "TCP"},
+           {"name": "admin", "containerPort": admin, "protocol": "TCP"}]
+    if metrics is not None:
+        out.append({"name": "metrics", "containerPort": metrics, "protocol": "TCP"})
+    return out
 
 
 def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, image: str,
               ports: tuple[int, int, int | None], tokens: tuple[str, str, str],
-              edges: list[tuple[str, str]], root: str) -> list[dict[str, Any]]:
-    """Every object of a deployment of these brokers (pod i runs configs[i])."""
-    listen, admin, metrics = ports
+              edges: list[tuple[str, str]], root: str,
+              run_wide: bool = False) -> list[dict[str, Any]]:
+    """Every object of a deployment of these brokers (pod i runs configs[i]); `run_wide`: the
+    run reshapes its tree (`link_policy`)."""
+    listen = ports[0]
     index = {c.broker_id: i for i, c in enumerate(configs)}
     n = len(configs)
     lab, sel = labels(instance), _selector(instance)
-    container_ports = [{"name": "link", "containerPort": listen, "protocol": "TCP"},
-                       {"name": "admin", "containerPort": admin, "protocol": "TCP"}]
-    if metrics is not None:
-        container_ports.append({"name": "metrics", "containerPort": metrics, "protocol": "TCP"})
+    container_ports = _container_ports(ports)
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": namespace, "labels": labels(instance, "namespace")}},
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": CONFIGS, "labels": labels(instance, "topology")},
-         "data": {**{f"{pod(i)}.json": c.model_copy(update={
-             "admin_token": TOKEN_PLACEHOLDER, "link_token": TOKEN_PLACEHOLDER,
-             "client_secret": None if c.client_secret is None else TOKEN_PLACEHOLDER}).to_json()
-             for i, c in enumerate(configs)},
-             "topology.json": json.dumps({"root": root, "brokers": {
-                 c.broker_id: pod(i) for i, c in enumerate(configs)},
-                 "edges": [list(e) for e in edges]}, indent=2)}},
+         "data": {**{f"{pod(i)}.json": stored_config(c) for i, c in enumerate(configs)},
+                  "topology.json": topology_json(
+                      root, {c.broker_id: pod(i) for i, c in enumerate(configs)}, edges)}},
         {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
          "metadata": {"name": TOKENS, "labels": labels(instance, "tokens")},
          "stringData": {"admin-token": tokens[0], "link-token": tokens[1],
@@ -132,44 +282,8 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
                   "ports": [{"name": p["name"], "port": p["containerPort"],
                              "targetPort": p["name"], "protocol": "TCP"}
                             for p in container_ports]}},
-        {"apiVersion": "apps/v1", "kind": "StatefulSet",
-         "metadata": {"name": STATEFULSET, "labels": lab},
-         "spec": {
-             "serviceName": SERVICE, "replicas": n, "podManagementPolicy": "Parallel",
-             "selector": {"matchLabels": sel},
-             "template": {
-                 "metadata": {"labels": lab},
-                 "spec": {
-                     # the broker must not be pid 1 (which ignores SIGSTOP): a pause works
-                     "shareProcessNamespace": True,
-                     "terminationGracePeriodSeconds": 15,
-                     "containers": [{
-                         "name": "broker", "image": image, "imagePullPolicy": "IfNotPresent",
-                         "command": [PYTHON],
-                         "args": ["-m", "weeble.broker.runtime", "--tokens-from-env",
-                                  "--config", f"{CONFIG_DIR}/$(POD_NAME).json"],
-                         "env": [
-                             {"name": "POD_NAME",
-                              "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                             {"name": "WEEBLE_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": {
-                                 "name": TOKENS, "key": "admin-token"}}},
-                             {"name": "WEEBLE_LINK_TOKEN", "valueFrom": {"secretKeyRef": {
-                                 "name": TOKENS, "key": "link-token"}}},
-                             {"name": "WEEBLE_CLIENT_SECRET", "valueFrom": {"secretKeyRef": {
-                                 "name": TOKENS, "key": "client-secret"}}},
-                             {"name": "PYTHONUNBUFFERED", "value": "1"}],
-                         "ports": container_ports,
-                         "readinessProbe": {"grpc": {"port": listen}, "periodSeconds": 2,
-                                            "failureThreshold": 3},
-                         "livenessProbe": {"grpc": {"port": listen}, "periodSeconds": 10,
-                                           "initialDelaySeconds": 10, "failureThreshold": 6},
-                         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                                       "limits": {"cpu": "500m", "memory": "128Mi"}},
-                         "volumeMounts": [{"name": "configs", "mountPath": CONFIG_DIR,
-                                           "readOnly": True},
-                                          {"name": "traces", "mountPath": TRACE_DIR}]}],
-                     "volumes": [{"name": "configs", "configMap": {"name": CONFIGS}},
-                                 {"name": "traces", "emptyDir": {}}]}}}},
+        broker_set(instance, STATEFULSET, replicas=n, image=image,
+                   container_ports=container_ports, listen=listen),
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
          "metadata": {"name": STATEFULSET, "labels": lab},
          "spec": {"maxUnavailable": 1, "selector": {"matchLabels": sel}}},
@@ -187,8 +301,9 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
                                 for p in container_ports]}]}},
     ]
     for c in configs:
-        objects.append(link_policy(instance, index[c.broker_id],
-                                   [index[m] for m in c.neighbors], listen))
+        objects.append(link_policy(instance, pod(index[c.broker_id]),
+                                   [pod(index[m]) for m in c.neighbors], listen,
+                                   run_wide=run_wide))
     for obj in objects[1:]:
         obj["metadata"]["namespace"] = namespace
     return objects
@@ -218,25 +333,28 @@ def _ports(live: Any) -> tuple[int, int, int | None]:
             live.metrics_port)
 
 
+def _place(pod_name: str, broker_id: str, namespace: str,
+           ports: tuple[int, int, int | None]) -> Placement:
+    """Where a broker pod binds and where the orchestrator and its peers reach it: its stable
+    DNS name."""
+    listen, admin, metrics = ports
+    host = dns_of(pod_name, namespace)
+    reach = BrokerAddress(broker_id, f"{host}:{listen}", f"{host}:{admin}",
+                          None if metrics is None else f"{host}:{metrics}")
+    # a pod's address is not known before it runs: bind every interface (the
+    # NetworkPolicies say who may connect)
+    return Placement(f"0.0.0.0:{listen}", f"0.0.0.0:{admin}",
+                     None if metrics is None else f"0.0.0.0:{metrics}", reach)
+
+
 class _Layout:
     """Where brokers are in a namespace: pod i of the StatefulSet, its stable DNS name."""
 
     def __init__(self, brokers: list[str], namespace: str,
                  ports: tuple[int, int, int | None]) -> None:
-        self.index = {b: i for i, b in enumerate(brokers)}
         self.namespace = namespace
         self.ports = ports
-        listen, admin, metrics = ports
-        self.places: dict[str, Placement] = {}
-        for b, i in self.index.items():
-            host = dns(i, namespace)
-            reach = BrokerAddress(b, f"{host}:{listen}", f"{host}:{admin}",
-                                  None if metrics is None else f"{host}:{metrics}")
-            # a pod's address is not known before it runs: bind every interface (the
-            # NetworkPolicies say who may connect)
-            self.places[b] = Placement(f"0.0.0.0:{listen}", f"0.0.0.0:{admin}",
-                                       None if metrics is None else f"0.0.0.0:{metrics}",
-                                       reach)
+        self.places = {b: _place(pod(i), b, namespace, ports) for i, b in enumerate(brokers)}
 
     def peer_address(self, broker_id: str, neighbor: str) -> str:
         return self.places[broker_id].reach.listen
@@ -353,23 +471,22 @@ class KubernetesBackend(LocalBackend):
 
     The orchestrator must reach the pods' DNS names (it runs in the cluster, labelled
     app.kubernetes.io/component=orchestrator); admin calls and the user-space link shaper are
-    the local backend's, over those names."""
+    the local backend's, over those names.
+
+    A run that reshapes its tree (planned with `Ports.peer_network`: reconfigurations, the
+    colour scheme, the optimizer, every `weeble up`) gives every broker an address book of the
+    other brokers' stable DNS names, and its link policies admit any broker of the run (a cut
+    excepted): the k8s form of the peer network of Mininet and Docker (peernet.py). A change of
+    the tree (`add_link`, `remove_link`) rewrites the ends' configs in the ConfigMap, so a pod
+    the StatefulSet restarts boots with its neighbours of now; a link policy changes only where
+    a cut changes (or, on a run that does not reshape its tree, where its neighbours change).
+    A leaf added at run time is a StatefulSet of one pod of its own (`leaf_set`), with its
+    config in the ConfigMap and its link policy; removing it deletes them. A planned broker
+    leaves only from the top of its StatefulSet (the set scales down by one)."""
 
     name = "k8s"
-    links_at_run_time = False
+    links_at_run_time = True
     assigns_addresses = True
-    links_at_run_time_why = (
-        "each pod's NetworkPolicy admits only its planned neighbours (the manifests are"
-        " generated from the tree), and no cluster runs here to test a policy change under"
-        " traffic; redeploy an overlay with the new tree instead")
-
-    @property
-    def reconfigurable(self) -> bool:
-        return False
-
-    def book_address(self, broker_id: str) -> str:
-        raise BackendError(f"the k8s backend cannot link brokers at run time: "
-                           f"{self.links_at_run_time_why}")
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *, run_id: str,
                  log_level: str = "INFO", api: Any = None,
@@ -379,11 +496,17 @@ class KubernetesBackend(LocalBackend):
         self.namespace = f"weeble-{self.instance}"[:63].strip("-")
         self.image = image
         self._api = api  # the kubernetes.client.ApiClient to use
-        self._layout: _Layout | None = None
+        self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
+        self._pods: dict[str, str] = {}  # broker -> its pod
+        self._leaves: set[str] = set()  # brokers added at run time: a StatefulSet each
+        self._replicas = 0  # the planned StatefulSet's, now
+        self._planned: list[str] = []  # its brokers, by ordinal
         self._edges: list[tuple[str, str]] = []
         self._root = ""
         self._applied = False
+        self._peer_network = False
         self._cut: set[frozenset[str]] = set()
+        self._policies: dict[str, dict[str, Any]] = {}  # pod -> its link policy as applied
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -393,22 +516,40 @@ class KubernetesBackend(LocalBackend):
 
     @classmethod
     def reattach(cls, run_dir: Path, access: AdminAccess, configs: dict[str, BrokerConfig],
-                 brokers: dict[str, dict[str, Any]], state: dict[str, Any]) -> KubernetesBackend:
+                 brokers: dict[str, dict[str, Any]], state: dict[str, Any],
+                 api: Any = None) -> KubernetesBackend:
         backend = cls(Path(run_dir) / "brokers", access, run_id=state.get("instance", "run"),
-                      api=api_client())
+                      api=api if api is not None else api_client())
         backend.namespace = state.get("namespace", backend.namespace)
         backend._detached = True
         backend._applied = True
         backend._configs.update(configs)
-        backend._layout = _Layout(list(configs), backend.namespace,
-                                  tuple(state.get("ports", (DEFAULT_LISTEN, DEFAULT_ADMIN,
-                                                            None))))  # type: ignore[arg-type]
-        backend._reach = {b: p.reach for b, p in backend._layout.places.items()}
+        ports = state.get("ports") or (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
+        backend._ports = (int(ports[0]), int(ports[1]),
+                          None if ports[2] is None else int(ports[2]))
+        backend._planned = list(state.get("planned") or configs)
+        backend._pods = dict(state.get("pods") or {b: pod(i) for i, b in
+                                                   enumerate(backend._planned)})
+        backend._leaves = set(state.get("leaves") or [])
+        backend._replicas = int(state.get("replicas", len(backend._planned)))
+        backend._peer_network = bool(state.get("peer_network"))
+        backend._cut = {frozenset(pair) for pair in state.get("cut") or []}
+        backend._root = state.get("root", "")
+        backend._edges = [(a, b) for a, b in state.get("edges") or []]
+        backend._trace_home = Path(run_dir) / RUN_TRACE_DIR
+        backend._reach = {b: _place(p, b, backend.namespace, backend._ports).reach
+                          for b, p in backend._pods.items()}
+        for b in backend._pods:  # the policies as they are now (the next change diffs them)
+            backend._policies[backend._pods[b]] = backend._policy_of(b)
         return backend
 
     def state(self) -> dict[str, Any]:
         return {"instance": self.instance, "namespace": self.namespace,
-                "ports": list(self._layout.ports) if self._layout else None}
+                "ports": list(self._ports), "planned": self._planned, "pods": self._pods,
+                "leaves": sorted(self._leaves), "replicas": self._replicas,
+                "peer_network": self._peer_network, "root": self._root,
+                "edges": [list(e) for e in self.links()],
+                "cut": sorted(sorted(k) for k in self._cut)}
 
     # the client's API groups
     def _core(self) -> Any:
@@ -441,40 +582,59 @@ class KubernetesBackend(LocalBackend):
 
     def plan(self, brokers: list[str], edges: list[tuple[str, str]],
              ports: Ports) -> dict[str, Placement]:
-        self._layout = _Layout(brokers, self.namespace,
-                               (ports.listen or DEFAULT_LISTEN, ports.admin or DEFAULT_ADMIN,
-                                (ports.metrics or DEFAULT_METRICS) if ports.metrics_enabled
-                                else None))
+        self._ports = (ports.listen or DEFAULT_LISTEN, ports.admin or DEFAULT_ADMIN,
+                       (ports.metrics or DEFAULT_METRICS) if ports.metrics_enabled else None)
+        layout = _Layout(brokers, self.namespace, self._ports)
+        self._planned = list(brokers)
+        self._pods = {b: pod(i) for i, b in enumerate(brokers)}
+        self._replicas = len(brokers)
         self._edges = list(edges)
         self._root = brokers[0] if brokers else ""
-        self._reach = {b: p.reach for b, p in self._layout.places.items()}
-        return dict(self._layout.places)
+        self._peer_network = ports.peer_network
+        self._reach = {b: p.reach for b, p in layout.places.items()}
+        return dict(layout.places)
 
     def trace_path(self, run_trace_dir: Path, broker_id: str) -> Path:
+        self._trace_home = Path(run_trace_dir)  # where a leaving broker's trace is kept
         return Path(TRACE_DIR) / f"{broker_id}.jsonl"
 
     def peer_address(self, broker_id: str, neighbor: str) -> str:
-        if self._layout is None:
-            raise BackendError("k8s: no plan yet")
-        return self._layout.peer_address(broker_id, neighbor)
+        return self.address(broker_id).listen
 
-    def _index(self, broker_id: str) -> int:
-        assert self._layout is not None
+    @property
+    def reconfigurable(self) -> bool:
+        return self._peer_network
+
+    def book_address(self, broker_id: str) -> str:
+        if not self._peer_network:
+            raise BackendError(
+                "the k8s backend: this run was planned without reconfiguration, so its link"
+                " policies admit only the planned neighbours (`weeble up`, or a scenario that"
+                " reconfigures, plans one whose brokers reach each other)")
+        return self.address(broker_id).listen
+
+    def _pod_name(self, broker_id: str) -> str:
         try:
-            return self._layout.index[broker_id]
+            return self._pods[broker_id]
         except KeyError:
             raise BackendError(f"unknown broker {broker_id!r}") from None
 
+    def pod_labels(self, broker_id: str) -> dict[str, str]:
+        """The labels the broker's pod carries (its StatefulSet's template, and the name its
+        StatefulSet gives it)."""
+        name = self._pod_name(broker_id)
+        owner = leaf_set(broker_id) if broker_id in self._leaves else STATEFULSET
+        return {**labels(self.instance), SET_LABEL: owner, POD_LABEL: name}
+
     def objects(self) -> list[dict[str, Any]]:
         """What this run applies: `manifests` of its configs, in pod order."""
-        assert self._layout is not None
-        ordered = sorted(self._configs.values(), key=lambda c: self._index(c.broker_id))
+        ordered = [self._configs[b] for b in self._planned]
         root = next((c.root for c in ordered), self._root)
         return manifests(ordered, instance=self.instance, namespace=self.namespace,
-                         image=self.image, ports=self._layout.ports,
+                         image=self.image, ports=self._ports,
                          tokens=(self.access.token, ordered[0].link_token if ordered else "",
                                  (ordered[0].client_secret or "") if ordered else ""),
-                         edges=self._edges, root=root)
+                         edges=self._edges, root=root, run_wide=self._peer_network)
 
     def apply(self) -> None:
         """Create every object (the namespace first); the run's configs must all be there."""
@@ -490,34 +650,214 @@ class KubernetesBackend(LocalBackend):
             "NetworkPolicy": lambda o: self._net().create_namespaced_network_policy(
                 self.namespace, o),
         }
-        for obj in self.objects():
+        objects = self.objects()
+        self._root = json.loads(objects[1]["data"]["topology.json"])["root"]
+        for obj in objects:
             self._call(f"create {obj['kind']} {obj['metadata']['name']}",
                        creators[obj["kind"]], obj)
+            if obj["metadata"]["name"].startswith("link-"):
+                self._policies[obj["metadata"]["name"][len("link-"):]] = obj
         self._applied = True
+
+    # ---- the ConfigMap and the link policies, as the tree changes ---------------------------
+
+    def _publish(self, brokers: list[str], gone: tuple[str, ...] = ()) -> None:
+        """Write these brokers' configs (and topology.json) into the ConfigMap, drop the
+        entries of `gone` pods: the config a pod the StatefulSet (re)starts reads. The files
+        beside the run are rewritten too (`weeble reconfigure` from another process reads
+        them)."""
+        for b in brokers:
+            self._configs[b].dump(self.config_path(b))
+        if not self._applied:
+            return  # `apply` writes them all
+        data: dict[str, str | None] = {f"{self._pods[b]}.json": stored_config(self._configs[b])
+                                       for b in brokers}
+        data.update({f"{p}.json": None for p in gone})  # a merge patch's null deletes a key
+        data["topology.json"] = topology_json(self._root, dict(self._pods), self.links())
+        self._call(f"patch ConfigMap {CONFIGS}", self._core().patch_namespaced_config_map,
+                   CONFIGS, self.namespace, {"data": data})
+
+    def _policy_of(self, broker_id: str) -> dict[str, Any]:
+        config = self._configs[broker_id]
+        cut = [self._pods[n] for n in config.neighbors
+               if frozenset((broker_id, n)) in self._cut and n in self._pods]
+        obj = link_policy(self.instance, self._pods[broker_id],
+                          [self._pods[n] for n in config.neighbors if n in self._pods],
+                          self._ports[0], run_wide=self._peer_network, denied=cut)
+        obj["metadata"]["namespace"] = self.namespace
+        return obj
+
+    def _sync_policies(self, brokers: list[str]) -> None:
+        """Replace the link policy of each of these brokers whose admitted set changed."""
+        if not self._applied:
+            return
+        for x in brokers:
+            if x not in self._pods:
+                continue
+            obj = self._policy_of(x)
+            name = self._pods[x]
+            if self._policies.get(name) == obj:
+                continue
+            self._call(f"replace link policy of {x}",
+                       self._net().replace_namespaced_network_policy,
+                       obj["metadata"]["name"], self.namespace, obj)
+            self._policies[name] = obj
 
     # ---- brokers ----------------------------------------------------------------------------
 
     def preflight(self, configs: list[BrokerConfig]) -> None:
-        return
+        for c in configs:
+            if c.tls is not None or c.link_tls is not None:
+                raise BackendError(
+                    f"k8s: broker {c.broker_id}: live.tls is not supported on the k8s backend"
+                    " (the run's certificates would have to be a Secret mounted in the pods);"
+                    " run without it, or on local, mininet or docker")
+
+    def check_addresses(self, config: BrokerConfig) -> None:
+        return  # every pod has its own network namespace
 
     def start_broker(self, config: BrokerConfig) -> None:
         """Record the config; the StatefulSet starts every pod once all configs are in (the
-        ConfigMap holds them all), and a started pod restarts on its own after a crash."""
-        self._configs[config.broker_id] = config
-        assert self._layout is not None
-        if not self._applied and len(self._configs) == len(self._layout.index):
+        ConfigMap holds them all), and a started pod restarts on its own after a crash. A
+        broker added at run time (`add_broker`) gets its own StatefulSet here: its config and
+        its neighbours' (which now name it) go into the ConfigMap first, then its link policy,
+        then the set."""
+        self.preflight([config])
+        broker_id = config.broker_id
+        self._configs[broker_id] = config
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config.dump(self.config_path(broker_id))
+        if broker_id in self._leaves:
+            if self._applied:
+                self._start_leaf(config)
+            return
+        if not self._applied and all(b in self._configs for b in self._planned):
             self.apply()
+
+    def _start_leaf(self, config: BrokerConfig) -> None:
+        b = config.broker_id
+        self._publish([b, *[n for n in config.neighbors if n in self._pods]])
+        policy = self._policy_of(b)
+        self._call(f"create link policy of {b}", self._net().create_namespaced_network_policy,
+                   self.namespace, policy)
+        self._policies[self._pods[b]] = policy
+        obj = broker_set(self.instance, leaf_set(b), replicas=1, image=self.image,
+                         container_ports=_container_ports(self._ports), listen=self._ports[0])
+        obj["metadata"]["namespace"] = self.namespace
+        self._call(f"create StatefulSet {leaf_set(b)}",
+                   self._apps().create_namespaced_stateful_set, self.namespace, obj)
+
+    def _place(self, config: BrokerConfig) -> BrokerConfig:
+        """A broker added at run time: pod `leaf-<id>-0` of a StatefulSet of its own."""
+        b = config.broker_id
+        name = leaf_pod(b)
+        if name in self._pods.values():
+            raise BackendError(f"k8s: pod {name} of broker {b} exists already")
+        place = _place(name, b, self.namespace, self._ports)
+        self._pods[b] = name
+        self._leaves.add(b)
+        self._reach[b] = place.reach
+        return config.model_copy(update={"listen_address": place.listen,
+                                         "admin_address": place.admin,
+                                         "metrics_address": place.metrics})
+
+    def update_config(self, broker_id: str, **fields: Any) -> BrokerConfig:
+        config = super().update_config(broker_id, **fields)
+        self._publish([broker_id])
+        return config
+
+    def check_remove(self, broker_id: str) -> None:
+        """BackendError unless this broker's pod can go by itself: a leaf added at run time
+        (its own StatefulSet), or the top ordinal of the planned StatefulSet."""
+        self._config(broker_id)
+        if broker_id in self._leaves:
+            return
+        top = self._planned[self._replicas - 1] if self._replicas else None
+        if broker_id != top:
+            raise BackendError(
+                f"k8s: {broker_id} is pod {self._pod_name(broker_id)} of StatefulSet"
+                f" {STATEFULSET}, which removes only its highest ordinal (now {top},"
+                f" pod {self._pods.get(top or '', '?')}); remove that one first, or a broker"
+                " added at run time")
+
+    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
+        """Take a broker that has left the tree out of the run: its trace is copied into the
+        run first (its pod's volume goes with the pod), then its pod goes (its own
+        StatefulSet deleted, or the planned set scaled down by one: SIGTERM, the broker
+        drains), its link policy is deleted and its ConfigMap entry dropped, and its
+        neighbours' entries rewritten without it."""
+        self.check_remove(broker_id)
+        name = self._pods[broker_id]
+        deployed = self._deployed(broker_id)  # (an add that failed early: nothing to delete)
+        if deployed:
+            self._keep_trace(broker_id)
+            if broker_id in self._leaves:
+                self._call(f"delete StatefulSet {leaf_set(broker_id)}",
+                           self._apps().delete_namespaced_stateful_set, leaf_set(broker_id),
+                           self.namespace)
+            else:
+                self._call("scale down", self._apps().patch_namespaced_stateful_set_scale,
+                           STATEFULSET, self.namespace,
+                           {"spec": {"replicas": self._replicas - 1}})
+            self._call(f"delete link policy of {broker_id}",
+                       self._net().delete_namespaced_network_policy, f"link-{name}",
+                       self.namespace)
+        if broker_id not in self._leaves:
+            self._replicas -= 1
+        neighbours = [n for n in self._config(broker_id).neighbors if n in self._configs]
+        self._forget(broker_id)
+        self._cut = {k for k in self._cut if broker_id not in k}
+        self._pods.pop(broker_id)
+        self._leaves.discard(broker_id)
+        self._policies.pop(name, None)
+        self._drop_admins([broker_id])
+        self._publish(neighbours, gone=(name,) if deployed else ())
+        self._sync_policies(neighbours)
+
+    def _keep_trace(self, broker_id: str) -> None:
+        """Copy a leaving broker's trace to where `collect_traces` will find it (best effort:
+        a broker whose pod does not answer is said in the log)."""
+        config = self._configs[broker_id]
+        if config.trace_path is None or self._trace_home is None:
+            return
+        try:
+            text = self._exec(broker_id, f"print(open({str(config.trace_path)!r}).read(),"
+                                         " end='')")
+        except BackendError as e:
+            log.warning("k8s: trace of leaving broker %s not kept: %s", broker_id, e)
+            return
+        self._trace_home.mkdir(parents=True, exist_ok=True)
+        (self._trace_home / f"{broker_id}.jsonl").write_text(text)
+
+    _trace_home: Path | None = None  # where collect_traces put traces (the run's trace dir)
+
+    def _deployed(self, broker_id: str) -> bool:
+        """Has this broker's pod been asked for (its link policy applied)?"""
+        return self._pods.get(broker_id, "") in self._policies
+
+    def add_link(self, a: str, b: str) -> None:
+        super().add_link(a, b)
+        if self._deployed(a) and self._deployed(b):  # (a leaf being added: its start does)
+            self._publish([a, b])
+            self._sync_policies([a, b])
+
+    def remove_link(self, a: str, b: str) -> None:
+        super().remove_link(a, b)
+        self._cut.discard(frozenset((a, b)))
+        self._publish([a, b])
+        self._sync_policies([a, b])
 
     def _pod(self, broker_id: str) -> Any:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return self._core().read_namespaced_pod(pod(self._index(broker_id)),
-                                                    self.namespace)
+            return self._core().read_namespaced_pod(self._pod_name(broker_id), self.namespace)
         except ApiException as e:
             if e.status == 404:
                 return None
             raise BackendError(f"k8s: pod of {broker_id}: {e.status} {e.reason}") from None
+        except BackendError:
+            raise
         except Exception as e:
             raise BackendError(f"k8s: pod of {broker_id}: {e}") from None
 
@@ -525,9 +865,9 @@ class KubernetesBackend(LocalBackend):
         """Run Python in the broker's container (exec); its stdout."""
         from kubernetes.stream import stream
 
+        name = self._pod_name(broker_id)
         return str(self._call(
-            f"exec in {pod(self._index(broker_id))}", stream,
-            self._core().connect_get_namespaced_pod_exec, pod(self._index(broker_id)),
+            f"exec in {name}", stream, self._core().connect_get_namespaced_pod_exec, name,
             self.namespace, container="broker", command=[PYTHON, "-c", code], stderr=True,
             stdin=False, stdout=True, tty=False))
 
@@ -564,9 +904,14 @@ class KubernetesBackend(LocalBackend):
         return None if p is None else str(p.metadata.uid)
 
     def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
-        wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
-                     access=self.access,
-                     alive=lambda: True)  # a pod that is not up yet is coming
+        address = self.address(broker_id).listen
+        try:
+            wait_serving(address, timeout, links=links, name=broker_id, access=self.access,
+                         alive=lambda: True)  # a pod that is not up yet is coming
+        except BackendError as e:
+            raise BackendError(f"{e} at {address} (its pod's DNS name: the orchestrator must"
+                               " run in the cluster, labelled"
+                               " app.kubernetes.io/component=orchestrator)") from None
 
     def pause_broker(self, broker_id: str) -> BrokerState:
         self._exec(broker_id, self._SIGNAL.replace("{action}",
@@ -581,12 +926,12 @@ class KubernetesBackend(LocalBackend):
         return self.broker_state(broker_id)
 
     def kill_broker(self, broker_id: str) -> None:
-        """Delete the pod at once (no grace): its RAM is gone; the StatefulSet makes anew."""
+        """Delete the pod at once (no grace): its RAM is gone; its StatefulSet makes anew."""
         from kubernetes import client
 
         uid = self.handle(broker_id)
         self._call(f"delete pod of {broker_id}", self._core().delete_namespaced_pod,
-                   pod(self._index(broker_id)), self.namespace,
+                   self._pod_name(broker_id), self.namespace,
                    body=client.V1DeleteOptions(grace_period_seconds=0))
         deadline = time.monotonic() + 30
         while self.handle(broker_id) == uid and time.monotonic() < deadline:
@@ -600,66 +945,43 @@ class KubernetesBackend(LocalBackend):
 
     def stop_all(self, timeout: float = 10.0, *,
                  only: list[str] | None = None) -> dict[str, int | None]:
-        """Scale the StatefulSet to zero: every pod gets SIGTERM and its grace period."""
+        """Scale every StatefulSet of the run to zero: every pod gets SIGTERM and its grace
+        period."""
         if only and set(only) != set(self._configs):
             raise BackendError("k8s: a StatefulSet stops all its brokers or none")
-        self._call("scale to 0", self._apps().patch_namespaced_stateful_set_scale,
-                   STATEFULSET, self.namespace, {"spec": {"replicas": 0}})
+        for name in [STATEFULSET, *sorted(leaf_set(b) for b in self._leaves)]:
+            self._call(f"scale {name} to 0", self._apps().patch_namespaced_stateful_set_scale,
+                       name, self.namespace, {"spec": {"replicas": 0}})
         self._drop_admins(list(self._configs))
         return dict.fromkeys(self._configs)
 
-    def add_broker(self, config: BrokerConfig, *,
-                   prepare: Callable[[BrokerConfig], BrokerConfig] | None = None
-                   ) -> BrokerConfig:
-        raise BackendError("k8s: adding a broker at run time is not supported (it needs the"
-                           " ConfigMap, the link policies and the StatefulSet's replicas"
-                           " changed together); redeploy the overlay")
-
-    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        raise BackendError("k8s: removing a broker at run time is not supported; redeploy")
-
-    def add_link(self, a: str, b: str) -> None:
-        raise BackendError("k8s: adding a link at run time is not supported; redeploy")
-
-    def remove_link(self, a: str, b: str) -> None:
-        raise BackendError("k8s: removing a link at run time is not supported; redeploy")
-
     # ---- links ------------------------------------------------------------------------------
 
-    def _policy_of(self, broker_id: str, allowed: list[str]) -> dict[str, Any]:
-        assert self._layout is not None
-        return link_policy(self.instance, self._index(broker_id),
-                           [self._index(n) for n in allowed], self._layout.ports[0])
-
-    def _set_allowed(self, a: str, b: str, cut: bool) -> None:
-        key = frozenset((a, b))
-        (self._cut.add if cut else self._cut.discard)(key)
-        for x in (a, b):
-            allowed = [n for n in self._config(x).neighbors
-                       if frozenset((x, n)) not in self._cut]
-            obj = self._policy_of(x, allowed)
-            obj["metadata"]["namespace"] = self.namespace
-            self._call(f"replace link policy of {x}",
-                       self._net().replace_namespaced_network_policy,
-                       obj["metadata"]["name"], self.namespace, obj)
+    def _set_cut(self, a: str, b: str, cut: bool) -> None:
+        self._ends(a, b)
+        (self._cut.add if cut else self._cut.discard)(frozenset((a, b)))
+        self._sync_policies([a, b])
 
     def cut_link(self, a: str, b: str) -> None:
-        self._ends(a, b)
-        self._set_allowed(a, b, cut=True)
+        self._set_cut(a, b, cut=True)
 
     def heal_link(self, a: str, b: str) -> None:
-        self._ends(a, b)
-        self._set_allowed(a, b, cut=False)
+        self._set_cut(a, b, cut=False)
 
     def link_state(self, a: str, b: str) -> LinkState:
+        """Each end's link policy as the API server holds it, read back: does it admit the
+        other end's pod to its link port?"""
+        from kubernetes import client
+
+        self._ends(a, b)
         ends = {}
         for x, y in ((a, b), (b, a)):
             policy = self._call(f"read link policy of {x}",
                                 self._net().read_namespaced_network_policy,
-                                f"link-{pod(self._index(x))}", self.namespace)
-            peers = [v for rule in policy.spec.ingress or [] for f in rule._from or []
-                     for e in f.pod_selector.match_expressions or [] for v in e.values]
-            ends[x] = f"admits {y}" if pod(self._index(y)) in peers else f"denies {y}"
+                                f"link-{self._pod_name(x)}", self.namespace)
+            obj = client.ApiClient().sanitize_for_serialization(policy)
+            ends[x] = (f"admits {y}" if admits([obj], self.pod_labels(x), self.pod_labels(y),
+                                               self._ports[0]) else f"denies {y}")
         cut = all(v.startswith("denies") for v in ends.values())
         return LinkState(a, b, cut=cut, mechanism="network-policy", ends=ends)
 
@@ -673,6 +995,7 @@ class KubernetesBackend(LocalBackend):
     def collect_traces(self, dest: Path) -> list[Path]:
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
+        self._trace_home = dest
         out = []
         for b, config in self._configs.items():
             if config.trace_path is None or not self.alive(b):
@@ -686,7 +1009,7 @@ class KubernetesBackend(LocalBackend):
     def log_tail(self, broker_id: str, lines: int = 30) -> str:
         try:
             return str(self._call("logs", self._core().read_namespaced_pod_log,
-                                  pod(self._index(broker_id)), self.namespace,
+                                  self._pod_name(broker_id), self.namespace,
                                   container="broker", tail_lines=lines))
         except BackendError as e:
             return f"(no log: {e})"
@@ -719,7 +1042,8 @@ def api_client() -> Any:
         config.load_incluster_config()
     except config.ConfigException:
         try:
-            config.load_kube_config()
+            # KUBECONFIG as it is now (the client reads it once, when first imported)
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
         except Exception as e:
             raise BackendError(f"k8s backend: no cluster configured ({e}); run inside a"
                                " cluster or point KUBECONFIG at one") from None
