@@ -210,3 +210,41 @@ def test_identity_routing_under_the_optimizer_loses_nothing(tmp_path: Path) -> N
     assert summary["deliveries"]["missing"] == 0
     assert summary["deliveries"]["duplicate"] == 0
     assert len([r for r in summary["reconfigurations"] if r["outcome"] == "done"]) > 20
+
+
+def test_faults_on_the_optimizers_state_take_effect_and_nothing_is_lost(tmp_path: Path) -> None:
+    """The optimizer's RAM under chaos (layer optimize): its interest cache, its environment
+    (summaries, I_{me,X}, learned link costs) and its measured link costs; each fault's record
+    shows the state before and after, and the run's deliveries stay exact."""
+    from weeble.chaos.runner import in_simulation
+
+    data = _example([["b1", "b2"], ["b2", "b3"]], duration=40.0)
+    faults = [
+        ("cache", "b3", "optimize.cache.clear", None, {}),
+        ("bogus", "b1", "optimize.cache.insert", ["bogus:1", "bogus:2", "bogus:3"], {}),
+        ("interest", "b2", "optimize.env.interest", 1000, {"broker": "b3"}),
+        ("link", "b1", "optimize.link", 0.5, {"a": "b2", "b": "b3"}),
+        ("measured", "b2", "optimize.measured", 99.0, {"peer": "b1"}),
+        ("env", "b3", "optimize.env.clear", None, {}),
+    ]
+    data["chaos"] = {"name": "optimizer-state", "faults": [
+        {"name": name, "kind": "corrupt", "target": b, "field": field, "value": value,
+         "args": args, "at": 12 + i} for i, (name, b, field, value, args) in enumerate(faults)]}
+    s = parse_scenario(data)
+    summary = simulate(s, tmp_path, progress=False, faults=in_simulation(s)).as_dict()
+    records = {r["field"]: r for r in _records(tmp_path, "fault") if "field" in r}
+    for _, b, field, _, _ in faults:
+        r = records[field]
+        assert r["layer"] == "optimize" and r["node"] == b
+        assert r["before"] != r["after"], (field, r["before"])
+    assert records["optimize.cache.clear"]["after"]["cache"] == 0
+    assert records["optimize.cache.clear"]["before"]["cache"] > 0
+    assert records["optimize.cache.insert"]["after"]["newest"][0] == "bogus:3"
+    assert records["optimize.env.interest"]["after"]["env"]["b3"]["interest"] == 1000
+    assert records["optimize.link"]["after"]["links"]["b2-b3"] == 0.5
+    assert records["optimize.measured"]["after"]["measured"] == {"b1": 99.0}
+    assert records["optimize.env.clear"]["after"]["env"] == {}
+    assert [f["took_effect"] for f in summary["verdict"]["faults"]] == [True] * len(faults), \
+        summary["verdict"]["faults"]
+    d = check_run(tmp_path)["deliveries"]
+    assert (d["missing"], d["duplicate"], d["spurious"], d["fifo"]) == (0, 0, 0, 0), d

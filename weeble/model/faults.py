@@ -604,8 +604,9 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     # the values of the routing layer, and of the overlay and exchange layers (their RAM)
     # (and of the 3-colour scheme: the colours and pointers, the recolor flags and requests)
     # (and of the skip ring: its members' overlay state and the supervisors' databases)
+    # (and of the tree optimizer: its cache, environment and link costs)
     for key in ("next_timer", "rebuild_bit", "neighbors", "parent", "exchange", "colours",
-                "recolor", "skip_ring"):
+                "recolor", "skip_ring", "optimize"):
         if before.get(key) != after.get(key):
             diff[key] = {"before": before.get(key), "after": after.get(key)}
     for key in ("tables", "mergers", "adv_tables"):

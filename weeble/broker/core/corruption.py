@@ -8,6 +8,9 @@ imports the broker. The fault vocabulary of spec ch. 3 §6.3 that lives in a bro
   filter (plus table.clear elsewhere), F14 merger.insert, F15 rebuild_bit and any of the above
   on T^0/T^1 (`table` arg); F16 the same on the advertisement tables (adv.entry.*, adv.table.clear);
 - layer overlay: the neighbour set and the parent (overlay.*), RAM from chapter 4 on;
+- layer optimize (ch. 5): the interest cache (optimize.cache.*), the environment of summaries,
+  interests and learned link costs (optimize.env.*, optimize.link) and the measured link costs
+  (optimize.measured);
 - layer exchange: the lock, the cycle pointers, the colour, Bgray/Bqueue and the queues of the
   coordinated link exchange (exchange.*);
 - the 3-colour scheme (thesis 4.5, spec §5.8): the colour variables and each colour's parent
@@ -440,6 +443,96 @@ def _rid(exchange: Any, now: float, fault: Corrupt) -> list[Effect]:
     if fault.value is not None and not isinstance(fault.value, str):
         raise CorruptionError(f"exchange.rid: value must be a string or null, got {fault.value!r}")
     exchange.ram.rid = fault.value
+    return []
+
+
+# ---- layer optimize: the tree optimizer's interest cache, environment and costs (ch. 5) -------
+
+
+def _view_optimize(opt: Any, fault: Corrupt) -> Any:
+    return opt.snapshot()
+
+
+def _cost_value(value: object, field: str) -> float:
+    cost = _number(value, field)
+    if cost < 0 or cost != cost:
+        raise CorruptionError(f"{field}: value must be a cost >= 0, got {value!r}")
+    return cost
+
+
+@register("optimize.cache.clear", "optimize", _view_optimize)
+def _cache_clear(opt: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Forget what this broker consumed: its next summary says it wants nothing."""
+    old = opt.ram.cache
+    opt.ram.cache = type(old)(size=old.size, m=old.m, k=old.k)
+    opt.reset_joint()
+    return []
+
+
+@register("optimize.cache.insert", "optimize", _view_optimize)
+def _cache_insert(opt: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Notification ids this broker never consumed enter its cache (an interest it lacks)."""
+    ids = fault.value
+    if isinstance(ids, str) or not isinstance(ids, list | tuple) or not ids \
+            or not all(isinstance(i, str) for i in ids):
+        raise CorruptionError("optimize.cache.insert: value must be a list of notification"
+                              f" ids, got {ids!r}")
+    for nid in ids:
+        opt.ram.cache.record(nid)
+    opt.reset_joint()
+    return []
+
+
+@register("optimize.env.clear", "optimize", _view_optimize)
+def _env_clear(opt: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Forget the environment: every summary, processing cost and learned link cost."""
+    opt.ram.env.clear()
+    opt.ram.links.clear()
+    opt.reset_joint()
+    return []
+
+
+@register("optimize.env.interest", "optimize", _view_optimize)
+def _env_interest(opt: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Set I_{me,X} (args.broker = X, a broker of the environment) to `value`."""
+    x = fault.args.get("broker")
+    known = opt.ram.env.get(x)
+    if known is None:
+        raise CorruptionError(f"optimize.env.interest: args.broker {x!r} is not in this broker's"
+                              f" environment (it knows: {', '.join(sorted(opt.ram.env))})")
+    value = fault.value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CorruptionError(f"optimize.env.interest: value must be a count >= 0, got {value!r}")
+    known.interest = value
+    return []
+
+
+@register("optimize.link", "optimize", _view_optimize)
+def _learned_link(opt: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Set the cost of the remote link args.a-args.b as this broker learned it (a broadcast's
+    path) to `value`, as if learned now."""
+    a, b = fault.args.get("a"), fault.args.get("b")
+    if not isinstance(a, str) or not isinstance(b, str) or a == b:
+        raise CorruptionError("optimize.link: args.a and args.b must be two broker ids,"
+                              f" got {a!r}, {b!r}")
+    opt.ram.links[(a, b) if a < b else (b, a)] = (_cost_value(fault.value, "optimize.link"),
+                                                   now)
+    opt.reset_joint()
+    return []
+
+
+@register("optimize.measured", "optimize", _view_optimize)
+def _measured(opt: Any, now: float, fault: Corrupt) -> list[Effect]:
+    """Set the measured cost of the link to args.peer to `value` (null: forget the
+    measurement, back to the scenario's cost) until the next measurement."""
+    peer = fault.args.get("peer")
+    if not isinstance(peer, str) or peer == opt.me:
+        raise CorruptionError(f"optimize.measured: args.peer must be another broker's id,"
+                              f" got {peer!r}")
+    if fault.value is None:
+        opt.ram.measured.pop(peer, None)
+    else:
+        opt.ram.measured[peer] = _cost_value(fault.value, "optimize.measured")
     return []
 
 

@@ -76,8 +76,16 @@ class OptimizeRam:
         self.started = 0  # exchanges this broker started as the originator
 
     def snapshot(self) -> dict[str, Any]:
-        return {"cache": len(self.cache), "env": sorted(self.env), "proposed": self.proposed,
-                "started": self.started,
+        """Its cache (size, newest ids), each known broker's p, I_{me,X} and summary weight
+        (bits set), the remote link costs it learned, its measured costs, its counters."""
+        cache = self.cache
+        newest = [cache.ids[(cache._next - 1 - i) % cache.size] for i in range(min(3, len(cache)))]
+        return {"cache": len(cache), "newest": newest,
+                "env": {x: {"p": k.p, "interest": k.interest,
+                            "summary": None if k.bits is None else int(k.bits.sum())}
+                        for x, k in sorted(self.env.items())},
+                "links": {f"{a}-{b}": c for (a, b), (c, _) in sorted(self.links.items())},
+                "proposed": self.proposed, "started": self.started,
                 "measured": {x: round(c, 3) for x, c in sorted(self.measured.items())}}
 
 
@@ -105,6 +113,10 @@ class Optimize:
         self.receivers: dict[type, Callable[[float, str, Any], list[Effect]]] = {
             Broadcast: self.on_broadcast, Propose: self.on_propose}
         self._joint: dict[tuple[str, str], int] = {}  # I_{me,K,X}, valid until env changes
+
+    def reset_joint(self) -> None:
+        """The cached I_{me,K,X} are stale (the cache or the environment changed)."""
+        self._joint.clear()
 
     # ---- costs ------------------------------------------------------------------------------
 
