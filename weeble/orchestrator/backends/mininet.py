@@ -214,6 +214,10 @@ class MininetBackend(PeerLinks):
         self._switch: Any = None  # the peer network's host (its bridge: `pb`)
         self._peer_hosts: Iterator[ipaddress.IPv4Address] = iter(())
         self._peer_prefix = 23
+        # hosts a process that did not build the network made (`_attached_host`): broker ->
+        # (the pid holding its namespace, its host index)
+        self._holders: dict[str, tuple[int, int]] = {}
+        self._links_state: dict[str, dict[str, str]] = {}  # attached: the run's links' /30s
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -231,6 +235,9 @@ class MininetBackend(PeerLinks):
         backend._attached_state = state
         backend._load_peer_state(state)
         backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
+        backend._holders = {b: (int(h[0]), int(h[1]))
+                            for b, h in (state.get("holders") or {}).items()}
+        backend._links_state = dict(state.get("links") or {})
         for b, config in configs.items():
             backend._configs[b] = config
             pid = brokers.get(b, {}).get("pid")
@@ -249,8 +256,10 @@ class MininetBackend(PeerLinks):
     def state(self) -> dict[str, Any]:
         return {"tag": self.tag,
                 "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
-                "links": {f"{k.a}-{k.b}": k.ip for k in self._links.values()},
+                "links": {**self._links_state,
+                          **{f"{k.a}-{k.b}": k.ip for k in self._links.values()}},
                 "hosts": {b: h.pid for b, h in self._hosts.items()},
+                "holders": {b: list(h) for b, h in self._holders.items()},
                 "ports": list(self._ports), **self._peer_state()}
 
     # ---- the network --------------------------------------------------------------------------
@@ -413,6 +422,8 @@ class MininetBackend(PeerLinks):
 
     def _prefix(self, broker_id: str) -> list[str]:
         # mnexec enters the host's namespaces and execs the broker: its pid is the broker's
+        if broker_id in self._holders:
+            return ["mnexec", "-a", str(self._holders[broker_id][0])]
         return ["mnexec", "-a", str(self.host(broker_id).pid)]
 
     def preflight(self, configs: list[BrokerConfig]) -> None:
@@ -422,9 +433,11 @@ class MininetBackend(PeerLinks):
         return
 
     def _place(self, config: BrokerConfig) -> BrokerConfig:
-        self._need_net("add_broker")
         with self._lock:
-            self._add_host(config.broker_id)
+            if self._net is None:
+                self._attached_host(config.broker_id)
+            else:
+                self._add_host(config.broker_id)
             p = self._placement(config.broker_id)
         return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
                                          "metrics_address": p.metrics})
@@ -437,8 +450,86 @@ class MininetBackend(PeerLinks):
             host = self._hosts.pop(broker_id, None)
             if host is not None:
                 self._net.delNode(host)
+            holder = self._holders.pop(broker_id, None)
+            if holder is not None:  # its namespace (and the veths in it) go with the holder
+                pid, index = holder
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                subprocess.run(["ip", "link", "del", f"w{self.tag}m{index}"],
+                               capture_output=True, check=False)
             self._mgmt.pop(broker_id, None)
             self._host_names.pop(broker_id, None)
+
+    def _attached_host(self, broker_id: str) -> None:
+        """A host for a broker added by a process that did not build the network (`weeble
+        reconfigure add-leaf` against a `weeble up` run): what Mininet's addHost and Link do,
+        by hand, from the run's state. A process of its own holds the new namespace (named
+        like a host shell: the run's removal finds it and everything in its namespace); a
+        management veth to the root namespace on a free /30 of the run's block, and a veth to
+        the peer network's bridge (its namespace found by its holder's name)."""
+        if not self._peer_network:
+            self._need_net("add_broker (this run has no peer network)")
+        tag = self.tag
+        mgmt_ips = [ipaddress.IPv4Address(r.admin.rsplit(":", 1)[0])
+                    for r in self._reach.values()]
+        if not mgmt_ips:
+            raise BackendError("mininet: no broker of this run to place a new host beside")
+        block = ipaddress.IPv4Network(f"{mgmt_ips[0]}/{BLOCK_PREFIX}", strict=False)
+        *ours, peers = block.subnets(new_prefix=23)
+        used = {ipaddress.IPv4Network(f"{ip}/30", strict=False) for ip in mgmt_ips}
+        for cidrs in _root_interfaces().values():
+            for cidr in cidrs.split():
+                used.add(ipaddress.IPv4Interface(cidr).network)
+        for ends in self._links_state.values():
+            used |= {ipaddress.IPv4Network(f"{ip}/30", strict=False) for ip in ends.values()}
+        subnet = next((n for net in ours for n in net.subnets(new_prefix=30) if n not in used),
+                      None)
+        if subnet is None:
+            raise BackendError("mininet: this run's address block is used up")
+        root_ip, host_ip = (str(a) for a in subnet.hosts())
+        taken = set(self._peer_ip.values())
+        peer_ip = next((str(a) for a in peers.hosts() if str(a) not in taken), None)
+        if peer_ip is None:
+            raise BackendError("mininet: this run's peer network is full")
+        pattern = re.compile(rf"^w{tag}m(\d+)$")
+        index = 1 + max([int(m.group(1)) for name in _root_interfaces()
+                         if (m := pattern.match(name))] + [len(self._reach)])
+        switch = next((pid for pid, cmd in _processes()
+                       if f"mininet:w{tag}hp-holder" in cmd), None)
+        if switch is None:
+            raise BackendError(f"mininet: the peer network of run {tag} is gone (its holder"
+                               " process ended)")
+        holder = subprocess.Popen(  # mnexec -n execs in place: its pid holds the namespace
+            ["mnexec", "-cn", "bash", "-c", f"exec -a mininet:w{tag}h{index} sleep infinity"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        self._holders[broker_id] = (holder.pid, index)
+        inside = ["mnexec", "-a", str(holder.pid), "sh", "-c"]
+        steps = [
+            ["ip", "link", "add", f"w{tag}m{index}", "type", "veth", "peer", "name", "mgmt",
+             "netns", str(holder.pid)],
+            ["ip", "addr", "add", f"{root_ip}/30", "dev", f"w{tag}m{index}"],
+            ["ip", "link", "set", f"w{tag}m{index}", "up"],
+            ["ip", "link", "add", "peer", "netns", str(holder.pid), "type", "veth", "peer",
+             "name", f"p{index}", "netns", str(switch)],
+            [*inside, f"ip link set lo up && ip addr add {host_ip}/30 dev mgmt && ip link set"
+                      f" mgmt up && ip addr add {peer_ip}/{peers.prefixlen} dev peer && ip"
+                      " link set peer up"],
+            ["mnexec", "-a", str(switch), "sh", "-c",
+             f"ip link set p{index} master pb && ip link set p{index} up"],
+        ]
+        for cmd in steps:
+            out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                holder.kill()  # what was made goes with it (the root-side veth by name)
+                holder.wait()
+                subprocess.run(["ip", "link", "del", f"w{tag}m{index}"], capture_output=True,
+                               check=False)
+                del self._holders[broker_id]
+                raise BackendError(f"mininet: host for broker {broker_id}: {' '.join(cmd)}:"
+                                   f" {out.stderr.strip()}")
+        self._mgmt[broker_id] = (host_ip, root_ip)
+        self._peer_ip[broker_id] = peer_ip
 
     def _wire_link(self, a: str, b: str) -> None:
         self._need_net("add_link")
