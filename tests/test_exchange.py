@@ -545,8 +545,10 @@ def test_concurrent_exchanges_planned_on_one_tree_lose_nothing(data: st.DataObje
     ordering mode and routing algorithm, under traffic from every broker. Locks collide, busy
     ones retry, stale ones fail (their path or their a changed); whatever the interleaving,
     every request ends, nothing stays locked, the overlay is a spanning tree with the tables
-    of its routing, and no notification is lost, duplicated, spurious or out of order. (Before
-    D14 a third of such runs lost notifications.)"""
+    of its routing, and no notification is lost, duplicated, spurious or out of order. With
+    advertisements (some brokers publish and advertise) subscriptions route towards them only.
+    (Before D14 a third of such runs lost notifications; with advertisements, before D15, 55
+    of 200 seeded runs lost 4,598.)"""
     seed = data.draw(st.integers(0, 10**6), label="seed")
     rng = random.Random(seed)
     n = data.draw(st.integers(4, 7), label="brokers")
@@ -555,13 +557,17 @@ def test_concurrent_exchanges_planned_on_one_tree_lose_nothing(data: st.DataObje
     ordering = data.draw(st.sampled_from(list(Ordering)), label="ordering")
     alg = data.draw(st.sampled_from([Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1,
                                      Algorithm.FLOODING]), label="algorithm")
+    adverts = alg is not Algorithm.FLOODING and data.draw(st.booleans(), label="adverts")
     params = Params(pi=PI, rho=RHO, delta_min=DMIN, delta_max=DMAX, d=n - 1)
     net = Net(from_edges(tree.edges), algorithm=alg, params=params, seed=seed, root="b0",
-              ordering=ordering)
+              ordering=ordering, adverts=adverts)
     filters = ["class == 1", "price < 50", "class == 1 && price < 20"]
     for i, b in enumerate(nodes):
         net.subscribe(0.0, f"s{i}", b, filters[i % len(filters)])
-    for b in nodes:
+    publishers = rng.sample(nodes, rng.randint(1, n)) if adverts else nodes
+    for b in publishers:
+        if adverts:
+            net.advertise(0.0, f"p-{b}", b, "class == 1")
         t = 2 * RHO + rng.uniform(0, 0.02)
         while t < T_X + 14.0:
             net.publish(t, b, {"class": 1, "price": rng.uniform(0, 40)}, publisher=f"p-{b}")
@@ -580,7 +586,9 @@ def test_concurrent_exchanges_planned_on_one_tree_lose_nothing(data: st.DataObje
         ops.append(op)
         at = T_X + data.draw(st.floats(0, 0.3), label="start")
         net.start_exchange(at, op, tree, f"x{j}", seed + j)
-    net.run(T_X + 18.0)
+    # with advertisements, routes the exchanges left behind expire a lease later (the tables
+    # are then legitimate; no notification was lost meanwhile)
+    net.run(T_X + (30.0 if adverts else 18.0))
     ended = {tr.fields["rid"]: tr.fields["phase"] for _, _, tr in net.traces
              if tr.kind == "reconfig" and tr.fields["phase"] in ("done", "failed")}
     assert sorted(ended) == [f"x{j}" for j in range(len(ops))], ended

@@ -231,21 +231,15 @@ def test_the_workload_publishers_advertise_when_advertisements_route(tmp_path: P
     assert summary.verdict["status"] == "pass"
 
 
-@pytest.mark.xfail(strict=True, reason="found: with advertisements, the exchange b2–b8 for b8–b13"
-                   " (B1 = Br1 = b8, whose publisher advertises; Bn = b13, a leaf that joined"
-                   " with no publisher) sends b8's notifications over a into b13, which holds no"
-                   " route for the subscriptions that match b8's advertisement (nor b9, for what"
-                   " matches only b8's): those went towards the advertiser over r, never along"
-                   " b2–b9–b13,"
-                   " and the relays at Begin carry only Br2's r-entries (b8's own side's"
-                   " subscriptions). The thesis's precondition (4.4.2: after the relays the"
-                   " cycle's tables are those of the new tree) does not hold with"
-                   " advertisements; the thesis's note on them (L5595–5603: like subscriptions,"
-                   " and first) gives no pseudo-code. The routes come back when b8's"
-                   " advertisement reaches b13 over a and b9 and b13 bootstrap the matching"
-                   " subscriptions, or with the next refreshes (≤ ρ). The same exchange onto a"
-                   " leaf with a publisher (b9, b4) loses nothing.")
 def test_an_exchange_onto_a_fresh_leaf_with_advertisements_loses_nothing(tmp_path: Path) -> None:
+    """Found (D15 of the exchange): the exchange b2–b8 for b8–b13 (B1 = Br1 = b8, whose
+    publisher advertises; Bn = b13, a leaf that joined with no publisher) sent b8's
+    notifications over a into b13, which held no route for the subscriptions that match b8's
+    advertisement (nor b9): those had gone towards the advertiser over r, never along
+    b2–b9–b13, and the relays at Begin carry only the routes across r (10 lost in the window,
+    173 in the run). Now the subscriptions follow the far side's advertisements along the cycle
+    once the relayed routes have passed, ahead of the separators, and the a-endpoints hold Qnot
+    until the whole cycle is gray."""
     summary = simulate(parse_scenario(_with_adverts([2, 3])), tmp_path, progress=False)
     assert [(r["lost"], r["duplicated"]) for r in summary.reconfigurations] == [(0, 0), (0, 0)]
     assert summary.legitimacy["illegitimate"] <= 1  # the check at the instant of the join

@@ -28,6 +28,10 @@ Fixes of the printed pseudo-code (spec ch. 4 §3.11), all adopted:
   dropped every black message it routed to its neighbour Bn ("black never over a") until the
   refusal came back from further on; B1 and Bn now refuse it before locking ("path").
   `tests/test_exchange.py::test_d14_*`.
+- D15 (ours; the thesis's note on advertisements, L5595-5603, has no pseudo-code): with
+  advertisements, the subscriptions that crossed r towards the far side's advertisements follow
+  them along my side of the cycle once the relayed advertisements have passed (`_follow`), and
+  the a-endpoints hold Qnot until the whole cycle is gray.
 Ours, beyond the thesis (each found by the simulation tests, tests/test_exchange.py):
 - D12 case, FIFO-producer order: a subscription Br2 forwarded along its side before Begin, and
   its unsubscription relayed out of band after Begin, reach Bn in the wrong order (the relay
@@ -96,7 +100,8 @@ class ExchangeRam:
     """The exchange's slice of RAM (Table 4.1 and spec ch. 4 §3.5). Every field may be corrupted."""
 
     __slots__ = (
-        "awaiting_end", "begin_done", "edge", "flip", "gray", "gray_set", "left", "links",
+        "awaiting_end", "begin_done", "edge", "flip", "follow", "gray", "gray_set", "left",
+        "links",
         "locked", "new", "old", "path", "pending", "qnot", "qrel", "qsub", "queue_set", "relay_to",
         "relaying", "rid", "right", "side", "since", "unlock_sent", "unlock_started",
     )
@@ -131,6 +136,9 @@ class ExchangeRam:
         self.unlock_sent: set[str] = set()
         self.flip = False
         self.since = 0.0
+        # advertisements the exchange re-routed to me, (from, adv id) -> filter: once the
+        # routes relayed from there have passed, my subscriptions follow them (D15)
+        self.follow: dict[tuple[str, str], Any] = {}
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -412,7 +420,9 @@ class Exchange:
         x.links = tuple(b for b in (x.left, x.right) if b != x.new and b != x.old)
         x.side = LEFT if i <= k else RIGHT
         if x.new is not None:
-            if self.ordering is Ordering.FIFO:
+            if self.routing.adverts is not None:  # D15: the routes my side follows with
+                x.queue_set = set(path)
+            elif self.ordering is Ordering.FIFO:
                 x.queue_set = set(path[k + 1:]) if i == 0 else set(path[:k + 1])
             elif self.ordering is Ordering.CAUSAL:
                 x.queue_set = set(path)
@@ -479,7 +489,32 @@ class Exchange:
 
     def _rerouted(self, now: float, sender: str, msg: Any, gray: bool) -> list[Effect]:
         """Handle a routing update of the exchange; what it sets off stays on the cycle."""
-        return self._confine(self.routing.receivers_locked[type(msg)](now, sender, msg), gray)
+        effects = self.routing.receivers_locked[type(msg)](now, sender, msg)
+        if type(msg) is Adv:
+            self.ram.follow[sender, msg.adv_id] = msg.filter
+            if self.ram.gray:
+                effects.extend(self._follow(sender))
+        return self._confine(effects, gray)
+
+    def _follow(self, source: str) -> list[Effect]:
+        """D15 (ours; the thesis's note on advertisements, L5595-5603, has no pseudo-code):
+        subscriptions that went over r towards the far side's advertisements must now reach
+        them through a, along my side of the cycle, where they never went. When my own
+        separator arrives from the a side, every advertisement and route relayed from there has
+        passed (FIFO): send that way what I hold for other destinations overlapping those
+        advertisements — not the far side's own subscriptions (re-issued from there already,
+        or old routes across r), gray, on the cycle only. They pass on to the a-endpoint ahead
+        of the separator bouncing back, which is why an a-endpoint holds Qnot until its own side
+        is gray too when advertisements route."""
+        x = self.ram
+        held = {e.sub_id for plane in self.routing.subs.planes for e in plane.table
+                if e.dest == source or e.dest == x.old}
+        exclude = frozenset(held)
+        effects: list[Effect] = []
+        for (frm, _), f in sorted(x.follow.items(), key=lambda kv: kv[0]):
+            if frm == source:
+                effects.extend(self.routing.follow(source, f, exclude))
+        return effects
 
     def _confine(self, effects: list[Effect], gray: bool) -> list[Effect]:
         """Routing messages go on along my side of the cycle as Reroute, in this colour, and
@@ -519,6 +554,8 @@ class Exchange:
             if not x.gray:
                 x.gray = True  # A4.8
                 effects.append(_trace(rid, "gray"))
+                if x.follow:
+                    effects.extend(self._confine(self._follow(sender), True))
             brokers = brokers | {me}
         out.append((onward, brokers))
         if own and x.old is not None and sender != x.old:

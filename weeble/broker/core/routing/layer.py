@@ -235,8 +235,17 @@ class Routing:
         new = follow and not any(e.dest == source for e in self._adv_entries(msg.adv_id))
         effects = adverts.subscribe(self._tag(msg.tag), source, msg.adv_id, msg.filter)
         if new:  # subscriptions held before this advertisement must now go its way too
-            for plane in self.subs.planes:
-                effects.extend(self.subs.strategy.bootstrap(plane, source, within=msg.filter))
+            effects.extend(self.follow(source, msg.filter))
+        return effects
+
+    def follow(self, source: str, within: Filter, exclude: frozenset[str] = frozenset()
+               ) -> list[Effect]:
+        """Send `source` the subscriptions held for other destinations that overlap an
+        advertisement it sent (`within`), but those `exclude` names."""
+        effects: list[Effect] = []
+        for plane in self.subs.planes:
+            effects.extend(self.subs.strategy.bootstrap(plane, source, within=within,
+                                                        exclude=exclude))
         return effects
 
     def on_adv_locked(self, now: float, source: str, msg: Adv) -> list[Effect]:

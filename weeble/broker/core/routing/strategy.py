@@ -111,10 +111,12 @@ class Strategy:
         """Every ρ (only strategies that keep state of their own: merging's mergers)."""
         return []
 
-    def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None) -> list[Effect]:
+    def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None,
+                  exclude: frozenset[str] = frozenset()) -> list[Effect]:
         """A new link to `neighbor` (AddLeaf, a new advertisement from there): send it every
-        filter held for other destinations (overlapping `within`, if given), and keep renewing
-        what was sent, so its table becomes what it would be had the link always existed."""
+        filter held for other destinations (overlapping `within`, if given; not for the
+        subscriptions `exclude` names), and keep renewing what was sent, so its table becomes
+        what it would be had the link always existed."""
         topo = plane.topo
         if self.hierarchical and neighbor != topo.parent:
             return []  # subscriptions only ever go up
@@ -126,7 +128,8 @@ class Strategy:
                 continue
             if not self._towards(g, neighbor):
                 continue
-            heir = next((e for e in table.identical(g) if e.dest != neighbor), None)
+            heir = next((e for e in table.identical(g)
+                         if e.dest != neighbor and e.sub_id not in exclude), None)
             if heir is None:
                 continue
             if self.renew_forwarded:
@@ -278,7 +281,8 @@ class Flooding(Strategy):
                        f: Filter, remote: bool) -> list[Effect]:
         return []
 
-    def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None) -> list[Effect]:
+    def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None,
+                  exclude: frozenset[str] = frozenset()) -> list[Effect]:
         return []
 
 
@@ -299,13 +303,15 @@ class Simple(Strategy):
         unsub = self.unsub_cls
         return [Send(n, unsub(sub_id, f, out_tag)) for n in targets]
 
-    def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None) -> list[Effect]:
+    def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None,
+                  exclude: frozenset[str] = frozenset()) -> list[Effect]:
         topo = plane.topo
         if self.hierarchical and neighbor != topo.parent:
             return []
         sub, tag = self.sub_cls, plane.tag
         return [Send(neighbor, sub(e.sub_id, e.filter, tag)) for e in list(plane.table)
-                if e.dest != neighbor and (within is None or _overlap(e.filter, within))
+                if e.dest != neighbor and e.sub_id not in exclude
+                and (within is None or _overlap(e.filter, within))
                 and self._towards(e.filter, neighbor)]
 
 
