@@ -337,13 +337,15 @@ class Deliveries:
             if delay > slack.get(at, self.slack_default):
                 limit = pub.hops.get(at, 0) * self.dmax  # type: ignore[union-attr]
                 self.path_violations.append((pub.t, t, at, delay, limit))
-        for q in reversed(pub.later):  # R7: the pending ones numbered above it, usually 0-2
-            if q is pub:
-                break
-            if client in q.delivered:
-                self.counts.fifo += 1
-                self.fifo_times.append(t)
-                break
+        later = pub.later
+        if later[-1] is not pub:  # R7: the pending ones numbered above it, usually 0-2
+            for q in reversed(later):
+                if q is pub:
+                    break
+                if client in q.delivered:
+                    self.counts.fifo += 1
+                    self.fifo_times.append(t)
+                    break
         return pub
 
     def observe(self, now: float, node: Any, effect: Any) -> None:
