@@ -60,6 +60,7 @@ class _Pub:
         "hops",
         "keys",
         "later",
+        "oldest",
         "seq",
         "slack",
         "t",
@@ -78,6 +79,8 @@ class _Pub:
         self.candidates = candidates  # client -> a running matching subscription at t
         # its publisher's pending publications in seq order, itself among them (R7)
         self.later = later
+        # no candidate started before this (a lower bound; -inf: not known at a glance)
+        self.oldest = -INF
         # The clients it was first-delivered to, and those of them whose first delivery no
         # subscription allowed (R4) when it came: the rest were allowed. Judged at close (R3).
         self.delivered: set[str] = set()
@@ -127,6 +130,10 @@ class Deliveries:
         self.keyed: dict[Any, list[Sub]] = {}
         self.residual: dict[int, Sub] = {}
         self.pending: dict[tuple[str, int], _Pub] = {}
+        # Subscriptions came in time order so far: then a bucket of `exact` holds them in
+        # start order, and its first one is the oldest (see `_Pub.oldest`).
+        self.in_order = True
+        self.latest_start = -INF
         self.order: deque[tuple[tuple[str, int], _Pub]] = deque()
         self.published: dict[str, int] = {}  # publisher -> highest seq published
         # publisher -> its pending publications in seq order (R7). A first delivery breaks FIFO
@@ -172,6 +179,10 @@ class Deliveries:
         if key in self.live:
             return  # a repeated subscribe of a live subscription is a refresh
         sub = Sub(client, sub_id, broker, self._filter(f), t)
+        if t < self.latest_start:
+            self.in_order = False
+        else:
+            self.latest_start = t
         self.live[key] = sub
         subs = self.by_client.get(client)
         if subs is None:
@@ -254,24 +265,31 @@ class Deliveries:
         extra: list[Sub] = []  # a client's second, third... matching subscription
         keys = notification_index_keys(attrs)
         exact, keyed = self.exact, self.keyed
+        only: dict[str, Sub] | None = None  # the one bucket all candidates came from
+        mixed = False
         for k in keys:
             bucket = exact.get(k)
             if bucket:
                 if candidates:
+                    mixed = True
                     for c, s in bucket.items():
                         if candidates.setdefault(c, s) is not s:
                             extra.append(s)
                 else:
                     candidates = dict(bucket)
+                    only = bucket
             others = keyed.get(k)
             if others:
                 for s in others:
-                    if ((s.exact or s.matches(attrs))
-                            and candidates.setdefault(s.client, s) is not s):
-                        extra.append(s)
+                    if s.exact or s.matches(attrs):
+                        mixed = True
+                        if candidates.setdefault(s.client, s) is not s:
+                            extra.append(s)
         for s in self.residual.values():
-            if s.matches(attrs) and candidates.setdefault(s.client, s) is not s:
-                extra.append(s)
+            if s.matches(attrs):
+                mixed = True
+                if candidates.setdefault(s.client, s) is not s:
+                    extra.append(s)
         candidates.pop(client, None)  # the publisher's own subscriptions
         if extra:
             extra = [s for s in extra if s.client != client]
@@ -284,6 +302,8 @@ class Deliveries:
         else:  # numbered out of publication order (a programmatic publisher): keep seq order
             chain.insert(next(i for i, q in enumerate(chain) if q.seq > seq), pub)
         pub.keys = keys
+        if only is not None and not mixed and self.in_order:
+            pub.oldest = next(iter(only.values())).start
         if self.hops is not None and broker is not None:
             pub.hops = self.hops.get(broker)
             if pub.hops is not None:
@@ -389,7 +409,9 @@ class Deliveries:
         expected: set[str] = set()
         if judged:
             lo, hi = pub.t - self.A + EPS, pub.t + self.D - EPS
-            expected = {c for c, s in pub.candidates.items() if s.start <= lo and s.end >= hi}
+            if pub.oldest <= lo:  # else none subscribed early enough (a run's first A s)
+                expected = {c for c, s in pub.candidates.items()
+                            if s.start <= lo and s.end >= hi}
             if pub.extra:
                 expected.update(s.client for s in pub.extra if s.start <= lo and s.end >= hi)
         # a first delivery to an expected client is a hit; one to another client is in a grey
