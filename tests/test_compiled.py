@@ -24,10 +24,11 @@ PROBE = """
 import json, sys, warnings
 warnings.simplefilter("error")  # a stale build would warn: fail loudly instead
 from weeble.broker.sim import engine
-from weeble.broker.core import table
+from weeble.broker.core import broker, events, filters, messages, table
 from weeble.check import deliveries
 from tests.sim_golden import digest, stored, variants
-compiled = [m.__name__ for m in (engine, table, deliveries) if not m.__file__.endswith(".py")]
+modules = (engine, table, deliveries, filters, events, messages, broker)
+compiled = [m.__name__ for m in modules if not m.__file__.endswith(".py")]
 differ = [name for name in variants() if digest(name) != stored()[name]]
 print(json.dumps({"compiled": compiled, "differ": differ}))
 """
@@ -65,8 +66,17 @@ def _run(root: Path, code: str) -> dict[str, list[str]]:
 def test_the_compiled_simulator_gives_the_recorded_runs(build: Path) -> None:
     result = _run(build, PROBE)
     assert result["compiled"] == ["weeble.broker.sim.engine", "weeble.broker.core.table",
-                                  "weeble.check.deliveries"]
+                                  "weeble.check.deliveries", "weeble.broker.core.filters",
+                                  "weeble.broker.core.events", "weeble.broker.core.messages",
+                                  "weeble.broker.core.broker"]
     assert result["differ"] == []
+
+
+def test_the_compiled_modules_are_mypy_clean() -> None:
+    """The build type-checks its modules (a type error stops it); this says which error, fast."""
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "compile.py"), "--check"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_a_stale_build_falls_back_to_pure_python_with_a_warning(build: Path) -> None:

@@ -51,11 +51,10 @@ class Scripted:
 
 
 def forwarder(to: str) -> Callable[[float, Any], list]:
-    """Sends whatever message a ClientPublish carries (a Notify unless it is a raw message)."""
+    """Sends on the message of every Receive (only `send_at` hands it one)."""
     def script(now: float, event: Any) -> list:
-        if type(event) is ClientPublish:
-            msg = event.notification
-            return [Send(to, msg if isinstance(msg, Sub | Unsub | Switch) else Notify(msg))]
+        if type(event) is Receive:
+            return [Send(to, event.message)]
         return []
     return script
 
@@ -67,8 +66,10 @@ def pair(delay: str, lo: float = 0.01, hi: float = 0.05, seed: int = 1) -> tuple
     return engine, b
 
 
-def send_at(engine: Engine, t: float, msg: Any) -> None:
-    engine.schedule(t, lambda now, a, b: engine.inject(now, "a", ClientPublish("p", msg)))
+def send_at(engine: Engine, t: float, msg: Notification | Sub | Unsub | Switch) -> None:
+    """Make broker a send `msg` (a notification in a Notify) to b at time t."""
+    message = Notify(msg) if isinstance(msg, Notification) else msg
+    engine.schedule(t, lambda now, a, b: engine.inject(now, "a", Receive("test", message)))
 
 
 def note(seq: int, t: float) -> Notification:
@@ -172,7 +173,8 @@ def test_set_timer_replaces_the_pending_timer_of_the_same_name() -> None:
     engine = Engine({"x": broker}, [], delta_min=0.0, delta_max=0.1)
     engine.start(0.0)
     for t in (1.0, 8.0, 20.0):
-        engine.schedule(t, lambda now, a, b: engine.inject(now, "x", ClientPublish("p", None)))
+        engine.schedule(
+            t, lambda now, a, b: engine.inject(now, "x", ClientPublish("p", note(1, now))))
     engine.run(30.0)
     fired = [(t, e.timer) for t, e in broker.events if type(e) is TimerFired]
     assert fired == [(3.0, "u"), (7.0, "t"), (9.0, "t"), (20.0, "t")]

@@ -74,7 +74,8 @@ class _Pub:
         self.dups: set[str] | None = None  # clients delivered more than once (detail mode)
         self.extra: list[Sub] | None = None  # a client's second, third... candidate
         self.keys: list[Any] = []  # the notification's index keys
-        self.hops: dict[str, int] | None = None  # hops from its broker (R13d, online)
+        # hops from its broker (R13d, online; a float in the skip-ring mode)
+        self.hops: Mapping[str, float] | None = None
         self.slack: dict[str, float] | None = None  # at -> hops·δmax + τ, beside `hops`
         self.candidates = candidates  # client -> a running matching subscription at t
         # its publisher's pending publications in seq order, itself among them (R7)
@@ -151,14 +152,14 @@ class Deliveries:
         self.phantom_times = array("d")
         self._filters: dict[str, Filter | None] = {}
         # R13(d), online: `timed(hops, delta_max, tolerance)` turns it on
-        self.hops: dict[str, dict[str, int]] | None = None
+        self.hops: Mapping[str, Mapping[str, float]] | None = None
         self.slack: dict[str, dict[str, float]] = {}  # broker -> at -> hops·δmax + τ
         self.slack_default = 0.0  # the slack of an `at` no hop count names (0·δmax + τ)
         self.dmax = self.tau = self.worst_path = 0.0
         self.history = False  # mode skip_ring: see `timed`
         self.path_violations: list[tuple[float, float, str, float, float]] = []
 
-    def timed(self, hops: dict[str, dict[str, int]], delta_max: float,
+    def timed(self, hops: Mapping[str, Mapping[str, float]], delta_max: float,
               tolerance: float, history: bool = False) -> None:
         """Also check the path rule R13(d) on every first delivery (publish with `broker`,
         deliver with `at`). `history` (mode skip_ring, where a newcomer catches up on the

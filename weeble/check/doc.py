@@ -12,8 +12,10 @@ windows), the filter semantics of `weeble.broker.core.filters`, the legitimacy r
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from weeble.broker.core import filters, legitimacy
 from weeble.check.rules import RULES, TIMING_TOLERANCE
@@ -22,6 +24,15 @@ from weeble.trace.header import RUN_FIELDS
 from weeble.trace.writer import CLIP_CHARS, LiveSink
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "trace-schema.md"
+
+
+def _docstring(module: ModuleType) -> str | None:
+    """A module's docstring, also when it is compiled (scripts/compile.py: mypyc keeps no
+    module docstring), read from its source then."""
+    if module.__doc__ is not None or module.__file__ is None:
+        return module.__doc__
+    source = Path(module.__file__).parent / (module.__name__.rsplit(".", 1)[-1] + ".py")
+    return ast.get_docstring(ast.parse(source.read_text(encoding="utf-8")), clean=False)
 
 
 def _section(docstring: str | None, title: str) -> str:
@@ -164,11 +175,11 @@ def render() -> str:
         "A subscription's `filter` is a conjunction of predicates over the notification's "
         "`attributes`.",
         "",
-        _section(filters.__doc__, "Semantics"),
+        _section(_docstring(filters), "Semantics"),
         "",
         "Text form:",
         "",
-        *_grammar(_section(filters.__doc__, "Text form")),
+        *_grammar(_section(_docstring(filters), "Text form")),
         "",
         "## Correctness",
         "",

@@ -9,6 +9,7 @@ needs nothing but the trace directory. The grey zones of the correctness rules
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
@@ -162,13 +163,14 @@ class RunHeader:
             return (self.sr_levels + 2) * self.params.delta_max + 2 * self.sr_interval
         return self.params.d * self.params.delta_max
 
-    def path_hops(self) -> dict[str, dict[str, int]]:
+    def path_hops(self) -> Mapping[str, Mapping[str, float]]:
         """The hops of the path rule R13(d) between brokers: in the tree of `topology`, or d
-        (which bounds every tree's diameter) when reconfigurations change the tree."""
+        (which bounds every tree's diameter) when reconfigurations change the tree; in the
+        skip-ring mode `path` in units of δmax (a float)."""
         hops = self.topology.hops()
         if self.skip_ring is not None:  # not the tree: any delivery within `path`
             ring = self.path / self.params.delta_max
-            return {a: dict.fromkeys(others, ring) for a, others in hops.items()}  # type: ignore
+            return {a: dict.fromkeys(others, ring) for a, others in hops.items()}
         if self.reconfigured:
             return {a: dict.fromkeys(others, self.params.d) for a, others in hops.items()}
         return hops

@@ -135,6 +135,9 @@ Receiver = Callable[[float, str, Any], list[Effect]]
 
 
 class Broker:
+    # the static tree's overlay, or the 3-colour scheme's (a tree per colour)
+    overlay: Overlay | ColouredOverlay
+
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
         if rom.mode is Mode.SKIP_RING:
@@ -143,17 +146,18 @@ class Broker:
         if rom.overlay is OverlayKind.COLOURED:
             self._compose_coloured(rom)
             return
+        oram = OverlayRam(rom.neighbors, rom.parent)
         self.ram = Ram(
-            OverlayRam(rom.neighbors, rom.parent),
+            oram,
             RoutingRam(2 if rom.wrapper else 1, rom.adverts),
             ExchangeRam(),
             optimize=OptimizeRam(rom.optimizer) if rom.optimizer is not None else None,
             anti_entropy=AntiEntropyRam() if rom.mode is Mode.ANTI_ENTROPY else None,
         )
-        self.overlay = Overlay(rom.broker_id, self.ram.overlay)
-        self.routing = Routing(rom, self.ram.overlay, self.ram.routing)
-        self.membership = Membership(self.overlay, self.routing)
-        self.exchange = Exchange(rom, self.overlay, self.routing, self.membership,
+        overlay = self.overlay = Overlay(rom.broker_id, oram)
+        self.routing = Routing(rom, oram, self.ram.routing)
+        self.membership = Membership(overlay, self.routing)
+        self.exchange = Exchange(rom, overlay, self.routing, self.membership,
                                  self.ram.exchange)
         self.layers: dict[str, Any] = {
             layer.name: layer
@@ -161,13 +165,13 @@ class Broker:
         }
         self.optimize: Optimize | None = None
         if self.ram.optimize is not None:
-            self.optimize = Optimize(rom, self.overlay, self.exchange.on_start_exchange,
+            self.optimize = Optimize(rom, overlay, self.exchange.on_start_exchange,
                                      lambda: self._xram.locked or bool(self._xram.pending),
                                      self.ram.optimize)
             self.layers[self.optimize.name] = self.optimize
         self.anti_entropy: AntiEntropyLayer | None = None
         if self.ram.anti_entropy is not None:
-            self.anti_entropy = AntiEntropyLayer(rom, self.ram.overlay, self.routing,
+            self.anti_entropy = AntiEntropyLayer(rom, oram, self.routing,
                                                  self.ram.anti_entropy)
             self.layers[self.anti_entropy.name] = self.anti_entropy
         self._xram = self.ram.exchange
@@ -198,10 +202,11 @@ class Broker:
         oram = ColouredRam(rom.neighbors, rom.parent, rom.is_root)
         self.ram = Ram(oram, RoutingRam(3, False), ExchangeRam(), RecolorRam(
             set(oram.trees[0].children)), ColourRoutingRam())
-        self.overlay = ColouredOverlay(rom.broker_id, oram)  # type: ignore[assignment]
+        overlay = ColouredOverlay(rom.broker_id, oram)
+        self.overlay = overlay
         assert self.ram.colouring is not None and self.ram.recolor is not None
         self.routing = ColouredRouting(rom, oram, self.ram.routing, self.ram.colouring)
-        self.recolor = RecolorLayer(rom, self.overlay, self.routing, self.ram.recolor)
+        self.recolor = RecolorLayer(rom, overlay, self.routing, self.ram.recolor)
         self.layers = {layer.name: layer for layer in (self.overlay, self.routing, self.recolor)}
         self._xram = self.ram.exchange  # never locked: no exchange layer here
         self.optimize = None
@@ -231,8 +236,9 @@ class Broker:
         layer instead of the routing tree; the tree's overlay stays for the links only."""
         from weeble.broker.core.overlay.skipring.node import SkipRingNode
 
-        self.ram = Ram(OverlayRam(rom.neighbors, rom.parent), RoutingRam(1, False), ExchangeRam())
-        self.overlay = Overlay(rom.broker_id, self.ram.overlay)
+        oram = OverlayRam(rom.neighbors, rom.parent)
+        self.ram = Ram(oram, RoutingRam(1, False), ExchangeRam())
+        self.overlay = Overlay(rom.broker_id, oram)
         node = self.skip_ring_node = SkipRingNode(rom)
         self.layers = {"overlay": self.overlay, node.name: node}
         self._xram = self.ram.exchange  # never locked: no exchange layer here
@@ -290,19 +296,18 @@ class Broker:
         optimize = self.optimize
         assert optimize is not None
         kind = type(event)
-        if kind is Receive and type(event.message) in OPTIMIZING:  # type: ignore[union-attr]
-            return optimize.receivers[type(event.message)](  # type: ignore[union-attr]
-                now, event.neighbor, event.message)  # type: ignore[union-attr]
-        if kind is TimerFired and event.timer == BROADCAST:  # type: ignore[union-attr]
+        if type(event) is Receive and type(event.message) in OPTIMIZING:
+            return optimize.receivers[type(event.message)](now, event.neighbor, event.message)
+        if type(event) is TimerFired and event.timer == BROADCAST:
             return optimize.on_timer(now)
-        if kind is LinkMeasured:
+        if type(event) is LinkMeasured:
             return optimize.on_measured(now, event)
-        if kind is ClientPublish:
-            optimize.consumed(event.notification.id)  # type: ignore[union-attr]
+        if type(event) is ClientPublish:
+            optimize.consumed(event.notification.id)
         if not self._xram.locked:
             effects = self._handlers[kind](now, event)
-        elif kind is Receive:
-            effects = self.exchange.receive(now, event.neighbor, event.message)  # type: ignore
+        elif type(event) is Receive:
+            effects = self.exchange.receive(now, event.neighbor, event.message)
         else:
             effects = self.exchange.outgoing(now, self._handlers[kind](now, event))
         for e in effects:
@@ -319,22 +324,22 @@ class Broker:
         ae = self.anti_entropy
         assert ae is not None
         kind = type(event)
-        if kind is Receive:
-            msg = event.message  # type: ignore[union-attr]
-            source = event.neighbor  # type: ignore[union-attr]
+        if type(event) is Receive:
+            msg = event.message
+            source = event.neighbor
             receiver = ae.receivers.get(type(msg))
             if receiver is not None:
                 if source not in self.ram.overlay.neighbors:
                     return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
-                effects = []
+                effects: list[Effect] = []
                 if source in self.ram.routing.detached:  # it talks to us: the link works
                     effects.extend(ae.on_link_up(now, LinkUp(source)))
                 effects.extend(receiver(now, source, msg))
             else:
-                effects = self._on_receive(now, event)  # type: ignore[arg-type]
+                effects = self._on_receive(now, event)
                 ae.incoming(now, source, msg, effects)
-        elif kind is TimerFired and event.timer.startswith(AE_TIMER):  # type: ignore[union-attr]
-            effects = ae.on_timer(now, event.timer)  # type: ignore[union-attr]
+        elif type(event) is TimerFired and event.timer.startswith(AE_TIMER):
+            effects = ae.on_timer(now, event.timer)
         else:
             effects = self._handlers[kind](now, event)
             if kind is Start:

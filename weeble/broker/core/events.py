@@ -9,6 +9,7 @@ second and a frozen dataclass costs three times as much to build. Treat them as 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,3 +218,9 @@ class Trace:
 
 
 Effect = Send | Deliver | SetTimer | Trace
+
+# A layer's handler of one event type, handler(now, event) -> effects; the broker dispatches by
+# type, so the event's parameter is as wide as the table it sits in.
+Handler = Callable[[float, Any], list[Effect]]
+# A layer's handler of one message type from a neighbour, receiver(now, sender, message).
+Receiver = Callable[[float, str, Any], list[Effect]]

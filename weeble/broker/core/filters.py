@@ -74,7 +74,9 @@ __all__ = [
 Value = str | int | float | bool
 Number = int | float
 IndexKey = tuple[str, Value | tuple[str, bool]]
-Check = Callable[[Value], bool]
+# A compiled constraint: takes whatever a notification carries (any type; a value of the wrong
+# type fails the check, it never raises)
+Check = Callable[[object], bool]
 
 _INF: Final = math.inf
 _MISSING: Final = object()  # "attribute absent"; None could be a (bogus) attribute value
@@ -195,17 +197,17 @@ def _with_holes(check: Check, excluded: frozenset[Value]) -> Check:
     if not excluded:
         return check
 
-    def check_with_holes(v: Value) -> bool:
+    def check_with_holes(v: object) -> bool:
         return check(v) and v not in excluded
 
     return check_with_holes
 
 
-def _always(v: Value) -> bool:
+def _always(v: object) -> bool:
     return True
 
 
-def _never(v: Value) -> bool:
+def _never(v: object) -> bool:
     return False
 
 
@@ -325,7 +327,7 @@ def _make_num(
 
 
 def _num_point_check(p: Number) -> Check:
-    def check(v: Value) -> bool:
+    def check(v: object) -> bool:
         t = type(v)
         return (t is int or t is float or _is_number(v)) and v == p
 
@@ -334,7 +336,7 @@ def _num_point_check(p: Number) -> Check:
 
 # One closure per inclusivity combination keeps the hot path to a single chained comparison.
 def _num_closed(lo: Number, hi: Number) -> Check:
-    def check(v: Value) -> bool:
+    def check(v: object) -> bool:
         t = type(v)
         return (t is int or t is float or _is_number(v)) and lo <= v <= hi  # type: ignore[operator]
 
@@ -342,7 +344,7 @@ def _num_closed(lo: Number, hi: Number) -> Check:
 
 
 def _num_open_hi(lo: Number, hi: Number) -> Check:
-    def check(v: Value) -> bool:
+    def check(v: object) -> bool:
         t = type(v)
         return (t is int or t is float or _is_number(v)) and lo <= v < hi  # type: ignore[operator]
 
@@ -350,7 +352,7 @@ def _num_open_hi(lo: Number, hi: Number) -> Check:
 
 
 def _num_open_lo(lo: Number, hi: Number) -> Check:
-    def check(v: Value) -> bool:
+    def check(v: object) -> bool:
         t = type(v)
         return (t is int or t is float or _is_number(v)) and lo < v <= hi  # type: ignore[operator]
 
@@ -358,7 +360,7 @@ def _num_open_lo(lo: Number, hi: Number) -> Check:
 
 
 def _num_open(lo: Number, hi: Number) -> Check:
-    def check(v: Value) -> bool:
+    def check(v: object) -> bool:
         t = type(v)
         return (t is int or t is float or _is_number(v)) and lo < v < hi  # type: ignore[operator]
 
@@ -422,17 +424,17 @@ class _Str:
         lo, hi, excluded = self.lo, self.hi, self.excluded
         if hi is not None and hi == lo + "\0":
 
-            def check(v: Value) -> bool:
+            def check(v: object) -> bool:
                 return (type(v) is str or isinstance(v, str)) and v == lo
 
         elif hi is None:
 
-            def check(v: Value) -> bool:
+            def check(v: object) -> bool:
                 return (type(v) is str or isinstance(v, str)) and lo <= v
 
         else:
 
-            def check(v: Value) -> bool:
+            def check(v: object) -> bool:
                 return (type(v) is str or isinstance(v, str)) and lo <= v < hi
 
         return _with_holes(check, excluded)
@@ -705,7 +707,7 @@ class Filter:
 
     # -- queries --
 
-    def matches(self, attributes: Mapping[str, Value]) -> bool:
+    def matches(self, attributes: Mapping[str, object]) -> bool:
         for name, check in self._checks:
             value = attributes.get(name, _MISSING)
             if value is _MISSING or not check(value):  # type: ignore[arg-type]
@@ -819,18 +821,17 @@ def merge(a: Filter, b: Filter) -> Filter | None:
     return Filter._build({**a._by_name, name: union})
 
 
-def notification_index_keys(attributes: Mapping[str, Value]) -> list[IndexKey]:
+def notification_index_keys(attributes: Mapping[str, object]) -> list[IndexKey]:
     """The index keys of a notification, one per attribute, in the format of
     ``Filter.index_key``; values that are not str/int/float/bool are skipped."""
     keys: list[IndexKey] = []
     for name, v in attributes.items():
-        t = type(v)
-        if t is str or t is int:
+        if type(v) is str or type(v) is int:
             keys.append((name, v))
-        elif t is float:
-            keys.append((name, int(v) if v.is_integer() else v))  # type: ignore[union-attr]
-        elif t is bool:
-            keys.append((name, ("bool", v)))  # type: ignore[arg-type]
+        elif type(v) is float:
+            keys.append((name, int(v) if v.is_integer() else v))
+        elif type(v) is bool:
+            keys.append((name, ("bool", v)))
         elif isinstance(v, (str, int, float)):
             keys.append((name, normalize_value(v)))
     return keys

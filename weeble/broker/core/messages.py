@@ -21,9 +21,10 @@ so a copy is made whenever a field (the colour) has to differ on one outgoing li
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from weeble.broker.core.filters import Filter, Value
+from weeble.broker.core.filters import Filter, IndexKey, Value
+from weeble.broker.core.overlay.skipring.messages import SkipRingMessage
 from weeble.broker.core.sketch.bloom import BloomFilter
 
 
@@ -38,6 +39,11 @@ class Notification:
     seq: int
     attributes: Mapping[str, Value]
     published_at: float = 0.0
+    # The index keys of `attributes` (`filters.notification_index_keys`), computed by the first
+    # broker that routes the notification and reused at every later hop (the same object
+    # travels on; attributes never change). Not part of its identity, value or wire form.
+    index_keys: list[IndexKey] | None = field(default=None, init=False, repr=False,
+                                              compare=False)
 
     @property
     def id(self) -> str:
@@ -279,7 +285,7 @@ class Propose:
     cost: tuple[float, ...]
 
 
-OPTIMIZING = (Broadcast, Propose)
+OPTIMIZING: tuple[type, ...] = (Broadcast, Propose)
 
 # ---- edge stabilization with sketches (seed 002; layer `anti_entropy`) ----------------------
 
@@ -326,5 +332,6 @@ class AeCorrect:
 AntiEntropyMessage = AeObserve | AeReply | AeCorrect
 ANTI_ENTROPY = (AeObserve, AeReply, AeCorrect)
 
+# Every message a link carries; the skip-ring mode's (seed 003) travel the same links.
 Message = (Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination | Recoloring | Broadcast
-           | Propose | AntiEntropyMessage)
+           | Propose | AntiEntropyMessage | SkipRingMessage)

@@ -154,8 +154,10 @@ class RoutingTable:
 
     # ---- queries ----------------------------------------------------------------------------
 
-    def match(self, attributes: Mapping[str, Value], dests: dict[str, None]) -> dict[str, None]:
-        """Add to `dests` every destination with an entry matching the notification.
+    def match(self, attributes: Mapping[str, Value], dests: dict[str, None],
+              keys: list[IndexKey] | None = None) -> dict[str, None]:
+        """Add to `dests` every destination with an entry matching the notification (`keys`:
+        its `notification_index_keys`, if the caller has them already).
 
         A dict used as an ordered set: iteration order must not depend on string hashing, or the
         simulator would not be deterministic across processes.
@@ -163,7 +165,9 @@ class RoutingTable:
         by_key = self._by_key
         if by_key:
             cached = self._dests
-            for key in notification_index_keys(attributes):
+            if keys is None:
+                keys = notification_index_keys(attributes)
+            for key in keys:
                 found = cached.get(key)
                 if found is None:
                     bucket = by_key.get(key)

@@ -55,6 +55,10 @@ class BrokerLike(Protocol):
 
 # Called as observer(time, node, effect) for Deliver and Trace effects (node.id is the broker).
 Observer = Callable[[float, "Node", Any], None]
+# A queue item's handler, called as handler(time, a, b); what it returns is not used.
+Handler = Callable[[float, Any, Any], object]
+# (time, seq, handler, a, b): ordered by (time, seq); seq is unique, so handlers never compare
+Item = tuple[float, int, Handler, Any, Any]
 # Called as observer(time, kind, src, dst, message) for sends, receives and link-fault losses.
 LinkObserver = Callable[[float, str, str, str, Message], None]
 
@@ -129,8 +133,8 @@ class Engine:
             "uniform": self._uniform_delay(),
             "adversarial": self._adversarial_delay,
         }[delay]
-        self._fifo: deque[tuple[float, int, Callable[[float, Any, Any], None], Any, Any]] = deque()
-        self._heap: list[tuple[float, int, Callable[[float, Any, Any], None], Any, Any]] = []
+        self._fifo: deque[Item] = deque()
+        self._heap: list[Item] = []
         # the next item's sequence number (an int, not itertools.count: `_step` reads it to
         # know whether anything was scheduled since its last batch)
         self._seq = 0
@@ -144,7 +148,7 @@ class Engine:
         self.stray = 0  # sends to no broker of the simulation (a corrupted destination), discarded
         self._on_link = on_link
         # Tracing receives needs its own arrival handler; without it, arrivals step directly.
-        self._arrive = self._step if on_link is None else self._traced_arrival
+        self._arrive: Handler = self._step if on_link is None else self._traced_arrival
         # The observers are called directly from the hot path: no wrapper per Deliver.
         self._on_deliver: Callable[[float, Node, Any], None] = on_deliver or _ignore
         self._effects: dict[type, Callable[[float, Node, Any], None]] = {
@@ -155,12 +159,12 @@ class Engine:
 
     # ---- scheduling and running -------------------------------------------------------------
 
-    def schedule(self, t: float, handler: Callable[[float, Any, Any], None], a: Any = None,
-                 b: Any = None) -> None:
+    def schedule(self, t: float, handler: Handler, a: Any = None, b: Any = None) -> None:
         """Run handler(t, a, b) at virtual time t (not before now)."""
         seq = self._seq
         self._seq = seq + 1
-        heappush(self._heap, (max(t, self.now), seq, handler, a, b))
+        item: Item = (max(t, self.now), seq, handler, a, b)
+        heappush(self._heap, item)
 
     def start(self, t: float = 0.0) -> None:
         """Give every broker its Start event (arms the overrun/switch timers)."""
@@ -240,12 +244,11 @@ class Engine:
         for e in effects:
             # Sends dominate by far, then deliveries; test for them first, the rest go through
             # the dict.
-            kind = type(e)
-            if kind is not Send:
-                if kind is Deliver:
+            if type(e) is not Send:
+                if type(e) is Deliver:
                     self._on_deliver(now, node, e)
                 else:
-                    self._effects[kind](now, node, e)
+                    self._effects[type(e)](now, node, e)
                 continue
             link = links.get(e.neighbor)
             if link is None:
@@ -285,7 +288,8 @@ class Engine:
             link.last = arrival
             seq = self._seq
             self._seq = seq + 1
-            heappush(self._heap, (arrival, seq, self._arrive, link.dst, Receive(link.src, msg)))
+            item: Item = (arrival, seq, self._arrive, link.dst, Receive(link.src, msg))
+            heappush(self._heap, item)
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
         return effects
@@ -335,7 +339,8 @@ class Engine:
         at = effect.at if effect.at >= now else now  # also maps a NaN from corrupted RAM to now
         seq = self._seq
         self._seq = seq + 1
-        heappush(self._heap, (at, seq, self._fire, timer, timer.gen))
+        item: Item = (at, seq, self._fire, timer, timer.gen)
+        heappush(self._heap, item)
 
     def _fire(self, now: float, timer: _Timer, gen: int) -> None:
         if gen == timer.gen:
@@ -410,7 +415,8 @@ class Engine:
             received = Receive(link.src, msg)
             seq = self._seq
             self._seq = seq + 1
-            heappush(self._heap, (arrival, seq, self._arrive, link.dst, received))
+            item: Item = (arrival, seq, self._arrive, link.dst, received)
+            heappush(self._heap, item)
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
 

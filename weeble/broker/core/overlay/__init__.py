@@ -17,9 +17,16 @@ class Topology(Protocol):
     """What routing needs to know of the overlay: the neighbours (a set, and in a fixed order
     so runs do not depend on string hashing) and the parent (None at the root)."""
 
-    neighbors: set[str]
-    ordered: tuple[str, ...]
-    parent: str | None
+    # read-only here: routing reads them; only the overlay layer changes them (properties, so
+    # the coloured overlay's per-colour views qualify too)
+    @property
+    def neighbors(self) -> set[str]: ...
+
+    @property
+    def ordered(self) -> tuple[str, ...]: ...
+
+    @property
+    def parent(self) -> str | None: ...
 
 
 class OverlayRam:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from weeble.broker.core.events import (
     AddNeighbor,
     Effect,
+    Handler,
     Leave,
     RemoveNeighbor,
     Send,
@@ -31,7 +32,7 @@ class Membership:
     def __init__(self, overlay: Overlay, routing: Routing) -> None:
         self.overlay = overlay
         self.routing = routing
-        self.events = {
+        self.events: dict[type, Handler] = {
             AddNeighbor: self.on_add_neighbor,
             RemoveNeighbor: self.on_remove_neighbor,
             Leave: self.on_leave,

@@ -48,7 +48,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from weeble.broker.core.events import Effect, Send, SetTimer, SubmitReconfig, Trace
+from weeble.broker.core.events import (
+    Effect,
+    Handler,
+    Receiver,
+    Send,
+    SetTimer,
+    SubmitReconfig,
+    Trace,
+)
 from weeble.broker.core.messages import (
     AskPlace,
     Move,
@@ -103,10 +111,10 @@ class RecolorLayer:
         self.xi = cp.xi
         self.xi_prime = cp.timeout_of(rom.params)
         self.join_wait = cp.join_wait(rom.params)
-        self.receivers = {Recolor: self.on_recolor, RecolorAck: self.on_ack,
+        self.receivers: dict[type, Receiver] = {Recolor: self.on_recolor, RecolorAck: self.on_ack,
                           AskPlace: self.on_ask, Place: self.on_place,
                           Reconfigure: self.on_reconfigure}
-        self.events = {SubmitReconfig: self.on_submit}
+        self.events: dict[type, Handler] = {SubmitReconfig: self.on_submit}
 
     # ---- timers: A9 and A13 -----------------------------------------------------------------
 

@@ -33,6 +33,8 @@ from weeble.broker.core.events import (
     ClientUnsubscribe,
     Deliver,
     Effect,
+    Handler,
+    Receiver,
     Send,
     SetTimer,
     Trace,
@@ -120,9 +122,9 @@ class ColouredRouting(Routing):
         self._causal = rom.ordering is Ordering.CAUSAL
         self._early = rom.colours.early_control
         self._control_cur = rom.colours.control_colour == "c_cur"  # Fig. 4.20 ablation
-        self.receivers = {Notify: self.on_colour_notify, Sub: self.on_colour_sub,
-                          Unsub: self.on_colour_unsub}
-        self.clients = {ClientPublish: self.on_colour_publish,
+        self.receivers: dict[type, Receiver] = {
+            Notify: self.on_colour_notify, Sub: self.on_colour_sub, Unsub: self.on_colour_unsub}
+        self.clients: dict[type, Handler] = {ClientPublish: self.on_colour_publish,
                         ClientSubscribe: self.on_colour_subscribe,
                         ClientUnsubscribe: self.on_colour_unsubscribe}
 

@@ -22,11 +22,13 @@ from weeble.broker.core.events import (
     ClientUnsubscribe,
     Deliver,
     Effect,
+    Handler,
+    Receiver,
     Send,
     SetTimer,
     Trace,
 )
-from weeble.broker.core.filters import Filter
+from weeble.broker.core.filters import Filter, notification_index_keys
 from weeble.broker.core.messages import Adv, Notify, Sub, Switch, Unadv, Unsub
 from weeble.broker.core.overlay import Topology
 from weeble.broker.core.rom import Algorithm, ConfigError, Mode, Rom
@@ -94,7 +96,7 @@ class Routing:
         self._flooding = rom.algorithm is Algorithm.FLOODING
         self._hierarchical = rom.hierarchical
         # routing messages from neighbours, by type (the broker checks the sender is a neighbour)
-        self.receivers = {
+        self.receivers: dict[type, Receiver] = {
             Notify: self.on_notify,
             Sub: self.on_sub,
             Unsub: self.on_unsub,
@@ -105,8 +107,8 @@ class Routing:
         # The same, for a broker inside a link exchange: a new advertisement does not pull the
         # subscriptions held for other destinations towards it at once (some of those are the
         # old routes across r); they follow it at their next refresh instead.
-        self.receivers_locked = {**self.receivers, Adv: self.on_adv_locked}
-        self.clients = {
+        self.receivers_locked: dict[type, Receiver] = {**self.receivers, Adv: self.on_adv_locked}
+        self.clients: dict[type, Handler] = {
             ClientPublish: self.on_client_publish,
             ClientSubscribe: self.on_client_subscribe,
             ClientUnsubscribe: self.on_client_unsubscribe,
@@ -197,9 +199,12 @@ class Routing:
             message = Notify(message.notification)
         n = message.notification
         attrs = n.attributes
+        keys = n.index_keys
+        if keys is None:
+            keys = n.index_keys = notification_index_keys(attrs)
         dests: dict[str, None] = {}
         for table in self._tables:  # A1: the union of both tables under the wrapper
-            table.match(attrs, dests)
+            table.match(attrs, dests, keys)
         topo = self.topo
         neighbors = topo.neighbors
         if self._flooding:

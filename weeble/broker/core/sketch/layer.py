@@ -34,7 +34,7 @@ from typing import Any
 
 import mmh3
 
-from weeble.broker.core.events import Effect, LinkDown, LinkUp, Send, SetTimer, Trace
+from weeble.broker.core.events import Effect, LinkDown, LinkUp, Receiver, Send, SetTimer, Trace
 from weeble.broker.core.messages import AeCorrect, AeObserve, AeReply, Item, Notify, Sub, Unsub
 from weeble.broker.core.overlay import Topology
 from weeble.broker.core.rom import AntiEntropy, Rom
@@ -93,7 +93,7 @@ class AntiEntropyLayer:
         assert isinstance(scheme, Edges), "the anti-entropy mode needs the Edges scheme"
         self.scheme = scheme
         self.ram = ram
-        self.receivers = {AeObserve: self.on_observe, AeReply: self.on_reply,
+        self.receivers: dict[type, Receiver] = {AeObserve: self.on_observe, AeReply: self.on_reply,
                           AeCorrect: self.on_correct}
 
     # ---- helpers ----------------------------------------------------------------------------
