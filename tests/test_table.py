@@ -56,3 +56,39 @@ def test_remove_id_and_pairs() -> None:
     t.remove_id("s1")
     assert t.pairs() == {(B, "x")}
     assert list(t.identical(A)) == []
+
+
+def test_match_key_answers_as_match_does_or_defers_to_it() -> None:
+    """`match_key` (the one-key shortcut of Routing.on_notify) gives match's destinations in
+    match's order whenever it answers, and defers (None) when a bucket or the residual set
+    needs the filters themselves, through random table changes."""
+    import random
+
+    from weeble.broker.core.filters import notification_index_keys
+
+    rng = random.Random(7)
+    # exact buckets, one that is not (class 1), and a residual entry (sub "r") now and then
+    filters = [Filter.equals("class", c) for c in range(4)] + [Filter.parse("class == 1 && x > 2")]
+    t = RoutingTable()
+    answered = deferred = 0
+    for step in range(400):
+        sub = f"s{rng.randrange(30)}"
+        if rng.random() < 0.05:
+            t.refresh("r", Filter.parse("x > 2"), rng.choice("abcde"))
+        elif rng.random() < 0.1:
+            t.remove_id("r")
+        elif rng.random() < 0.3:
+            t.remove_id(sub)
+        else:
+            t.refresh(sub, rng.choice(filters), rng.choice("abcde"),
+                      per_destination=rng.random() < 0.5)
+        attrs = {"class": rng.randrange(4), "x": rng.choice([1, 3])}
+        keys = notification_index_keys({"class": attrs["class"]})
+        got = t.match_key(keys[0])
+        if got is None:
+            deferred += 1
+            continue
+        answered += 1
+        only_class = {"class": attrs["class"]}
+        assert list(got) == list(t.match(only_class, {})), step
+    assert answered > 50 and deferred > 50

@@ -62,7 +62,7 @@ from weeble.broker.core.events import (
     Trace,
 )
 from weeble.broker.core.filters import Filter
-from weeble.broker.core.messages import OPTIMIZING
+from weeble.broker.core.messages import OPTIMIZING, Notify
 from weeble.broker.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
 from weeble.broker.core.overlay import Overlay, OverlayRam
 from weeble.broker.core.overlay.coloured import ColouredOverlay, ColouredRam
@@ -137,6 +137,12 @@ Receiver = Callable[[float, str, Any], list[Effect]]
 class Broker:
     # the static tree's overlay, or the 3-colour scheme's (a tree per colour)
     overlay: Overlay | ColouredOverlay
+    # Shortcuts of the dispatch below, for the two commonest events (compiled, a direct call
+    # is native; through the tables it is a call of a bound method): a Receive goes to
+    # `_on_receive` (the table says the same, except in the skip-ring mode), and there a Notify
+    # from a neighbour to `routing.on_notify` (the same, except with the colour scheme).
+    _direct_receive: bool
+    _direct_notify: bool
 
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
@@ -178,6 +184,7 @@ class Broker:
         # Routing messages are accepted from neighbours only; coordination messages decide
         # for themselves (a link exchange talks to brokers that are not neighbours yet).
         self._routing: dict[type, Receiver] = dict(self.routing.receivers)
+        self._direct_receive = self._direct_notify = True
         self._coordination: dict[type, Receiver] = dict.fromkeys(
             self.exchange.coordination, self.exchange.coordinate)
         self._handlers: dict[type, Handler] = {
@@ -213,6 +220,7 @@ class Broker:
         self.anti_entropy = None
         self._routing = {}
         self._coordination = {**self.routing.receivers, **self.recolor.receivers}
+        self._direct_receive, self._direct_notify = True, False
         refuse = self._not_on_colours
         self._handlers = {
             Receive: self._on_receive,
@@ -246,6 +254,7 @@ class Broker:
         self.anti_entropy = None
         self._routing = {}
         self._coordination = {}
+        self._direct_receive = self._direct_notify = False
         refuse = self._not_on_skip_ring
         self._handlers = {
             Receive: lambda now, e: node.on_receive(now, e.neighbor, e.message),
@@ -283,6 +292,8 @@ class Broker:
         if self.anti_entropy is not None:
             return self._anti_entropy(now, event)
         if not self._xram.locked:
+            if type(event) is Receive and self._direct_receive:
+                return self._on_receive(now, event)
             return self._handlers[type(event)](now, event)
         # Part of a link exchange: the exchange layer sees every message first (A7) and
         # colours what leaves (A8).
@@ -349,6 +360,10 @@ class Broker:
 
     def _on_receive(self, now: float, event: Receive) -> list[Effect]:
         source, msg = event.neighbor, event.message
+        if type(msg) is Notify and self._direct_notify:
+            if source not in self.ram.overlay.neighbors:
+                return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+            return self.routing.on_notify(now, source, msg)
         kind = type(msg)
         handler = self._routing.get(kind)
         if handler is not None:

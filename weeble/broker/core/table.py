@@ -190,6 +190,22 @@ class RoutingTable:
                 dests[entry.dest] = None
         return dests
 
+    def match_key(self, key: IndexKey) -> tuple[str, ...] | None:
+        """`match` for a notification with the one index key `key`, when the index alone answers
+        (no residual entries, the key's bucket exact): its destinations, distinct, in the
+        order `match` adds them. None when it takes `match`."""
+        if self._residual:
+            return None
+        found = self._dests.get(key)
+        if found is None:
+            bucket = self._by_key.get(key)
+            if not bucket:
+                return ()
+            if not all(entry.exact for entry in bucket):
+                return None
+            found = self._dests[key] = tuple(dict.fromkeys(entry.dest for entry in bucket))
+        return found
+
     def identical(self, filter: Filter) -> Iterable[Entry]:
         """Entries whose filter is identical to `filter`."""
         return self._by_filter.get(filter, {}).keys()

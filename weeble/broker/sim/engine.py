@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from heapq import heappop, heappush
 from typing import Any, Protocol
 
+from weeble.broker.core.broker import Broker
 from weeble.broker.core.events import (
     Deliver,
     Effect,
@@ -82,14 +83,28 @@ class Link:
 class Node:
     """A broker in the simulation: the machine, its outgoing links and its timers."""
 
-    __slots__ = ("broker", "id", "links", "step", "timers")
+    __slots__ = ("_step_fn", "broker", "id", "links", "native", "timers")
 
     def __init__(self, broker_id: str, broker: BrokerLike) -> None:
         self.id = broker_id
         self.broker = broker
-        self.step = broker.step  # bound once: the hot path calls it for every event
+        # bound once: the hot path calls it for every event
+        self._step_fn: Callable[[float, Any], list[Effect]] = broker.step
+        # The core's Broker itself while `step` is its own: compiled, the hot path then calls
+        # Broker.step natively (no bound method, no argument parsing). Setting `step` (a
+        # crash, a restart, `Engine.retire`) clears it, so the new step is what runs.
+        self.native: Broker | None = broker if type(broker) is Broker else None
         self.links: dict[str, Link] = {}
         self.timers: dict[str, _Timer] = {}
+
+    @property
+    def step(self) -> Callable[[float, Any], list[Effect]]:
+        return self._step_fn
+
+    @step.setter
+    def step(self, step: Callable[[float, Any], list[Effect]]) -> None:
+        self._step_fn = step
+        self.native = None
 
 
 class _Timer:
@@ -227,7 +242,8 @@ class Engine:
 
     def _step(self, now: float, node: Node, event: Any) -> list[Effect]:
         self.steps += 1
-        effects = node.step(now, event)
+        native = node.native
+        effects = node._step_fn(now, event) if native is None else native.step(now, event)
         if not effects:
             return effects
         links = node.links

@@ -202,10 +202,26 @@ class Routing:
         keys = n.index_keys
         if keys is None:
             keys = n.index_keys = notification_index_keys(attrs)
-        dests: dict[str, None] = {}
-        for table in self._tables:  # A1: the union of both tables under the wrapper
-            table.match(attrs, dests, keys)
         topo = self.topo
+        tables = self._tables
+        if len(tables) == 1 and len(keys) == 1 and not self._flooding:
+            # The common case (one table, a notification of one indexed attribute): the
+            # table's cached destinations, with no set to build; the same effects in the same
+            # order as below.
+            found = tables[0].match_key(keys[0])
+            if found is not None:
+                neighbors = topo.neighbors
+                out: list[Effect] = [Send(d, message) if d in neighbors else Deliver(d, n)
+                                     for d in found if d != source]
+                if self._hierarchical:
+                    parent = topo.parent
+                    if parent is not None and source != parent and parent not in found:
+                        out.append(Send(parent, message) if parent in neighbors
+                                   else Deliver(parent, n))
+                return out
+        dests: dict[str, None] = {}
+        for table in tables:  # A1: the union of both tables under the wrapper
+            table.match(attrs, dests, keys)
         neighbors = topo.neighbors
         if self._flooding:
             effects: list[Effect] = [Send(b, message) for b in topo.ordered if b != source]
