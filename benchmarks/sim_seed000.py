@@ -23,6 +23,9 @@ ratios to it.
 `--compiled`: also the current source compiled with mypyc (`scripts/compile.py`, built into a
 temporary copy of this checkout), interleaved the same way. `current` is whatever this checkout
 imports: pure Python, or compiled if `scripts/compile.py` was run here (the `compiled` row says).
+
+`--baseline-compiled` (with `--baseline REV --compiled`): also REV compiled with its own
+`scripts/compile.py`, so the compiled build is compared with the compiled build before.
 """
 
 from __future__ import annotations
@@ -136,6 +139,8 @@ def main() -> int:
                         help="also run the simulator of git revision REV, interleaved")
     parser.add_argument("--compiled", action="store_true",
                         help="also the current source compiled with mypyc, interleaved")
+    parser.add_argument("--baseline-compiled", action="store_true",
+                        help="also the baseline REV compiled with its own scripts/compile.py")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -154,6 +159,11 @@ def main() -> int:
     sides: dict[str, Path | None] = {}
     if args.baseline is not None:
         sides[f"baseline {args.baseline}"] = unpack(args.baseline)
+        if args.baseline_compiled:  # compiled vs compiled: what the native work itself gained
+            source = unpack(args.baseline)
+            subprocess.run([sys.executable, str(source / "scripts" / "compile.py"), "--root",
+                            str(source)], check=True)
+            sides[f"baseline-compiled {args.baseline}"] = source
     sides["current"] = None
     if args.compiled:
         sides["compiled"] = compiled_copy()
