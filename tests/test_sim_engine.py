@@ -407,3 +407,23 @@ def test_cli_usage_error_is_argparse_exit_2(capsys: pytest.CaptureFixture[str]) 
         main(["simulate"])
     assert info.value.code == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_a_replaced_step_runs_instead_of_the_brokers_own() -> None:
+    """The engine calls a core Broker's step directly (`Node.native`); a step set on the node
+    (a crash, a restart, `retire`) must run instead from then on."""
+    from weeble.broker.core.broker import Broker
+    from weeble.broker.core.rom import Algorithm, Params, Rom
+
+    params = Params(pi=10.0, rho=5.0, delta_min=0.01, delta_max=0.1, d=4)
+    rom = Rom(broker_id="x", neighbors=frozenset(), root="x", parent=None,
+              algorithm=Algorithm.SIMPLE, params=params)
+    engine = Engine({"x": Broker(rom)}, [], delta_min=0.0, delta_max=0.1)
+    node = engine.nodes["x"]
+    assert node.native is not None
+    assert any(type(e) is SetTimer for e in engine.inject(0.0, "x", Start()))
+    seen: list[Any] = []
+    node.step = lambda now, event: seen.append(event) or []
+    assert node.native is None
+    engine.inject(1.0, "x", Start())
+    assert [type(e) for e in seen] == [Start]
