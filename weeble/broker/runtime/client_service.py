@@ -353,6 +353,12 @@ class ClientService:
                 del subs[sub_id]
                 if not subs:
                     self.streams.pop(client, None)
+            # what it still queued can never be sent: free it now. The ended RPC's frames (a
+            # cancelled stream's traceback) may hold the stream until a full garbage collection,
+            # and RSS kept its queue's bytes that long (up to client_queue_bytes per stream)
+            stream.close()
+            stream.items.clear()
+            stream.size = 0
 
     async def _pump(self, stream: SubStream, request: client_pb2.SubscribeRequest,
                     context: grpc.aio.ServicerContext) -> None:
