@@ -17,7 +17,9 @@ and the backend deploy the same thing (tests/backends/test_kubernetes.py checks 
     PodDisruptionBudget     at most one broker down by a voluntary disruption
     NetworkPolicies         default deny; the orchestrator (pods labelled component
                             orchestrator) to the client, admin and metrics ports; per broker,
-                            its overlay neighbours to its link port, and no one else
+                            its overlay neighbours to its link port, and no one else (a run
+                            that reshapes its tree: any other broker of the run, `link_policy`)
+    StatefulSet leaf-<id>   a broker added at run time: a set of one pod of its own
     probes                  gRPC health (readiness and liveness) on the link port
 
 Faults: a crash deletes the pod (the StatefulSet starts a fresh one: empty RAM); a cut takes
