@@ -504,6 +504,20 @@ class MininetBackend(PeerLinks):
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         self._holders[broker_id] = (holder.pid, index)
+        # mnexec unshares its network namespace after the fork: until it has, the holder's pid
+        # names ours, and a veth end sent "netns <pid>" would land here (CI once: 'Cannot find
+        # device "mgmt"' inside the new host).
+        ours, deadline = _netns(os.getpid()), time.monotonic() + 10.0
+        while _netns(holder.pid) in (ours, None) and holder.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        if _netns(holder.pid) in (ours, None):
+            holder.kill()
+            holder.wait()
+            del self._holders[broker_id]
+            raise BackendError(f"mininet: host for broker {broker_id}: its namespace holder"
+                               " did not get a network namespace of its own within 10 s")
         inside = ["mnexec", "-a", str(holder.pid), "sh", "-c"]
         steps = [
             ["ip", "link", "add", f"w{tag}m{index}", "type", "veth", "peer", "name", "mgmt",
