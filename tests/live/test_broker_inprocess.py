@@ -469,6 +469,34 @@ def test_unsubscribe_stops_delivery(configs: Configs) -> None:
     assert "unsubscribe" in kinds(cfg.trace_path)
 
 
+def test_a_refresh_in_flight_never_outlives_the_unsubscribe(configs: Configs) -> None:
+    """A refresh round that starts as the client unsubscribes must not reach the broker after
+    the unsubscribe: a refresh re-creates an unknown subscription (SC-4), so one served late
+    left a subscription nobody wanted in the tables until its lease ran out (the main job
+    failed on it once under load: c8's deliveries were 'missing' for 26 s)."""
+    cfg = configs("b1")
+    rounds = 30
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                Subscriber(cfg.listen_address, "alice", rho=30.0) as sub:
+            for i in range(rounds):
+                sub_id = await sub.subscribe("x > 0", f"s{i}")
+                s = sub._subs[sub_id]
+                # the refresher's round (its list taken before the unsubscribe) gets its turn
+                # while the unsubscribe is in flight
+                await asyncio.gather(sub.unsubscribe(sub_id), sub._refresh(s))
+            await wait_until(lambda: server.client_streams() == [])
+            assert server.core_snapshot()["tables"][0] == []
+
+    run(scenario())
+    last: dict[str, str] = {}
+    for r in read_trace(cfg.trace_path):
+        if r["kind"] in ("subscribe", "refresh", "unsubscribe") and r.get("client") == "alice":
+            last[r["sub_id"]] = r["kind"]
+    assert last == {f"s{i}": "unsubscribe" for i in range(rounds)}
+
+
 def test_subscriber_resubscribes_after_broker_restart(configs: Configs) -> None:
     cfg = configs("b1")
 

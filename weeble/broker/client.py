@@ -296,6 +296,12 @@ class _Subscription:
     unsubscribed: bool = False
     task: asyncio.Task[None] | None = None
     streams_opened: int = 0
+    # Held while a Refresh or the Unsubscribe of this subscription is in flight: the two are
+    # separate unary calls, and the broker re-creates a subscription it receives a refresh of
+    # (a refresh is a subscribe, SC-4). A refresh sent just before the unsubscribe but served
+    # after it resurrected the subscription at the broker, until its lease ran out (seen in
+    # the main job under load). The client-broker channel is FIFO in the model; this makes it so.
+    rpc: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class Subscriber:
@@ -378,12 +384,13 @@ class Subscriber:
         sub = self._subs.get(sub_id)
         if sub is None or sub.unsubscribed:
             raise KeyError(f"no active subscription {sub_id!r}")
-        sub.unsubscribed = True
-        await self._client().Unsubscribe(
-            client_pb2.UnsubscribeRequest(client=self.client_id, sub_id=sub_id,
-                                          filter=sub.filter),
-            timeout=10, metadata=self._metadata,
-        )
+        sub.unsubscribed = True  # no refresh of it starts from now on
+        async with sub.rpc:  # the broker has served any refresh already sent
+            await self._client().Unsubscribe(
+                client_pb2.UnsubscribeRequest(client=self.client_id, sub_id=sub_id,
+                                              filter=sub.filter),
+                timeout=10, metadata=self._metadata,
+            )
         if sub.task is not None:
             sub.task.cancel()
 
@@ -464,11 +471,14 @@ class Subscriber:
     async def _refresh(self, sub: _Subscription) -> None:
         request = client_pb2.SubscribeRequest(client=self.client_id, sub_id=sub.sub_id,
                                               filter=sub.filter)
-        try:
-            await self._client().Refresh(request, timeout=max(self.rho, 1.0),
-                                         metadata=self._metadata)
-        except grpc.aio.AioRpcError as e:  # the stream's reconnect will resubscribe
-            log.debug("refresh of %s failed: %s", sub.sub_id, e.code())
+        async with sub.rpc:
+            if sub.unsubscribed:  # unsubscribed while this round waited: never after it
+                return
+            try:
+                await self._client().Refresh(request, timeout=max(self.rho, 1.0),
+                                             metadata=self._metadata)
+            except grpc.aio.AioRpcError as e:  # the stream's reconnect will resubscribe
+                log.debug("refresh of %s failed: %s", sub.sub_id, e.code())
 
     async def get(self, timeout: float | None = None) -> Delivery:
         async with asyncio.timeout(timeout):
