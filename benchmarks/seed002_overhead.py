@@ -12,9 +12,12 @@ Setup (the paper's where it says, our choice where it is silent, spec B.5):
 - at t = 60 s (every broker holds 20 patterns by then) the edge that splits the tree most evenly
   fails for `downtime` s (the paper's downtimes are not recoverable): both ends are told
   (LinkDown, then LinkUp), as the chaos module's `cut` does in the simulator.
-Overhead (the paper's metric, weeble/check/load.py) = subscribe and unsubscribe messages (hops)
-+ unwanted events (an event that reached a broker with nowhere to send it), for one failure: the
-same run without the failure (same seed) is subtracted, so subscription churn cancels.
+Overhead (the paper's metric, L207: "the total number of hops traversed by both unsubscribe/
+re-subscribe messages and unwanted events") = subscribe and unsubscribe messages (one per hop)
++ the hops of unwanted events (a hop whose receiver, and everything beyond it, delivered the event
+to nobody: `WastedHops`), for one failure: the same run without the failure (same seed) is
+subtracted, so subscription churn cancels. `once` beside it counts each unwanted event once,
+where it died (the core's counter, weeble/check/load.py's `unwanted`).
 Timers: one per directed edge, period 10 s except static 3 s; the adaptive threshold (not given)
 is 20 unwanted events. Sketch checks (Observe/reply) are not part of the paper's metric; their
 bytes are printed beside.
@@ -49,25 +52,27 @@ def main() -> None:
         for downtime in downtimes:
             print(f"\n{load} load (publish every {interval} s per broker), downtime {downtime} s,"
                   f" {args.nodes} brokers, median of {len(seeds)} seeds")
-            print(f"{'strategy':<12} {'overhead':>9} {'(sub hops':>10} {'unwanted)':>10}"
-                  f" {'check kB':>9}")
+            print(f"{'strategy':<12} {'overhead':>9} {'(sub hops':>10} {'unwanted hops)':>15}"
+                  f" {'once':>6} {'check kB':>9}")
             med: dict[str, float] = {}
-            rows: dict[str, list[tuple[int, int, int, int]]] = {k: [] for k in STRATEGIES}
+            rows: dict[str, list[tuple[int, ...]]] = {k: [] for k in STRATEGIES}
             for seed in seeds:
                 common = {"seed": seed, "publish_interval": interval, "downtime": downtime,
                           "alphabet": args.alphabet, "n": args.nodes}
                 # without the failure no round corrects anything: one baseline for all timers
-                sub_0, unw_0, _ = one_run(timer="static", period=10.0, fail=False, **common)
+                base = one_run(timer="static", period=10.0, fail=False, **common)
                 for name, (timer, period) in STRATEGIES.items():
-                    sub_f, unw_f, chk = one_run(timer=timer, period=period, fail=True, **common)
-                    rows[name].append(((sub_f - sub_0) + (unw_f - unw_0), sub_f - sub_0,
-                                       unw_f - unw_0, chk))
+                    run = one_run(timer=timer, period=period, fail=True, **common)
+                    sub, hops, once = (run[k] - base[k] for k in (
+                        "subscription_messages", "unwanted_hops", "unwanted"))
+                    rows[name].append((sub + hops, sub, hops, once, run["check_bytes"]))
                 print(f"  ... {load}, downtime {downtime} s, seed {seed} done "
                       f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
             for name in STRATEGIES:
-                m = [statistics.median(r[i] for r in rows[name]) for i in range(4)]
+                m = [statistics.median(r[i] for r in rows[name]) for i in range(5)]
                 med[name] = m[0]
-                print(f"{name:<12} {m[0]:>9.0f} {m[1]:>10.0f} {m[2]:>10.0f} {m[3] / 1e3:>9.1f}")
+                print(f"{name:<12} {m[0]:>9.0f} {m[1]:>10.0f} {m[2]:>15.0f} {m[3]:>6.0f}"
+                      f" {m[4] / 1e3:>9.1f}")
             s, a3, a10, ad = (med["strawman"], med["static 3 s"], med["static 10 s"],
                               med["adaptive"])
 

@@ -56,6 +56,7 @@ def test_skipring_tiny_grid_meets_every_claim_and_resumes(tmp_path: Path) -> Non
 def test_sketches_tiny_grid_reads_every_claim_from_its_runs(tmp_path: Path) -> None:
     experiment = Sketches(setup=SketchSetup(brokers=12), filters=(20, 20),
                           converge_sizes=((6,), ()), converge_seeds=(1, 1),
+                          diameter_sizes=((6,), ()), diameter_seeds=(1, 1),
                           overhead_seeds=(1, 1), downtimes=((3.0,), ()))
     result = run(experiment, out=tmp_path)
     by_id = {o.claim.id: o for o in result.outcomes}
@@ -70,10 +71,20 @@ def test_sketches_tiny_grid_reads_every_claim_from_its_runs(tmp_path: Path) -> N
     assert by_id["C.2-5"].met and model["C.2-5"] == 64
     assert sim["C.2-3a"] == pytest.approx(2.0, abs=0.1) and sim["C.2-3b"] == 0
     assert sim["C.2-2a"] == 1.0  # legal again within Δ, path and star
-    assert {"C.2-6a", "C.2-6f"} <= set(sim)  # read from the §5 runs, met or not
+    assert {"C.2-6a", "C.2-6f", "C.2-2b"} <= set(sim)  # read from the runs, met or not
+    # an unwanted event crossed at least the hop into the broker where it died (seed 002 L207
+    # counts the hops); the faults of C.2-2b's runs hit only broker-to-broker entries, which the
+    # rounds repair, well before the leases could (2π = 6 s)
+    runs = [json.loads(f.read_text())["columns"]["simulation"]["values"]
+            for f in (tmp_path / "points").glob("part=4_*.json")]
+    assert runs and all(r["unwanted_hops"] >= r["unwanted"] for r in runs)
+    edges = [json.loads(f.read_text())["columns"]["simulation"]["values"]
+             for f in (tmp_path / "points").glob("part=3_*_faults=1.json")]
+    assert len(edges) == 2 and all(0 < r["took"] < 3.0 and r["closed"] == 1 for r in edges)
     report = result.report.read_text()
     assert "Theorem 3 repaired | as printed | Monte Carlo" in report
     assert "## §5: reconfiguration overhead per strategy" in report
+    assert "## Time to legality against the diameter" in report
     assert [p.name for p, _ in result.figures] == [
         "seed002_false_positive_vs_difference_k2.png", "seed002_overhead_by_timer_n12.png",
         "seed002_convergence_vs_diameter.png"]
@@ -100,3 +111,28 @@ def test_all_writes_one_index_and_model_only_keeps_what_has_a_model(
     assert "C.1-3a" in skipring and "C.1-9a" not in skipring
     assert [e.name for e in SkipRing(evaluators=(ModelColumn(),)).evaluators] == ["model"]
     assert [e.name for e in model_only().evaluators] == ["model"]
+
+
+def test_wasted_hops_count_every_hop_no_receiver_needed() -> None:
+    """Seed 002 §5 (L207) counts the hops an unwanted event traversed: a hop is wasted when no
+    broker at or beyond its receiver delivered the event, whatever branch it was on."""
+    from weeble.analytics.reproduce.sketches import WastedHops
+    from weeble.broker.core.messages import Notification, Notify
+
+    def note(publisher: str, seq: int) -> Notify:
+        return Notify(Notification(publisher=publisher, seq=seq, attributes={"p": "abc"}))
+
+    w = WastedHops()
+    first = note("a", 1)
+    # a → b → c → d, and b → e: only e delivers; b → c → d is a dead branch of 2 hops
+    for src, dst in (("a", "b"), ("b", "c"), ("b", "e"), ("c", "d")):
+        w.on_link("receive", src, dst, first)
+    w.on_deliver(0.0, "e", "client-e", first.notification)
+    second = note("a", 2)  # nobody wants it: both hops are wasted
+    for src, dst in (("a", "b"), ("b", "c")):
+        w.on_link("receive", src, dst, second)
+        w.on_link("send", src, dst, second)  # a send is not a traversed hop
+    w.on_deliver(0.0, "d", "client-d", first.notification)  # now d wanted the first after all
+    assert w.wasted() == 2  # the second's two hops; the first reached e and d
+    w.delivered.clear()
+    assert w.wasted() == 6

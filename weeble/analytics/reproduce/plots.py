@@ -7,6 +7,7 @@ curve it measures.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -345,7 +346,7 @@ def sketches_figures(results: Results, *, out: Path, brokers: int) -> list[tuple
         for ax, (load, vals) in zip(axes, bars.items(), strict=True):
             ax.bar(names, [v or 0.0 for v in vals], color=[f"C{i}" for i in range(len(names))])
             ax.set_title(f"{load} load: a publication every {sk.LOADS[load]:g} s per broker")
-            ax.set_ylabel("overhead (messages + unwanted events)")
+            ax.set_ylabel("overhead (hops of (un)subscriptions + unwanted events)")
             ax.tick_params(axis="x", labelsize=8)
             ax.grid(alpha=0.3, axis="y")
         fig.suptitle(f"§5: reconfiguration overhead of one transient link failure, by timer "
@@ -357,13 +358,16 @@ def sketches_figures(results: Results, *, out: Path, brokers: int) -> list[tuple
             and results.value("simulation", p, "took") is not None]
     if conv:
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for shape, name in enumerate(sk.SHAPES):
+        marks = {0: ("o", "faults anywhere (client entries, clock: leases repair them)"),
+                 1: ("x", "faults in the broker-to-broker entries F")}
+        for (shape, name), faults in itertools.product(enumerate(sk.SHAPES), marks):
             pts = [(results.value("simulation", p, "diameter"),
                     results.value("simulation", p, "took")) for p in conv
-                   if int(p["shape"]) == shape]
+                   if int(p["shape"]) == shape and int(p["faults"]) == faults]
             pts = [(d, t) for d, t in pts if d is not None and t is not None and t >= 0]
-            ax.plot([d for d, _ in pts], [t for _, t in pts], "o", color=f"C{shape}",
-                    label=f"{name}s")
+            if pts:
+                ax.plot([d for d, _ in pts], [t for _, t in pts], marks[faults][0],
+                        color=f"C{shape}", label=f"{name}s, {marks[faults][1]}")
         bounds = {results.value("simulation", p, "diameter"): results.value("simulation", p,
                                                                              "bound")
                   for p in conv}
