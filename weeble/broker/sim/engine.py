@@ -3,7 +3,9 @@
 One heap of `(time, seq, handler, a, b)` items; `seq` comes from a monotonic counter, so items at
 the same time run in the order they were scheduled and a run is a pure function of its inputs
 (and never compares handlers). Handlers are plain callables `handler(time, a, b)`: dispatch costs
-one call, with no type switch.
+one call, with no type switch. Most items are arrivals over constant-delay links, which are born
+in (time, seq) order: they go to a FIFO of `_Arrival` records instead (one per hop: no tuple, no
+boxed time or seq, no bound method), which `run` merges with the heap in the same order.
 
 Links are FIFO, as the thesis assumes (spec §1.2): a message arrives at
 max(now + delay, last arrival on that directed link), so a fast message queues behind a slow one
@@ -25,7 +27,7 @@ their window; the fault-free path pays one attribute test. The hot path is `_ste
 from __future__ import annotations
 
 import random
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from heapq import heappop, heappush
 from typing import Any, Protocol
@@ -107,6 +109,21 @@ class Node:
         self.native = None
 
 
+class _Arrival:
+    """A constant-delay arrival on the FIFO: `event` (one Receive) for `node` at time `t`, and
+    for the nodes of `more` in order after it (same-time batching, see `Engine._step`). A native
+    record with unboxed fields, not a tuple: the hot path makes one per hop and compares them."""
+
+    __slots__ = ("event", "more", "node", "seq", "t")
+
+    def __init__(self, t: float, seq: int, node: Node, event: Receive) -> None:
+        self.t = t
+        self.seq = seq
+        self.node = node
+        self.event = event
+        self.more: list[Node] | None = None
+
+
 class _Timer:
     """A named timer of one broker. Setting it bumps `gen`; heap items of older gens are stale."""
 
@@ -148,7 +165,10 @@ class Engine:
             "uniform": self._uniform_delay(),
             "adversarial": self._adversarial_delay,
         }[delay]
-        self._fifo: deque[Item] = deque()
+        # The constant-delay arrivals, born in (time, seq) order: a list read from `_head` on
+        # (popping from the front is an index bump; `run` drops the consumed prefix now and then)
+        self._fifo: list[_Arrival] = []
+        self._head = 0
         self._heap: list[Item] = []
         # the next item's sequence number (an int, not itertools.count: `_step` reads it to
         # know whether anything was scheduled since its last batch)
@@ -157,12 +177,14 @@ class Engine:
         # counters (plain ints: the summary reads them)
         self.steps = 0  # events handed to Broker.step
         # per message type; a defaultdict so that a future message kind cannot crash a run
-        self.sent: defaultdict[type, int] = defaultdict(int, dict.fromkeys(MESSAGE_KINDS, 0))
+        self._sent: defaultdict[type, int] = defaultdict(int, dict.fromkeys(MESSAGE_KINDS, 0))
+        self._notifies = 0  # Notify sends, counted apart: one int add on the hot path
         self.dropped = 0
         self.duplicated = 0
         self.stray = 0  # sends to no broker of the simulation (a corrupted destination), discarded
         self._on_link = on_link
         # Tracing receives needs its own arrival handler; without it, arrivals step directly.
+        self._traced = on_link is not None
         self._arrive: Handler = self._step if on_link is None else self._traced_arrival
         # The observers are called directly from the hot path: no wrapper per Deliver.
         self._on_deliver: Callable[[float, Node, Any], None] = on_deliver or _ignore
@@ -187,6 +209,13 @@ class Engine:
         for node in self.nodes.values():
             self._step(t, node, event)
 
+    @property
+    def sent(self) -> defaultdict[type, int]:
+        """Messages sent per message type (a copy)."""
+        sent = defaultdict(int, self._sent)
+        sent[Notify] += self._notifies
+        return sent
+
     def run(self, until: float) -> None:
         """Process every item due at or before `until`; afterwards the clock reads `until`.
 
@@ -194,27 +223,56 @@ class Engine:
         same order a single heap would give, so runs stay a pure function of their inputs.
         """
         heap, fifo = self._heap, self._fifo
-        pop, popleft = heappop, fifo.popleft
+        traced = self._traced
+        # The heap's head (time, seq), read again only when the heap changed: handlers only
+        # push (a changed length), and only this loop pops.
+        known = -1
+        head_t = 0.0
+        head_seq = 0
         while True:
-            if fifo and (not heap or fifo[0] < heap[0]):
-                item = fifo[0]
-                if item[0] > until:
-                    break
-                popleft()
-            elif heap:
-                item = heap[0]
-                if item[0] > until:
-                    break
-                pop(heap)
-            else:
+            size = len(heap)
+            if size != known:
+                known = size
+                if size:
+                    first = heap[0]
+                    head_t, head_seq = first[0], first[1]
+            i = self._head
+            if i < len(fifo):
+                a = fifo[i]
+                t = a.t
+                if not size or t < head_t or (t == head_t and a.seq < head_seq):
+                    if t > until:
+                        break
+                    i += 1
+                    if i >= 4096 and i + i >= len(fifo):
+                        del fifo[:i]  # the consumed prefix; amortized O(1) per item
+                        i = 0
+                    self._head = i
+                    self.now = t
+                    event = a.event
+                    if traced:
+                        self._traced_arrival(t, a.node, event)
+                    else:
+                        self._step(t, a.node, event)
+                    more = a.more
+                    if more is not None:  # the rest of a batch, in send order
+                        for node in more:
+                            if traced:
+                                self._traced_arrival(t, node, event)
+                            else:
+                                self._step(t, node, event)
+                    continue
+            if not size or head_t > until:
                 break
-            t, _, handler, a, b = item
+            item = heappop(heap)
+            known = -1
+            t = item[0]
             self.now = t
-            handler(t, a, b)
+            item[2](t, item[3], item[4])
         self.now = max(self.now, until)
 
     def pending(self) -> int:
-        return len(self._heap) + len(self._fifo)
+        return len(self._heap) + len(self._fifo) - self._head
 
     def add_node(self, broker_id: str, broker: BrokerLike) -> None:
         """A broker that joins at run time (AddLeaf); its channels open at first use."""
@@ -255,7 +313,7 @@ class Engine:
         # was scheduled (`self._seq` still `batch_next`): a timer effect, or an observer of a
         # delivery or trace record that schedules, closes it.
         batch_msg: Message | None = None
-        batch: list[Node] | None = None
+        batch: _Arrival | None = None
         batch_next = -1
         for e in effects:
             # Sends dominate by far, then deliveries; test for them first, the rest go through
@@ -273,7 +331,10 @@ class Engine:
                     self.stray += 1
                     continue
             msg = e.message
-            self.sent[type(msg)] += 1
+            if type(msg) is Notify:
+                self._notifies += 1
+            else:
+                self._sent[type(msg)] += 1
             if link.faulty:
                 self._faulty_send(now, link, msg)
                 continue
@@ -285,19 +346,18 @@ class Engine:
                 # now + δ never decreases: constant-delay arrivals are born sorted, and a deque
                 # takes them at O(1) instead of the heap's O(log n) (most events are these)
                 link.last = arrival
-                fifo = self._fifo
-                if msg is batch_msg and self._seq == batch_next:
-                    if batch is None:  # the second destination: the item becomes a batch
-                        first = fifo[-1]
-                        batch = [first[3], link.dst]
-                        fifo[-1] = (arrival, first[1], self._arrive_all, batch, first[4])
+                if batch is not None and msg is batch_msg and self._seq == batch_next:
+                    more = batch.more
+                    if more is None:  # the second destination: the item becomes a batch
+                        batch.more = [link.dst]
                     else:
-                        batch.append(link.dst)
+                        more.append(link.dst)
                 else:
                     seq = self._seq
                     self._seq = batch_next = seq + 1
-                    batch_msg, batch = msg, None
-                    fifo.append((arrival, seq, self._arrive, link.dst, Receive(link.src, msg)))
+                    batch_msg = msg
+                    batch = _Arrival(arrival, seq, link.dst, Receive(link.src, msg))
+                    self._fifo.append(batch)
                 if self._on_link is not None:
                     self._on_link(now, "send", link.src, link.dst.id, msg)
                 continue
@@ -309,12 +369,6 @@ class Engine:
             if self._on_link is not None:
                 self._on_link(now, "send", link.src, link.dst.id, msg)
         return effects
-
-    def _arrive_all(self, now: float, nodes: list[Node], event: Receive) -> None:
-        """One batch of same-time arrivals of one message (see `_step`), in send order."""
-        arrive = self._arrive
-        for node in nodes:
-            arrive(now, node, event)
 
     def _connect(self, node: Node, to: str) -> Link | None:
         """A FIFO channel to any broker of the simulation, opened at first use: the link
