@@ -31,6 +31,10 @@ class Receive:
     neighbor: str
     message: Message
 
+    def __init__(self, neighbor: str, message: Message) -> None:  # native when compiled (see module doc)
+        self.neighbor = neighbor
+        self.message = message
+
 
 @dataclass(slots=True)
 class ClientSubscribe:
@@ -40,12 +44,22 @@ class ClientSubscribe:
     sub_id: str
     filter: Filter
 
+    def __init__(self, client: str, sub_id: str, filter: Filter) -> None:  # native when compiled (see module doc)
+        self.client = client
+        self.sub_id = sub_id
+        self.filter = filter
+
 
 @dataclass(slots=True)
 class ClientUnsubscribe:
     client: str
     sub_id: str
     filter: Filter
+
+    def __init__(self, client: str, sub_id: str, filter: Filter) -> None:  # native when compiled (see module doc)
+        self.client = client
+        self.sub_id = sub_id
+        self.filter = filter
 
 
 @dataclass(slots=True)
@@ -69,12 +83,19 @@ class ClientPublish:
     client: str
     notification: Notification
 
+    def __init__(self, client: str, notification: Notification) -> None:  # native when compiled (see module doc)
+        self.client = client
+        self.notification = notification
+
 
 @dataclass(slots=True)
 class TimerFired:
     """A timer set by a SetTimer effect has come due."""
 
     timer: str
+
+    def __init__(self, timer: str) -> None:  # native when compiled (see module doc)
+        self.timer = timer
 
 
 @dataclass(slots=True)
@@ -192,6 +213,10 @@ class Send:
     neighbor: str
     message: Message
 
+    def __init__(self, neighbor: str, message: Message) -> None:  # native when compiled (see module doc)
+        self.neighbor = neighbor
+        self.message = message
+
 
 @dataclass(slots=True)
 class Deliver:
@@ -199,6 +224,10 @@ class Deliver:
 
     client: str
     notification: Notification
+
+    def __init__(self, client: str, notification: Notification) -> None:  # native when compiled (see module doc)
+        self.client = client
+        self.notification = notification
 
 
 @dataclass(slots=True)
@@ -208,6 +237,10 @@ class SetTimer:
     timer: str
     at: float
 
+    def __init__(self, timer: str, at: float) -> None:  # native when compiled (see module doc)
+        self.timer = timer
+        self.at = at
+
 
 @dataclass(slots=True)
 class Trace:
@@ -215,6 +248,10 @@ class Trace:
 
     kind: str
     fields: dict[str, Any]
+
+    def __init__(self, kind: str, fields: dict[str, Any]) -> None:  # native when compiled (see module doc)
+        self.kind = kind
+        self.fields = fields
 
 
 Effect = Send | Deliver | SetTimer | Trace

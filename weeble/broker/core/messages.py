@@ -49,6 +49,14 @@ class Notification:
     def id(self) -> str:
         return f"{self.publisher}#{self.seq}"
 
+    def __init__(self, publisher: str, seq: int, attributes: Mapping[str, Value],
+                 published_at: float = 0.0) -> None:  # native when compiled (see module doc)
+        self.publisher = publisher
+        self.seq = seq
+        self.attributes = attributes
+        self.published_at = published_at
+        self.index_keys = None
+
 
 # ---- routing messages -----------------------------------------------------------------------
 
@@ -62,6 +70,12 @@ class Sub:
     tag: int = 0
     gray: bool = False
 
+    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:  # native when compiled (see module doc)
+        self.sub_id = sub_id
+        self.filter = filter
+        self.tag = tag
+        self.gray = gray
+
 
 @dataclass(slots=True)
 class Unsub:
@@ -71,6 +85,12 @@ class Unsub:
     filter: Filter
     tag: int = 0
     gray: bool = False
+
+    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:  # native when compiled (see module doc)
+        self.sub_id = sub_id
+        self.filter = filter
+        self.tag = tag
+        self.gray = gray
 
 
 @dataclass(slots=True)
@@ -100,6 +120,11 @@ class Notify:
     # 3-colour scheme (4.5): the publisher broker's c_cur; every hop routes the notification
     # with that colour's pointers and table. Unused (0) on a static overlay.
     color: int = 0
+
+    def __init__(self, notification: Notification, gray: bool = False, color: int = 0) -> None:  # native when compiled (see module doc)
+        self.notification = notification
+        self.gray = gray
+        self.color = color
 
 
 @dataclass(slots=True)
