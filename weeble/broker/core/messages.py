@@ -14,7 +14,8 @@ Two families, each message owned by the layer that handles it:
   walk (ask, place) and reconfiguration requests for the root.
 
 One link carries one FIFO stream of these messages. Link messages are plain slotted dataclasses
-for speed (see events.py); treat them as immutable: a broker forwards the object it received,
+for speed (see events.py; the ones made per hop or per request have a hand-written `__init__`,
+native when compiled); treat them as immutable: a broker forwards the object it received,
 so a copy is made whenever a field (the colour) has to differ on one outgoing link.
 """
 
@@ -50,7 +51,7 @@ class Notification:
         return f"{self.publisher}#{self.seq}"
 
     def __init__(self, publisher: str, seq: int, attributes: Mapping[str, Value],
-                 published_at: float = 0.0) -> None:  # native when compiled (see module doc)
+                 published_at: float = 0.0) -> None:
         self.publisher = publisher
         self.seq = seq
         self.attributes = attributes
@@ -70,7 +71,7 @@ class Sub:
     tag: int = 0
     gray: bool = False
 
-    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:  # native when compiled (see module doc)
+    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:
         self.sub_id = sub_id
         self.filter = filter
         self.tag = tag
@@ -86,7 +87,7 @@ class Unsub:
     tag: int = 0
     gray: bool = False
 
-    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:  # native when compiled (see module doc)
+    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:
         self.sub_id = sub_id
         self.filter = filter
         self.tag = tag
@@ -121,7 +122,7 @@ class Notify:
     # with that colour's pointers and table. Unused (0) on a static overlay.
     color: int = 0
 
-    def __init__(self, notification: Notification, gray: bool = False, color: int = 0) -> None:  # native when compiled (see module doc)
+    def __init__(self, notification: Notification, gray: bool = False, color: int = 0) -> None:
         self.notification = notification
         self.gray = gray
         self.color = color
