@@ -9,6 +9,8 @@ Observe and a reply per edge and period; and a rerun resumes.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,13 @@ def test_sketches_tiny_grid_reads_every_claim_from_its_runs(tmp_path: Path) -> N
         "seed002_convergence_vs_diameter.png"]
     points = {p.name for p in (tmp_path / "points").glob("*.json")}
     assert "part=4_load=1_strategy=4_seed=1_downtime=3.json" in points  # the baseline run
+    # the benchmark reads a finished run's figures back without re-running it
+    bench = Path(__file__).parent.parent / "benchmarks" / "reproduce_ch3.py"
+    line = subprocess.run([sys.executable, str(bench), "--recorded", str(tmp_path)], check=True,
+                          capture_output=True, text=True).stdout
+    wall = sum(json.loads(f.read_text())["columns"]["simulation"]["values"]["wall_s"]
+               for f in (tmp_path / "points").glob("*.json"))
+    assert f"{len(points)} points, {len(points)} simulated, {wall:,.0f} s" in line
 
 
 def test_all_writes_one_index_and_model_only_keeps_what_has_a_model(
