@@ -170,6 +170,11 @@ class Engine:
         self._fifo: list[_Arrival] = []
         self._head = 0
         self._heap: list[Item] = []
+        # Items scheduled with `schedule_in_order` whose times came in order (a client's
+        # refreshes every ρ): a sorted list read from `_lane_head` on, of which only the first
+        # is on the heap (as a `_lane_fire` item with its time and seq), so the heap stays small
+        self._lane: list[Item] = []
+        self._lane_head = 0
         # the next item's sequence number (an int, not itertools.count: `_step` reads it to
         # know whether anything was scheduled since its last batch)
         self._seq = 0
@@ -202,6 +207,42 @@ class Engine:
         self._seq = seq + 1
         item: Item = (max(t, self.now), seq, handler, a, b)
         heappush(self._heap, item)
+
+    def schedule_in_order(self, t: float, handler: Handler, a: Any = None, b: Any = None
+                          ) -> None:
+        """`schedule`, for a driver whose times mostly come in order (each at least the
+        previous one's: now + ρ for every refresh). Those wait in a sorted lane, of which only
+        the first is on the heap; one that comes out of order goes on the heap itself. Every
+        item keeps its (time, seq), so the order of events is the one `schedule` gives."""
+        seq = self._seq
+        self._seq = seq + 1
+        item: Item = (max(t, self.now), seq, handler, a, b)
+        lane = self._lane
+        if self._lane_head < len(lane):  # the lane's first item is on the heap already
+            if item[0] < lane[-1][0]:
+                heappush(self._heap, item)
+            else:
+                lane.append(item)
+            return
+        lane.append(item)
+        token: Item = (item[0], seq, self._lane_fire, None, None)
+        heappush(self._heap, token)
+
+    def _lane_fire(self, now: float, _a: Any, _b: Any) -> None:
+        """The lane's first item is due: put the next one on the heap, then run this one."""
+        lane = self._lane
+        i = self._lane_head
+        item = lane[i]
+        i += 1
+        if i >= 4096 and i + i >= len(lane):
+            del lane[:i]  # the consumed prefix; amortized O(1) per item
+            i = 0
+        self._lane_head = i
+        if i < len(lane):
+            after = lane[i]
+            token: Item = (after[0], after[1], self._lane_fire, None, None)
+            heappush(self._heap, token)
+        item[2](now, item[3], item[4])
 
     def start(self, t: float = 0.0) -> None:
         """Give every broker its Start event (arms the overrun/switch timers)."""
@@ -272,7 +313,8 @@ class Engine:
         self.now = max(self.now, until)
 
     def pending(self) -> int:
-        return len(self._heap) + len(self._fifo) - self._head
+        lane = len(self._lane) - self._lane_head  # its first is on the heap as a token
+        return len(self._heap) + len(self._fifo) - self._head + max(lane - 1, 0)
 
     def add_node(self, broker_id: str, broker: BrokerLike) -> None:
         """A broker that joins at run time (AddLeaf); its channels open at first use."""

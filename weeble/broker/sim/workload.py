@@ -151,8 +151,8 @@ class Clients:
         self._next(sub.first_refresh, sub)
 
     def _next(self, refresh_at: float, sub: ClientSub) -> None:
-        if refresh_at < sub.end:
-            self.engine.schedule(refresh_at, self._tick, sub, False)
+        if refresh_at < sub.end:  # now + ρ but at the warm start: in order
+            self.engine.schedule_in_order(refresh_at, self._tick, sub, False)
         elif sub.end < INF:
             self.engine.schedule(sub.end, self._tick, sub, True)
 
