@@ -180,6 +180,42 @@ def test_set_timer_replaces_the_pending_timer_of_the_same_name() -> None:
     assert fired == [(3.0, "u"), (7.0, "t"), (9.0, "t"), (20.0, "t")]
 
 
+def test_schedule_in_order_runs_items_in_the_order_schedule_gives() -> None:
+    """The lane of `schedule_in_order` (only its first item on the heap) changes nothing in the
+    order of events: items in order, out of order, at equal times, scheduled from handlers,
+    interleaved with `schedule` and with constant-delay arrivals, run as with `schedule` alone."""
+
+    def order(in_order: bool) -> tuple[list[tuple[float, str]], int]:
+        ran: list[tuple[float, str]] = []
+
+        def receive(now: float, event: Any) -> list:
+            ran.append((now, "receive"))
+            return []
+
+        a = Scripted(lambda now, e: [Send("b", Notify(note(1, now)))]
+                     if type(e) is ClientPublish else [])
+        engine = Engine({"a": a, "b": Scripted(receive)}, [("a", "b")],
+                        delta_min=0.5, delta_max=0.5, delay="constant")
+        lane = engine.schedule_in_order if in_order else engine.schedule
+
+        def tick(now: float, name: Any, left: Any) -> None:
+            ran.append((now, name))
+            if left:
+                lane(now + 1.0, tick, name, left - 1)  # now + ρ, as a client refreshes
+                engine.schedule(now + 0.5, lambda t, a, b: ran.append((t, "plain")))
+                engine.inject(now, "a", ClientPublish("p", note(1, now)))
+
+        for t, name in [(2.0, "x"), (1.0, "y"), (2.0, "z"), (2.0, "w"), (0.5, "v"), (3.0, "u")]:
+            lane(t, tick, name, 4)  # out of order: y and v go on the heap itself
+        engine.schedule(2.0, lambda t, a, b: ran.append((t, "between")))
+        engine.run(5.0)
+        return ran, engine.pending()
+
+    assert order(in_order=True) == order(in_order=False)
+    ran, pending = order(in_order=True)
+    assert len(ran) > 60 and pending > 0
+
+
 # ---- the workload ---------------------------------------------------------------------------
 
 
