@@ -26,6 +26,15 @@ imports: pure Python, or compiled if `scripts/compile.py` was run here (the `com
 
 `--baseline-compiled` (with `--baseline REV --compiled`): also REV compiled with its own
 `scripts/compile.py`, so the compiled build is compared with the compiled build before.
+
+`--inline`: also the current source (and the compiled one, with `--compiled`) with the checker
+judging in the simulator's process (`WEEBLE_CHECKER=inline`), interleaved: what the checker's
+second process (`weeble.check.offload`) gains by itself, on the same source.
+
+The wall figures are those of the whole `simulate` call (setup, run, the checker's verdict: a
+checker process that fell behind is waited for), the CPU figures those of every process of the
+run (the simulator's and its checker's); `sim s / CPU s (simulator)` is the simulator's process
+alone.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import hashlib
 import json
 import os
 import pstats
+import resource
 import shutil
 import statistics
 import subprocess
@@ -81,8 +91,12 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         faults = in_simulation(scenario) if scenario.chaos is not None else None
         cpu = time.process_time()
+        children = _children_cpu()
+        wall = time.perf_counter()
         summary = simulate(scenario, out, progress=False, faults=faults)
+        wall = time.perf_counter() - wall
         cpu = time.process_time() - cpu
+        children = _children_cpu() - children  # the checker's process (waited for)
     perf = summary.performance
     results = summary.as_dict()
     results.pop("performance")
@@ -92,16 +106,25 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
         "events": perf["events"],
         "wall_time": perf["wall_time"],
         "events_per_s": perf["events_per_wall_second"],
-        "sim_s_per_wall_s": perf["sim_seconds_per_wall_second"],
-        "sim_s_per_cpu_s": scenario.duration / cpu,
+        "sim_s_per_wall_s": scenario.duration / wall,
+        "run_sim_s_per_wall_s": perf["sim_seconds_per_wall_second"],
+        "sim_s_per_cpu_s": scenario.duration / (cpu + children),
+        "sim_s_per_own_cpu_s": scenario.duration / cpu,
+        "checker_cpu_s": children,
         "steady_sim_s_per_cpu_s": scenario.duration / 2 / (marks["end"] - marks["half"]),
         "warm_start_cpu_s": marks["warm"],
         "messages_per_sim_s": summary.messages["per_second"],
         "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
+        "checker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "compiled": float(not engine.__file__.endswith(".py")),
         "digest": digest,  # the summary without `performance`: the run's results
     }
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def unpack(rev: str) -> Path:
@@ -141,6 +164,8 @@ def main() -> int:
                         help="also the current source compiled with mypyc, interleaved")
     parser.add_argument("--baseline-compiled", action="store_true",
                         help="also the baseline REV compiled with its own scripts/compile.py")
+    parser.add_argument("--inline", action="store_true",
+                        help="also the current source (and compiled) with the checker inline")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -157,6 +182,7 @@ def main() -> int:
         return 0
 
     sides: dict[str, Path | None] = {}
+    inline: set[str] = set()  # the sides run with WEEBLE_CHECKER=inline
     if args.baseline is not None:
         sides[f"baseline {args.baseline}"] = unpack(args.baseline)
         if args.baseline_compiled:  # compiled vs compiled: what the native work itself gained
@@ -164,9 +190,15 @@ def main() -> int:
             subprocess.run([sys.executable, str(source / "scripts" / "compile.py"), "--root",
                             str(source)], check=True)
             sides[f"baseline-compiled {args.baseline}"] = source
+    if args.inline:
+        sides["current inline"] = None
+        inline.add("current inline")
     sides["current"] = None
     if args.compiled:
         sides["compiled"] = compiled_copy()
+        if args.inline:
+            sides["compiled inline"] = sides["compiled"]
+            inline.add("compiled inline")
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for i in range(args.repeat):
         for side, source in sides.items():
@@ -174,6 +206,9 @@ def main() -> int:
             if args.duration is not None:
                 cmd += ["--duration", str(args.duration)]
             env = dict(os.environ)
+            env.pop("WEEBLE_CHECKER", None)
+            if side in inline:
+                env["WEEBLE_CHECKER"] = "inline"
             if source is not None:  # the baseline's weeble first on the path
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source),
                                                                   env.get("PYTHONPATH")]))
@@ -191,13 +226,17 @@ def main() -> int:
           f"median of {args.repeat}")
     rows = [("events/s", "events_per_s", "{:,.0f}"),
             ("simulated s / wall s", "sim_s_per_wall_s", "{:.3f}"),
+            ("  run only (summary)", "run_sim_s_per_wall_s", "{:.3f}"),
             ("simulated s / CPU s", "sim_s_per_cpu_s", "{:.3f}"),
+            ("  simulator's process", "sim_s_per_own_cpu_s", "{:.3f}"),
             ("  steady (2nd half)", "steady_sim_s_per_cpu_s", "{:.3f}"),
+            ("checker process CPU s", "checker_cpu_s", "{:.2f}"),
             ("  warm start (CPU s)", "warm_start_cpu_s", "{:.2f}"),
             ("wall time (s)", "wall_time", "{:.1f}"),
             ("messages / sim s", "messages_per_sim_s", "{:,.0f}"),
             ("deliveries / sim s", "deliveries_per_sim_s", "{:,.0f}"),
             ("peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
+            ("  checker's (MB)", "checker_peak_rss_mb", "{:.0f}"),
             ("compiled (mypyc)", "compiled", "{:.0f}")]
     names = list(medians)
     # ratios of every other side to the first (the baseline, when there is one)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
+from weeble.broker.core.events import Deliver
 from weeble.broker.core.filters import Filter, FilterSyntaxError, notification_index_keys
 
 INF = math.inf
@@ -457,3 +458,185 @@ class Deliveries:
         return {"missing": sum(b[1] for b in bad), "spurious": sum(b[2] for b in bad),
                 "duplicate": sum(b[3] for b in bad),
                 "fifo": sum(1 for x in self.fifo_times if lo - EPS <= x < hi)}
+
+    # ---- a checker in another process (weeble.check.offload) ----
+
+    def settings(self) -> dict[str, Any]:
+        """What makes another `Deliveries` judge exactly as this one (`of_settings`)."""
+        timed = None
+        if self.hops is not None:
+            hops = {b: dict(by) for b, by in self.hops.items()}
+            timed = (hops, self.dmax, self.tau, self.history)
+        return {"activation": self.A, "deactivation": self.D, "crash_linger": self.L,
+                "retention": self.retention, "detail": self.detail, "timed": timed}
+
+    def outcome(self) -> dict[str, Any]:
+        """What the summary reads of a finished checker (`assess`, `between`, R13d): the
+        counts and the per-publication series, without the state that made them."""
+        return {"counts": self.counts.as_dict(), "pub_times": self.pub_times,
+                "pub_ok": self.pub_ok, "bad": self.bad, "fifo_times": self.fifo_times,
+                "phantom_times": self.phantom_times, "worst_path": self.worst_path,
+                "path_violations": self.path_violations, "errors": self.errors}
+
+    def adopt(self, outcome: dict[str, Any]) -> None:
+        """Take the `outcome` of a finished checker that was fed this one's history."""
+        self.counts = Counts(**outcome["counts"])
+        self.pub_times, self.pub_ok = outcome["pub_times"], outcome["pub_ok"]
+        self.bad, self.fifo_times = outcome["bad"], outcome["fifo_times"]
+        self.phantom_times = outcome["phantom_times"]
+        self.worst_path = outcome["worst_path"]
+        self.path_violations = outcome["path_violations"]
+        self.errors = outcome["errors"]
+
+
+def of_settings(settings: dict[str, Any]) -> Deliveries:
+    """A fresh `Deliveries` that judges as the one whose `settings()` these are."""
+    d = Deliveries(activation=settings["activation"], deactivation=settings["deactivation"],
+                   crash_linger=settings["crash_linger"], retention=settings["retention"],
+                   detail=settings["detail"])
+    timed = settings["timed"]
+    if timed is not None:
+        d.timed(timed[0], timed[1], timed[2], timed[3])
+    return d
+
+
+# The checker's history as a `Recorder` keeps it: the deliveries as columns (time, client,
+# publisher, seq, at), and every other record with the number of deliveries before it: a
+# subscription (SUBSCRIBE, t, client, broker, sub_id, filter), an end (END, t, client, sub_id,
+# crashed) or a publication (PUBLISH, t, client, publisher, seq, attrs, broker).
+SUBSCRIBE = "s"
+END = "e"
+PUBLISH = "p"
+SEP = "\0"  # between the names of a column (a name with a NUL in it is refused)
+
+# A stretch of the history as `Recorder.take` hands it on, compact to send to another process
+# (a delivery: 16 bytes and its three names): the bytes of the times as an array('d') and of
+# the seqs as an array('q'), the clients, publishers and brokers (`at`) each joined by SEP, and
+# the other records with their places.
+Batch = tuple[bytes, bytes, str, str, str, list[tuple[int, tuple[Any, ...]]]]
+
+
+class Recorder:
+    """The checker's input, recorded in order for a `Deliveries` elsewhere: the same calls as
+    `Deliveries` (subscribe, end, publish, observe), handed on every `batch` deliveries (or
+    other records) as a `Batch` to `ship`; `Replay` feeds them to a checker in the order made.
+
+    The simulator's process then does no judging: a delivery costs it five list appends
+    (10^5 deliveries per simulated second in seed000) and a share of a few C loops per batch
+    (`take`), and the checker runs in a second process (`weeble.check.offload`) on the other
+    core, or, for a run too small to pay for one, in this process at the end."""
+
+    def __init__(self, batch: int, ship: Callable[[Batch], None]) -> None:
+        self.batch = batch
+        self.ship = ship
+        self.times: list[object] = []  # floats
+        self.clients: list[str] = []
+        self.publishers: list[str] = []
+        self.seqs: list[int] = []
+        self.ats: list[str] = []
+        self.others: list[tuple[int, tuple[Any, ...]]] = []
+        self.node: object = None  # the last delivery's broker, and its name
+        self.at = ""
+
+    def subscribe(self, t: float, client: str, broker: str, sub_id: str,
+                  f: Filter | str) -> None:
+        self._other((SUBSCRIBE, t, client, broker, sub_id, f))
+
+    def end(self, t: float, client: str, sub_id: str | None, crashed: bool) -> None:
+        self._other((END, t, client, sub_id, crashed))
+
+    def publish(self, t: float, client: str, publisher: str, seq: int,
+                attrs: Mapping[str, Any], broker: str | None = None) -> None:
+        self._other((PUBLISH, t, client, publisher, seq, attrs, broker))
+
+    def _other(self, record: tuple[Any, ...]) -> None:
+        self.others.append((len(self.times), record))
+        if len(self.others) >= self.batch:
+            self.flush()
+
+    def observe(self, now: object, node: Any, effect: Deliver) -> None:
+        """The engine's observer of a Deliver effect, as `Deliveries.observe`. `now` is the
+        float the engine passes, kept as the object it is (a float: no new one is made)."""
+        if node is not self.node:  # a broker delivers to its clients in a row
+            self.node = node
+            self.at = node.id
+        n = effect.notification
+        times = self.times
+        times.append(now)
+        self.clients.append(effect.client)
+        self.publishers.append(n.publisher)
+        self.seqs.append(n.seq)
+        self.ats.append(self.at)
+        if len(times) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.times or self.others:
+            self.ship(self.take())
+
+    def take(self) -> Batch:
+        """What was recorded since the last batch (now no longer kept here)."""
+        times = cast(list[float], self.times)
+        batch = (array("d", times).tobytes(), array("q", self.seqs).tobytes(),
+                 _joined(self.clients), _joined(self.publishers), _joined(self.ats),
+                 self.others)
+        self.times, self.clients, self.publishers, self.seqs, self.ats = [], [], [], [], []
+        self.others = []
+        return batch
+
+
+def _joined(names: list[str]) -> str:
+    text = SEP.join(names)
+    if names and text.count(SEP) != len(names) - 1:
+        bad = next(name for name in names if SEP in name)
+        raise ValueError(f"a client or broker name with a NUL character: {bad!r}")
+    return text
+
+
+def _split(text: str, n: int) -> list[str]:
+    return text.split(SEP) if n else []
+
+
+class Replay:
+    """Feeds a `Deliveries` the batches of a `Recorder`, in their order."""
+
+    def __init__(self, d: Deliveries) -> None:
+        self.d = d
+
+    def __call__(self, batch: Batch) -> None:
+        d = self.d
+        raw_times, raw_seqs, clients_text, publishers_text, ats_text, others = batch
+        stamps = array("d")
+        stamps.frombytes(raw_times)
+        times: list[float] = stamps.tolist()
+        numbers = array("q")
+        numbers.frombytes(raw_seqs)
+        seqs: list[int] = numbers.tolist()
+        n = len(times)
+        clients = _split(clients_text, n)
+        publishers = _split(publishers_text, n)
+        ats = _split(ats_text, n)
+        if not len(seqs) == len(clients) == len(publishers) == len(ats) == n:
+            raise ValueError(f"a batch of the checker's history with columns of {n}, "
+                             f"{len(seqs)}, {len(clients)}, {len(publishers)} and {len(ats)}")
+        k, m = 0, len(others)
+        for i in range(n):
+            while k < m and others[k][0] <= i:
+                _apply(d, others[k][1])
+                k += 1
+            d.deliver(times[i], clients[i], publishers[i], seqs[i], ats[i])
+        while k < m:
+            _apply(d, others[k][1])
+            k += 1
+
+
+def _apply(d: Deliveries, r: tuple[Any, ...]) -> None:
+    kind = r[0]
+    if kind == PUBLISH:
+        d.publish(r[1], r[2], r[3], r[4], r[5], r[6])
+    elif kind == SUBSCRIBE:
+        d.subscribe(r[1], r[2], r[3], r[4], r[5])
+    elif kind == END:
+        d.end(r[1], r[2], r[3], r[4])
+    else:
+        raise ValueError(f"not a record of the checker's history: {r!r}")

@@ -10,10 +10,19 @@ writes no trace at all.
 In the simulator only one part of the timing model can break: end-to-end delivery delays (a
 delay fault); hop delays come from the engine's delay model, and client refreshes and broker
 timers are exact. So the online timing check is the path rule R13(d).
+
+An untraced run (seed000: 10^5 deliveries per simulated second) judges in a second process:
+the checker's input is recorded (`Recorder`) and shipped in batches to `CheckerProcess`, which
+feeds the same `Deliveries` there, on the other core. A run too small to pay for a process
+(fewer than `SPAWN_AFTER` deliveries) replays its records into the checker here at the end, with
+the same `Replay`. `WEEBLE_CHECKER` chooses: `auto` (that), `process` (a process from the first
+`BATCH` deliveries on, whatever the size) or `inline` (judge each record as it comes, as a traced
+run does: it names the subscription of each delivery in the trace from the checker's state).
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
@@ -23,9 +32,10 @@ from weeble.broker.core.events import Deliver
 from weeble.broker.core.legitimacy import Broker
 from weeble.broker.core.messages import Notification
 from weeble.broker.sim.engine import Engine, Node
-from weeble.check.deliveries import INF
+from weeble.check.deliveries import INF, Batch, Deliveries, Recorder, Replay
 from weeble.check.episodes import faults_of
 from weeble.check.history import assess, deliveries_for
+from weeble.check.offload import CheckerProcess
 from weeble.check.reconfig import Reconfigurations
 from weeble.check.rules import TIMING_TOLERANCE
 from weeble.check.state import Interval, Legitimacy
@@ -34,6 +44,11 @@ from weeble.trace.header import RunHeader
 from weeble.trace.writer import SimSink
 
 SIM = "sim"  # the node of the simulator's own records (legitimacy checks, link faults)
+CHECKER = "WEEBLE_CHECKER"  # auto, process or inline (see the module's doc)
+MODES = ("auto", "process", "inline")
+BATCH = 16384  # deliveries (or other records) per frame to the checker process (~0.15 sim s)
+SPAWN_AFTER = 250_000  # deliveries: fewer are judged here at the end (a process
+# costs ~0.3 CPU s to start; the checker ~0.5 µs per delivery)
 
 
 class Observers:
@@ -50,6 +65,14 @@ class Observers:
         self.listeners: list[Callable[[float, str, str, dict[str, Any]], None]] = []
         self.deliveries.timed(header.path_hops(), header.params.delta_max,
                               TIMING_TOLERANCE, history=header.skip_ring is not None)
+        # what the checker's input goes to: the checker itself, or a Recorder for the process
+        mode = os.environ.get(CHECKER, "auto")
+        if mode not in MODES:
+            raise ValueError(f"{CHECKER}={mode!r}: expected one of {', '.join(MODES)}")
+        self.checker: Deliveries | Recorder = self.deliveries
+        self.process: CheckerProcess | None = None
+        if sink is None and mode != "inline":
+            self.checker = Recorder(BATCH if mode == "process" else SPAWN_AFTER, self._ship)
         if sink is not None:
             sink.header(0.0, SIM, header.fields())
 
@@ -70,14 +93,14 @@ class Observers:
     # ---- clients (the workload's Listener) ----
 
     def started(self, t: float, sub: Any) -> None:
-        self.deliveries.subscribe(t, sub.client, sub.broker, sub.sub_id, sub.filter)
+        self.checker.subscribe(t, sub.client, sub.broker, sub.sub_id, sub.filter)
         if self.monitor is not None:  # the intervals are the legitimacy monitor's
             key = (sub.client, sub.sub_id)
             if key not in self.intervals:
                 self.intervals[key] = Interval(sub.client, sub.sub_id, sub.broker, sub.filter, t)
 
     def ended(self, t: float, sub: Any) -> None:
-        self.deliveries.end(t, sub.client, sub.sub_id, crashed=sub.crashed)
+        self.checker.end(t, sub.client, sub.sub_id, sub.crashed)
         iv = self.intervals.pop((sub.client, sub.sub_id), None)
         if iv is not None:
             iv.end = t
@@ -96,7 +119,7 @@ class Observers:
     def published(self, t: float, n: Notification, broker: str) -> None:
         # The publishing client is the publisher (the simulator's clients publish under their
         # own name), as in the `publish` record.
-        self.deliveries.publish(t, n.publisher, n.publisher, n.seq, n.attributes, broker)
+        self.checker.publish(t, n.publisher, n.publisher, n.seq, n.attributes, broker)
         if self.reconfigurations.causal is not None:  # only under ordering: causal (R15)
             self.reconfigurations.publish(n.publisher, n.publisher, n.seq)
 
@@ -118,7 +141,7 @@ class Observers:
     def _deliver_observer(self) -> Any:
         sink = self.sink
         if sink is None:
-            return self.deliveries.observe
+            return self.checker.observe
         deliver = self.deliveries.deliver
         by_client = self.deliveries.by_client
 
@@ -165,10 +188,31 @@ class Observers:
     def _subs(self) -> Iterable[Interval]:
         return chain(self.intervals.values(), self._ended)
 
+    # ---- the checker's process ----
+
+    def _ship(self, batch: Batch) -> None:
+        """A full batch of the Recorder's: to the checker process (started by the first)."""
+        if self.process is None:
+            self.process = CheckerProcess(self.deliveries.settings())
+            assert isinstance(self.checker, Recorder)
+            self.checker.batch = BATCH
+        self.process.ship(batch)
+
+    def _judge(self, end: float) -> None:
+        """Close the checker at `end`: wherever it ran, `self.deliveries` has its outcome."""
+        checker = self.checker
+        if not isinstance(checker, Recorder):
+            self.deliveries.finish(end)
+        elif self.process is not None:
+            self.deliveries.adopt(self.process.finish(checker.take(), end))
+        else:
+            Replay(self.deliveries)(checker.take())
+            self.deliveries.finish(end)
+
     # ---- the end ----
 
     def finish(self, end: float) -> dict[str, Any]:
-        self.deliveries.finish(end)
+        self._judge(end)
         checks = self.monitor.checks if self.monitor is not None else []
         d = self.deliveries
         c = d.counts
