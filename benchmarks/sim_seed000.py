@@ -27,6 +27,8 @@ imports: pure Python, or compiled if `scripts/compile.py` was run here (the `com
 `--baseline-compiled` (with `--baseline REV --compiled`): also REV compiled with its own
 `scripts/compile.py`, so the compiled build is compared with the compiled build before.
 
+`--compiled-only` (with `--compiled`): leave out the current source as pure Python (long runs).
+
 `--inline`: also the current source (and the compiled one, with `--compiled`) with the checker
 judging in the simulator's process (`WEEBLE_CHECKER=inline`), interleaved: what the checker's
 second process (`weeble.check.offload`) gains by itself, on the same source.
@@ -164,6 +166,8 @@ def main() -> int:
                         help="also the current source compiled with mypyc, interleaved")
     parser.add_argument("--baseline-compiled", action="store_true",
                         help="also the baseline REV compiled with its own scripts/compile.py")
+    parser.add_argument("--compiled-only", action="store_true",
+                        help="with --compiled: leave out the current pure-Python side(s)")
     parser.add_argument("--inline", action="store_true",
                         help="also the current source (and compiled) with the checker inline")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -190,16 +194,18 @@ def main() -> int:
             subprocess.run([sys.executable, str(source / "scripts" / "compile.py"), "--root",
                             str(source)], check=True)
             sides[f"baseline-compiled {args.baseline}"] = source
-    if args.inline:
-        sides["current inline"] = None
-        inline.add("current inline")
-    sides["current"] = None
+    if not (args.compiled and args.compiled_only):
+        if args.inline:
+            sides["current inline"] = None
+            inline.add("current inline")
+        sides["current"] = None
     if args.compiled:
         sides["compiled"] = compiled_copy()
         if args.inline:
             sides["compiled inline"] = sides["compiled"]
             inline.add("compiled inline")
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    load = [os.getloadavg()[0]]
     for i in range(args.repeat):
         for side, source in sides.items():
             cmd = [sys.executable, __file__, "--child", "--scenario", str(args.scenario)]
@@ -215,15 +221,18 @@ def main() -> int:
             out = subprocess.run(cmd, check=True, capture_output=True, text=True,
                                  env=env).stdout
             runs[side].append(json.loads(out.strip().splitlines()[-1]))
-            print(f"run {i + 1}/{args.repeat} {side}: {runs[side][-1]['events_per_s']:,.0f} "
-                  f"events/s, {runs[side][-1]['sim_s_per_cpu_s']:.3f} sim s per CPU s",
-                  file=sys.stderr)
+            r = runs[side][-1]
+            print(f"run {i + 1}/{args.repeat} {side}: {r['sim_s_per_wall_s']:.3f} sim s per "
+                  f"wall s, {r['sim_s_per_cpu_s']:.3f} per CPU s (load "
+                  f"{os.getloadavg()[0]:.1f})", file=sys.stderr)
+    load.append(os.getloadavg()[0])
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "digest"}
                for side, rs in runs.items()}
     digests = {side: {r["digest"] for r in rs} for side, rs in runs.items()}
     first = next(iter(medians.values()))
     print(f"scenario              {args.scenario.name} ({first['duration']:g} simulated s), "
-          f"median of {args.repeat}")
+          f"median of {args.repeat}; load (1 min) {load[0]:.1f} at the start, "
+          f"{load[1]:.1f} at the end, {os.cpu_count()} CPUs")
     rows = [("events/s", "events_per_s", "{:,.0f}"),
             ("simulated s / wall s", "sim_s_per_wall_s", "{:.3f}"),
             ("  run only (summary)", "run_sim_s_per_wall_s", "{:.3f}"),

@@ -18,6 +18,7 @@ noticed by the broken pipe or the end of its output: either way the simulator ra
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import struct
@@ -158,6 +159,7 @@ def _write(f: IO[bytes], frame: tuple[str, Any]) -> None:
 def serve() -> None:
     """The child: judge the frames of stdin; answer on stdout. Exits on the end of its input
     (the simulator stopped) and after answering `finish` or reporting an error."""
+    gc.disable()  # as in the simulator's run (run._no_collections): the checker makes no cycles
     out = os.fdopen(os.dup(1), "wb")
     sys.stdout = sys.stderr  # a stray print must not corrupt the answers
     source = sys.stdin.buffer
