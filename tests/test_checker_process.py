@@ -16,12 +16,19 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.sim_golden import scenario
+from weeble.broker.core.events import Deliver
+from weeble.broker.core.messages import Notification
 from weeble.broker.sim import observe
 from weeble.broker.sim.run import simulate
 from weeble.chaos.runner import in_simulation
-from weeble.check.deliveries import Deliveries, Recorder, Replay
+from weeble.check.deliveries import Deliveries, Recorder, pack, unpack
 from weeble.check.offload import CheckerFailed, CheckerProcess
 from weeble.model.scenario import Scenario, Trace
+
+
+class Node:
+    def __init__(self, id: str) -> None:
+        self.id = id
 
 
 def untraced(name: str) -> Scenario:
@@ -66,10 +73,19 @@ def test_the_checker_process_finds_what_the_inline_checker_finds(
     assert counted[0].proc.returncode == 0
     assert parallel == inline
     assert inline["deliveries"]["deliveries"] > 100
-    # and the default for a run this small: no process, the same records replayed here
+    # the default, auto: a run this small has no process (its records replayed here at the
+    # end); a larger one (here: > 9 deliveries) a process if a core is free, else its batches
+    # replayed here as they fill
     monkeypatch.setenv(observe.CHECKER, "auto")
     assert summary(s) == inline
     assert len(counted) == 1
+    monkeypatch.setattr(observe, "SPAWN_AFTER", 9)
+    monkeypatch.setattr(observe, "_core_free", lambda: False)
+    assert summary(s) == inline
+    assert len(counted) == 1
+    monkeypatch.setattr(observe, "_core_free", lambda: True)
+    assert summary(s) == inline
+    assert len(counted) == 2 and counted[1].frames > 20
 
 
 def test_a_checker_process_killed_mid_run_stops_the_run_with_an_error(
@@ -100,13 +116,10 @@ def test_a_checker_process_that_fails_reports_its_traceback() -> None:
     assert p.proc.returncode == 1
 
 
-def test_replay_refuses_a_batch_whose_columns_differ() -> None:
-    recorder = Recorder(1000, lambda batch: None)
-    batch = recorder.take()
+def test_a_batch_whose_columns_differ_or_hold_a_nul_is_refused() -> None:
+    recorder = Recorder(1000, lambda columns: None)
     with pytest.raises(ValueError, match="columns of 2"):
-        Replay(Deliveries(activation=1.0, deactivation=1.0, crash_linger=1.0))(
-            (bytes(16), bytes(16), "a\0b", "p\0p", "b0", batch[5]))
+        unpack((bytes(16), bytes(16), "a\0b", "p\0p", "b0", []))
+    recorder.observe(0.0, Node("b0"), Deliver("bad\0name", Notification("p", 1, {})))
     with pytest.raises(ValueError, match="NUL"):
-        recorder.clients.append("bad\0name")
-        recorder.times.append(0.0)
-        recorder.take()
+        pack(recorder.take())

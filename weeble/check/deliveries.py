@@ -509,24 +509,30 @@ END = "e"
 PUBLISH = "p"
 SEP = "\0"  # between the names of a column (a name with a NUL in it is refused)
 
-# A stretch of the history as `Recorder.take` hands it on, compact to send to another process
-# (a delivery: 16 bytes and its three names): the bytes of the times as an array('d') and of
-# the seqs as an array('q'), the clients, publishers and brokers (`at`) each joined by SEP, and
-# the other records with their places.
+# A stretch of the history as `Recorder.take` hands it on: the deliveries' columns (times,
+# clients, publishers, seqs, ats) and the other records, each with the number of deliveries
+# before it.
+Columns = tuple[list[float], list[str], list[str], list[int], list[str],
+                list[tuple[int, tuple[Any, ...]]]]
+
+# The same, compact to send to another process (`pack`; a delivery: 16 bytes and its three
+# names): the bytes of the times as an array('d') and of the seqs as an array('q'), the
+# clients, publishers and brokers each joined by SEP, and the other records.
 Batch = tuple[bytes, bytes, str, str, str, list[tuple[int, tuple[Any, ...]]]]
 
 
 class Recorder:
     """The checker's input, recorded in order for a `Deliveries` elsewhere: the same calls as
     `Deliveries` (subscribe, end, publish, observe), handed on every `batch` deliveries (or
-    other records) as a `Batch` to `ship`; `Replay` feeds them to a checker in the order made.
+    other records) as `Columns` to `ship`; `Replay` feeds them to a checker in the order made
+    (here, or in another process after `pack` and `unpack`).
 
     The simulator's process then does no judging: a delivery costs it five list appends
     (10^5 deliveries per simulated second in seed000) and a share of a few C loops per batch
     (`take`), and the checker runs in a second process (`weeble.check.offload`) on the other
     core, or, for a run too small to pay for one, in this process at the end."""
 
-    def __init__(self, batch: int, ship: Callable[[Batch], None]) -> None:
+    def __init__(self, batch: int, ship: Callable[[Columns], None]) -> None:
         self.batch = batch
         self.ship = ship
         self.times: list[object] = []  # floats
@@ -574,15 +580,39 @@ class Recorder:
         if self.times or self.others:
             self.ship(self.take())
 
-    def take(self) -> Batch:
+    def take(self) -> Columns:
         """What was recorded since the last batch (now no longer kept here)."""
-        times = cast(list[float], self.times)
-        batch = (array("d", times).tobytes(), array("q", self.seqs).tobytes(),
-                 _joined(self.clients), _joined(self.publishers), _joined(self.ats),
-                 self.others)
+        columns = (cast(list[float], self.times), self.clients, self.publishers, self.seqs,
+                   self.ats, self.others)
         self.times, self.clients, self.publishers, self.seqs, self.ats = [], [], [], [], []
         self.others = []
-        return batch
+        return columns
+
+
+def pack(columns: Columns) -> Batch:
+    """`columns` as a few strings of bytes (C loops: no object per delivery to pickle)."""
+    times, clients, publishers, seqs, ats, others = columns
+    return (array("d", times).tobytes(), array("q", seqs).tobytes(), _joined(clients),
+            _joined(publishers), _joined(ats), others)
+
+
+def unpack(batch: Batch) -> Columns:
+    """The columns `pack` packed; a batch whose columns differ in length is refused."""
+    raw_times, raw_seqs, clients_text, publishers_text, ats_text, others = batch
+    stamps = array("d")
+    stamps.frombytes(raw_times)
+    times: list[float] = stamps.tolist()
+    numbers = array("q")
+    numbers.frombytes(raw_seqs)
+    seqs: list[int] = numbers.tolist()
+    n = len(times)
+    clients = _split(clients_text, n)
+    publishers = _split(publishers_text, n)
+    ats = _split(ats_text, n)
+    if not len(seqs) == len(clients) == len(publishers) == len(ats) == n:
+        raise ValueError(f"a batch of the checker's history with columns of {n}, "
+                         f"{len(seqs)}, {len(clients)}, {len(publishers)} and {len(ats)}")
+    return times, clients, publishers, seqs, ats, others
 
 
 def _joined(names: list[str]) -> str:
@@ -603,24 +633,11 @@ class Replay:
     def __init__(self, d: Deliveries) -> None:
         self.d = d
 
-    def __call__(self, batch: Batch) -> None:
+    def __call__(self, columns: Columns) -> None:
         d = self.d
-        raw_times, raw_seqs, clients_text, publishers_text, ats_text, others = batch
-        stamps = array("d")
-        stamps.frombytes(raw_times)
-        times: list[float] = stamps.tolist()
-        numbers = array("q")
-        numbers.frombytes(raw_seqs)
-        seqs: list[int] = numbers.tolist()
-        n = len(times)
-        clients = _split(clients_text, n)
-        publishers = _split(publishers_text, n)
-        ats = _split(ats_text, n)
-        if not len(seqs) == len(clients) == len(publishers) == len(ats) == n:
-            raise ValueError(f"a batch of the checker's history with columns of {n}, "
-                             f"{len(seqs)}, {len(clients)}, {len(publishers)} and {len(ats)}")
+        times, clients, publishers, seqs, ats, others = columns
         k, m = 0, len(others)
-        for i in range(n):
+        for i in range(len(times)):
             while k < m and others[k][0] <= i:
                 _apply(d, others[k][1])
                 k += 1

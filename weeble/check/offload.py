@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import weeble
-from weeble.check.deliveries import Batch, Replay, of_settings
+from weeble.check.deliveries import Columns, Replay, of_settings, pack, unpack
 
 HEADER = struct.Struct("<Q")  # the length of the frame that follows
 PIPE_SIZE = 1 << 20  # bytes: room for a frame while the child works on the one before
 
-# frames, pickled: (SETTINGS, Deliveries.settings()), (RECORDS, Batch), (FINISH, end);
+# frames, pickled: (SETTINGS, Deliveries.settings()), (RECORDS, packed Columns), (FINISH, end);
 # the answers: (OUTCOME, Deliveries.outcome()) or (ERROR, traceback text)
 SETTINGS, RECORDS, FINISH, OUTCOME, ERROR = "settings", "records", "finish", "outcome", "error"
 
@@ -61,12 +61,12 @@ class CheckerProcess:
         self.frames = 0
         self._send((SETTINGS, settings))
 
-    def ship(self, batch: Batch) -> None:
-        self._send((RECORDS, batch))
+    def ship(self, columns: Columns) -> None:
+        self._send((RECORDS, pack(columns)))
 
-    def finish(self, batch: Batch, end: float) -> dict[str, Any]:
+    def finish(self, columns: Columns, end: float) -> dict[str, Any]:
         """Send the last batch, close the run at `end`; the checker's outcome."""
-        self.ship(batch)
+        self.ship(columns)
         self._send((FINISH, end))
         try:
             answer = _read(self._out)
@@ -175,7 +175,7 @@ def serve() -> None:
             except EOFError:
                 return  # the simulator went away: nobody waits for a verdict
             if kind == RECORDS:
-                replay(body)
+                replay(unpack(body))
             elif kind == FINISH:
                 d.finish(body)
                 _write(out, (OUTCOME, d.outcome()))

@@ -11,13 +11,15 @@ In the simulator only one part of the timing model can break: end-to-end deliver
 delay fault); hop delays come from the engine's delay model, and client refreshes and broker
 timers are exact. So the online timing check is the path rule R13(d).
 
-An untraced run (seed000: 10^5 deliveries per simulated second) judges in a second process:
+An untraced run (seed000: 10^5 deliveries per simulated second) can judge in a second process:
 the checker's input is recorded (`Recorder`) and shipped in batches to `CheckerProcess`, which
-feeds the same `Deliveries` there, on the other core. A run too small to pay for a process
-(fewer than `SPAWN_AFTER` deliveries) replays its records into the checker here at the end, with
-the same `Replay`. `WEEBLE_CHECKER` chooses: `auto` (that), `process` (a process from the first
-`BATCH` deliveries on, whatever the size) or `inline` (judge each record as it comes, as a traced
-run does: it names the subscription of each delivery in the trace from the checker's state).
+feeds the same `Deliveries` there, on the other core, with the same `Replay`. The first batch
+(`SPAWN_AFTER` deliveries) decides: a process if a core is free then (`_core_free`), else the
+batches are replayed into the checker here as they fill; a run too small to fill it is replayed
+here at the end. `WEEBLE_CHECKER` chooses: `auto` (that), `process` (a process from the first
+`BATCH` deliveries on, whatever the size or load) or `inline` (judge each record as it comes, as
+a traced run does: it names the subscription of each delivery in the trace from the checker's
+state).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from weeble.broker.core.events import Deliver
 from weeble.broker.core.legitimacy import Broker
 from weeble.broker.core.messages import Notification
 from weeble.broker.sim.engine import Engine, Node
-from weeble.check.deliveries import INF, Batch, Deliveries, Recorder, Replay
+from weeble.check.deliveries import INF, Columns, Deliveries, Recorder, Replay
 from weeble.check.episodes import faults_of
 from weeble.check.history import assess, deliveries_for
 from weeble.check.offload import CheckerProcess
@@ -49,6 +51,14 @@ MODES = ("auto", "process", "inline")
 BATCH = 16384  # deliveries (or other records) per frame to the checker process (~0.15 sim s)
 SPAWN_AFTER = 250_000  # deliveries: fewer are judged here at the end (a process
 # costs ~0.3 CPU s to start; the checker ~0.5 µs per delivery)
+
+
+def _core_free() -> bool:
+    """Whether the machine has a core to spare for the checker's process: the load average
+    (which counts this process, busy) leaves one. On a loaded machine (other runs, a sweep's
+    parallel points) a second process only takes CPU from this one."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return os.getloadavg()[0] < (cpus or 1) - 0.5
 
 
 class Observers:
@@ -69,8 +79,10 @@ class Observers:
         mode = os.environ.get(CHECKER, "auto")
         if mode not in MODES:
             raise ValueError(f"{CHECKER}={mode!r}: expected one of {', '.join(MODES)}")
+        self.mode = mode
         self.checker: Deliveries | Recorder = self.deliveries
         self.process: CheckerProcess | None = None
+        self.replay: Replay | None = None  # the checker's batches are judged here
         if sink is None and mode != "inline":
             self.checker = Recorder(BATCH if mode == "process" else SPAWN_AFTER, self._ship)
         if sink is not None:
@@ -190,13 +202,21 @@ class Observers:
 
     # ---- the checker's process ----
 
-    def _ship(self, batch: Batch) -> None:
-        """A full batch of the Recorder's: to the checker process (started by the first)."""
-        if self.process is None:
-            self.process = CheckerProcess(self.deliveries.settings())
+    def _ship(self, columns: Columns) -> None:
+        """A full batch of the Recorder's: to the checker process, or to the checker here. The
+        first decides which, once: a process when a core is free for it (`_core_free`)."""
+        if self.process is None and self.replay is None:
             assert isinstance(self.checker, Recorder)
             self.checker.batch = BATCH
-        self.process.ship(batch)
+            if self.mode == "process" or _core_free():
+                self.process = CheckerProcess(self.deliveries.settings())
+            else:
+                self.replay = Replay(self.deliveries)
+        if self.process is not None:
+            self.process.ship(columns)
+        else:
+            assert self.replay is not None
+            self.replay(columns)
 
     def _judge(self, end: float) -> None:
         """Close the checker at `end`: wherever it ran, `self.deliveries` has its outcome."""
@@ -206,7 +226,7 @@ class Observers:
         elif self.process is not None:
             self.deliveries.adopt(self.process.finish(checker.take(), end))
         else:
-            Replay(self.deliveries)(checker.take())
+            (self.replay or Replay(self.deliveries))(checker.take())
             self.deliveries.finish(end)
 
     # ---- the end ----
