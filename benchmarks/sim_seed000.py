@@ -29,9 +29,11 @@ imports: pure Python, or compiled if `scripts/compile.py` was run here (the `com
 
 `--compiled-only` (with `--compiled`): leave out the current source as pure Python (long runs).
 
-`--inline`: also the current source (and the compiled one, with `--compiled`) with the checker
-judging in the simulator's process (`WEEBLE_CHECKER=inline`), interleaved: what the checker's
-second process (`weeble.check.offload`) gains by itself, on the same source.
+`--checker inline,process`: also the current source (and the compiled one, with `--compiled`)
+with the checker forced to judge in the simulator's process (`WEEBLE_CHECKER=inline`) or in a
+second process (`process`; `auto`, the default, picks a process only when a core is free),
+interleaved: what the checker's second process (`weeble.check.offload`) gains by itself, on the
+same source.
 
 The wall figures are those of the whole `simulate` call (setup, run, the checker's verdict: a
 checker process that fell behind is waited for), the CPU figures those of every process of the
@@ -168,8 +170,9 @@ def main() -> int:
                         help="also the baseline REV compiled with its own scripts/compile.py")
     parser.add_argument("--compiled-only", action="store_true",
                         help="with --compiled: leave out the current pure-Python side(s)")
-    parser.add_argument("--inline", action="store_true",
-                        help="also the current source (and compiled) with the checker inline")
+    parser.add_argument("--checker", default="",
+                        help="also the current source (and compiled) with WEEBLE_CHECKER set to"
+                             " each of these modes (comma-separated: inline, process)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -186,7 +189,8 @@ def main() -> int:
         return 0
 
     sides: dict[str, Path | None] = {}
-    inline: set[str] = set()  # the sides run with WEEBLE_CHECKER=inline
+    modes = [m for m in args.checker.split(",") if m]
+    checker: dict[str, str] = {}  # side -> its WEEBLE_CHECKER
     if args.baseline is not None:
         sides[f"baseline {args.baseline}"] = unpack(args.baseline)
         if args.baseline_compiled:  # compiled vs compiled: what the native work itself gained
@@ -195,15 +199,15 @@ def main() -> int:
                             str(source)], check=True)
             sides[f"baseline-compiled {args.baseline}"] = source
     if not (args.compiled and args.compiled_only):
-        if args.inline:
-            sides["current inline"] = None
-            inline.add("current inline")
         sides["current"] = None
+        for mode in modes:
+            sides[f"current {mode}"] = None
+            checker[f"current {mode}"] = mode
     if args.compiled:
         sides["compiled"] = compiled_copy()
-        if args.inline:
-            sides["compiled inline"] = sides["compiled"]
-            inline.add("compiled inline")
+        for mode in modes:
+            sides[f"compiled {mode}"] = sides["compiled"]
+            checker[f"compiled {mode}"] = mode
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     load = [os.getloadavg()[0]]
     for i in range(args.repeat):
@@ -213,8 +217,8 @@ def main() -> int:
                 cmd += ["--duration", str(args.duration)]
             env = dict(os.environ)
             env.pop("WEEBLE_CHECKER", None)
-            if side in inline:
-                env["WEEBLE_CHECKER"] = "inline"
+            if side in checker:
+                env["WEEBLE_CHECKER"] = checker[side]
             if source is not None:  # the baseline's weeble first on the path
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source),
                                                                   env.get("PYTHONPATH")]))
