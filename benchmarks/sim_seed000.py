@@ -120,7 +120,8 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
         "messages_per_sim_s": summary.messages["per_second"],
         "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
-        "checker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "checker_process": perf.get("checker_process", 0.0),
+        "checker_peak_rss_mb": perf.get("checker_peak_rss_mb", 0.0),
         "compiled": float(not engine.__file__.endswith(".py")),
         "digest": digest,  # the summary without `performance`: the run's results
     }
@@ -232,6 +233,8 @@ def main() -> int:
     load.append(os.getloadavg()[0])
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "digest"}
                for side, rs in runs.items()}
+    for side, rs in runs.items():  # how many of its runs had a checker process, not a median
+        medians[side]["checker_process"] = sum(r["checker_process"] for r in rs)
     digests = {side: {r["digest"] for r in rs} for side, rs in runs.items()}
     first = next(iter(medians.values()))
     print(f"scenario              {args.scenario.name} ({first['duration']:g} simulated s), "
@@ -243,6 +246,7 @@ def main() -> int:
             ("simulated s / CPU s", "sim_s_per_cpu_s", "{:.3f}"),
             ("  simulator's process", "sim_s_per_own_cpu_s", "{:.3f}"),
             ("  steady (2nd half)", "steady_sim_s_per_cpu_s", "{:.3f}"),
+            ("checker process (runs)", "checker_process", "{:.0f}"),
             ("checker process CPU s", "checker_cpu_s", "{:.2f}"),
             ("  warm start (CPU s)", "warm_start_cpu_s", "{:.2f}"),
             ("wall time (s)", "wall_time", "{:.1f}"),
@@ -257,7 +261,7 @@ def main() -> int:
           + "".join(f"  {n.split()[0]}/{names[0].split()[0]}" for n in names[1:]))
     for label, key, form in rows:
         line = f"{label:22}" + "".join(f"{form.format(medians[n][key]):>22}" for n in names)
-        if medians[names[0]][key] and key != "compiled":
+        if medians[names[0]][key] and key not in ("compiled", "checker_process"):
             line += "".join(f"  {medians[n][key] / medians[names[0]][key]:>10.2f}"
                             for n in names[1:])
         print(line)

@@ -59,6 +59,7 @@ class CheckerProcess:
         self._out: IO[bytes] = self.proc.stdout
         _widen(self._in)
         self.frames = 0
+        self.peak_rss_mb = 0.0  # the child's, reported with its outcome
         self._send((SETTINGS, settings))
 
     def ship(self, columns: Columns) -> None:
@@ -76,7 +77,9 @@ class CheckerProcess:
             self.close()
         if answer[0] == ERROR:
             raise CheckerFailed(f"the checker process failed:\n{answer[1]}")
-        return answer[1]  # type: ignore[no-any-return]
+        outcome: dict[str, Any] = answer[1]
+        self.peak_rss_mb = outcome.pop("peak_rss_mb")
+        return outcome
 
     def close(self) -> None:
         """Stop the child (it exits on the end of its input) and wait for it."""
@@ -156,6 +159,19 @@ def _write(f: IO[bytes], frame: tuple[str, Any]) -> None:
     f.flush()
 
 
+def _peak_rss_mb() -> float:
+    """This process's own peak RSS (VmHWM: getrusage's maxrss would count the simulator's pages
+    shared with the fork this process was exec'd from)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 def serve() -> None:
     """The child: judge the frames of stdin; answer on stdout. Exits on the end of its input
     (the simulator stopped) and after answering `finish` or reporting an error."""
@@ -178,7 +194,7 @@ def serve() -> None:
                 replay(unpack(body))
             elif kind == FINISH:
                 d.finish(body)
-                _write(out, (OUTCOME, d.outcome()))
+                _write(out, (OUTCOME, {**d.outcome(), "peak_rss_mb": _peak_rss_mb()}))
                 return
             else:
                 raise ValueError(f"not a frame of the checker's protocol: {kind!r}")
