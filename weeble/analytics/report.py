@@ -294,6 +294,7 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
     lines += [f"- {r}" for r in verdict["reasons"]] or ["Every fault episode stabilized within "
                                                         "the bound; no error before the first "
                                                         "fault."]
+    lines += _retimed_lines(verdict.get("parts") or [])
     lines += ["", verdict_table(s["faults"]), ""]
     if s["faults"]:
         lines += [f"Stabilization times are measured from "
@@ -421,6 +422,21 @@ def verdict_table(faults: list[dict[str, Any]]) -> str:
 
 def _effect(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "NO")
+
+
+def _retimed_lines(parts: list[dict[str, Any]]) -> list[str]:
+    """R13e, per part judged again at the timing it had: what that timing was."""
+    lines = []
+    for p in parts:
+        t = p.get("timing")
+        if not t:
+            continue
+        bound = (f"Δ recomputed with it {t['bound']:.4g} s" if t["bound"] is not None
+                 else t["why"])
+        lines.append(f"- {p['part']}: the timing it had: δmax {t['delta_max']:.3g} s, "
+                     f"ρ {t['rho']:.3g} s, π {t['pi']:.3g} s; {bound}; the timing model "
+                     f"held again from t = {t['kept_from']:.6g} s ({p['status']})")
+    return ["", *lines] if lines else []
 
 
 def _time(t: float | None, status: str) -> str:

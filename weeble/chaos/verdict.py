@@ -93,9 +93,12 @@ def _mark(x: bool | None, yes: str = "yes", no: str = "NO") -> str:
 
 def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = (),
                   file: Any = None, measured_from: str | None = None,
-                  reconfigurations: Sequence[dict[str, Any]] = ()) -> None:
+                  reconfigurations: Sequence[dict[str, Any]] = (),
+                  status: str | None = None) -> None:
     """The table as plain text (stdout by default), readable in a CI log and by a parser;
-    below it, one row per reconfiguration (R15) when the run had any."""
+    below it, one row per reconfiguration (R15) when the run had any. `status`: the
+    analytics' run status; "assumptions violated" is named as such (not a pass, and not a
+    failure of the algorithm: the run broke the timing model its bounds assume)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -139,7 +142,11 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
                 console.print(f"  {x['rid']}: {x['verdict']}: {x['reason']}")
     for reason in reasons:
         console.print(f"  why: {reason}")
-    console.print(f"run verdict: {'PASS' if passed else 'FAIL'}")
+    if not passed and status == "assumptions violated":
+        console.print("run verdict: ASSUMPTIONS VIOLATED (the run did not keep the timing "
+                      "model its bound assumes; see why)")
+    else:
+        console.print(f"run verdict: {'PASS' if passed else 'FAIL'}")
 
 
 def outcome_table(outcomes: Sequence[Outcome], file: Any = None) -> None:

@@ -23,7 +23,14 @@ from weeble.check.episodes import (
 from weeble.check.load import Load
 from weeble.check.reconfig import Reconfigurations
 from weeble.check.state import Check, Interval, snapshot_checks
-from weeble.check.timing import Timing, Violation, aggregate, outside_faults, summarize
+from weeble.check.timing import (
+    Timing,
+    Violation,
+    aggregate,
+    outside_faults,
+    retimed,
+    summarize,
+)
 from weeble.check.verdict import SERVICE_FROM, STATE_FROM, judge
 from weeble.trace.header import RunHeader
 from weeble.trace.reader import read_run
@@ -139,7 +146,8 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
                     else {"operations": [], "overlay": None})
     verdict = judge(bound=bound, deactivation=header.deactivation, run_end=end, faults=faults,
                     episodes=episodes, prefix=prefix, violations=groups, losses=losses,
-                    reconfigurations=reconfigured["operations"])
+                    reconfigurations=reconfigured["operations"],
+                    retime=lambda vs: retimed(header, vs))
     failed = [c for c in checks if not c.ok]
     return {
         "v": REPORT_VERSION,

@@ -1,9 +1,9 @@
 """The definition of correctness over a trace, in words: the rules R1-R15.
 
 This text is part of docs/trace-schema.md; `weeble.check` implements it (deliveries.py: R1-R7,
-state.py: R8-R9, episodes.py: R10-R12, timing.py: R13, verdict.py: R14) and the PySpark jobs of
-`weeble.analytics` compute the same. Each rule says what to compute from which records, so a
-checker can be written from this text and the schema alone.
+state.py: R8-R9, episodes.py: R10-R12, timing.py: R13 and R13e, verdict.py: R14) and the
+PySpark jobs of `weeble.analytics` compute the same. Each rule says what to compute from which
+records, so a checker can be written from this text and the schema alone.
 """
 
 from __future__ import annotations
@@ -111,6 +111,15 @@ A violation that overlaps a fault (R10: from its begin to its end, or to the run
 never ends) is that fault's doing and is not counted. The others are *grouped* by kind, broker
 and bin ⌊begin / (Δ/10)⌋; a group spans from its earliest begin to its latest end.
 
+**R13e The timing a part had.** Of some timing violations (R13): δ̂ = the largest of δmax,
+every hop violation's delay and every path violation's delay divided by its h (whole when
+h = 0); ρ̂ = the largest of ρ and every refresh violation's gap; π̂ = π + the largest timer
+violation's lateness (a lease expires that much later). Δ̂ is Δ of the header's algorithm
+with δmax, ρ, π replaced by δ̂, ρ̂, π̂ (a coloured overlay's `overlay_bound` stays as
+recorded); there is *no bound* when the algorithm's precondition fails at them (π̂ > ρ̂ +
+d·(δ̂ − δmin) for simple, identity, covering and merging; π̂ ≥ ρ̂ for flooding; π̂ > ρ̂ +
+2·d·δ̂ under the wrapper).
+
 **R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first
 episode) − D (all judged publications if there is none), none has a missing, spurious or
 duplicate delivery and no FIFO violation (R7) happens before that time; and (b) every episode
@@ -118,7 +127,16 @@ stabilized (R11, and R12 where it has checks) within Δ; and (c) no reconfigurat
 (R15) is *fail*. A part (the fault-free prefix, an episode from its begin to its observed-until
 time, or a failed reconfiguration from its start to its end) that fails while a group of timing
 violations (R13) overlaps it is reported "assumptions violated" with the violations' figures
-rather than as a failure of the algorithm; the run then does not pass either.
+rather than as a failure of the algorithm, with these exceptions, which stay failures: a
+prefix with a duplicate or a FIFO violation, and a failed reconfiguration (no delay explains
+a duplicate or a reordering); and an episode whose problem remains both (i) against Δ counted
+from the moment the timing model held again, K = the latest end of the groups overlapping the
+episode (or its end E if later), and (ii) against Δ̂ (R13e) of those groups counted from E,
+where there is one. Remaining means: a stabilization time with E + time > from + bound, or
+"not stabilized" although the episode was observed for longer (observed-until − D for the
+service level, observed-until for the state level, is later than from + bound). Such an
+episode, or a prefix that fails anyway, fails; the run then does not pass. An "assumptions
+violated" part does not pass either: the run's status is then "assumptions violated".
 
 **R15 Reconfigurations** (chapter 4). A reconfiguration is the `reconfiguration` records with
 the same `rid`: it starts at its `started` record and ends at its `finished` one (none: pending

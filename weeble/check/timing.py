@@ -4,15 +4,18 @@ From the trace: per-hop delays (send/receive pairs with the same link sequence n
 [δmin, δmax], refresh gaps against ρ, timer lateness, and end-to-end delivery delays against
 hops·δmax. Each violation has a time span and the broker where it showed; `summarize` gives the
 figures per kind and per broker, and `overlapping` the violations inside a time span.
+`retimed` gives the timing a part of the run actually had (R13e) and the bound Δ recomputed
+with it, so the verdict can tell a late algorithm from a run that broke the model.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from weeble.broker.core.rom import ConfigError, leased_like
 from weeble.check.deliveries import EPS, INF
 from weeble.check.rules import TIMING_TOLERANCE
 from weeble.trace.header import RunHeader
@@ -30,6 +33,38 @@ class Violation:
     value: float  # the measured delay, gap or lateness (s); of a group: the worst
     limit: float  # what the model allows (s)
     count: int = 1  # how many violations this row stands for (a group of `aggregate`)
+
+
+def retimed(header: RunHeader, violations: Sequence[Violation]) -> dict[str, Any]:
+    """R13e: the timing some violations show, and Δ recomputed with it.
+
+    δmax becomes the longest hop delay among them (a path's delay counts per hop: its delay
+    over its hops, or whole over none), ρ the longest refresh gap, π grows by the latest
+    timer (a lease expires that much later); each at least the header's. `bound` is the
+    header's Δ with those constants (the coloured overlay's ∆r stays the recorded one), or
+    None, with `why`, when the algorithm's precondition on π fails at them: no bound holds.
+    """
+    p = header.params
+    delta, gap, late = p.delta_max, p.rho, 0.0
+    for v in violations:
+        if v.kind == "hop":
+            delta = max(delta, v.value)
+        elif v.kind == "path":
+            hops = v.limit / p.delta_max if p.delta_max > 0 else 0.0
+            delta = max(delta, v.value / hops if hops >= 1 else v.value)
+        elif v.kind == "refresh":
+            gap = max(gap, v.value)
+        elif v.kind == "timer":
+            late = max(late, v.value)
+    at = replace(p, delta_max=delta, rho=gap, pi=p.pi + late)
+    out: dict[str, Any] = {"delta_max": delta, "rho": gap, "pi": at.pi, "bound": None, "why": ""}
+    try:
+        at.validate(leased_like(header.algorithm, header.mode), header.wrapper)
+    except ConfigError as exc:
+        out["why"] = f"no bound holds at that timing ({exc})"
+        return out
+    out["bound"] = replace(header, params=at).bound
+    return out
 
 
 def outside_faults(violations: Iterable[Violation],

@@ -4,11 +4,16 @@ The same function judges a run for the simulator's summary, `weeble check` (the 
 checker over a trace) and `weeble analyze` (the PySpark twin hands over its own measurements):
 each part of the run (the fault-free prefix, each episode) passes, fails, or fails while the
 timing model was violated ("assumptions violated", with the figures).
+
+An episode that missed Δ while the run broke the timing model is judged again against Δ
+recomputed with the timing the run had (R13e, `timing.retimed`): within it, the bound did
+not apply and the part is "assumptions violated"; beyond it, the algorithm was late even so
+and the part fails. Duplicates and reordering fail whatever the timing: no delay explains them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from weeble.check.deliveries import EPS
@@ -37,30 +42,61 @@ def episode_problems(e: Episode, bound: float) -> list[str]:
     return problems
 
 
+# counts of R5/R7 that no delay explains: a failure whatever the timing model
+HARD = ("duplicate", "fifo")
+
+
+def late_problems(e: Episode, bound: float, deactivation: float,
+                  since: float | None = None) -> list[str]:
+    """The problems of `episode_problems` that remain against `bound` counted from `since`
+    (default: the episode's end E): a stabilization later than since + bound, or none
+    although the episode was observed for longer than that (its publications up to D before
+    its observed-until time, its checks up to that time). Other problems remain none."""
+    assert e.end is not None
+    since = e.end if since is None else since
+    problems = []
+    if e.service_time is not None and e.end + e.service_time > since + bound + EPS:
+        problems.append(f"service: {e.end + e.service_time - since:.3g} s")
+    elif (e.service_status == "not stabilized"
+          and e.observed_until - deactivation > since + bound + EPS):
+        problems.append(
+            f"service: not stabilized in {e.observed_until - deactivation - since:.3g} s")
+    if e.state_time is not None and e.end + e.state_time > since + bound + EPS:
+        problems.append(f"state: {e.end + e.state_time - since:.3g} s")
+    elif e.state_status == "not stabilized" and e.observed_until > since + bound + EPS:
+        problems.append(f"state: not stabilized in {e.observed_until - since:.3g} s")
+    return problems
+
+
 def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence[Fault],
           episodes: Sequence[Episode], prefix: dict[str, int],
           violations: Sequence[Violation],
           losses: dict[int, dict[str, int]] | None = None,
-          reconfigurations: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+          reconfigurations: Sequence[dict[str, Any]] = (),
+          retime: Callable[[Sequence[Violation]], dict[str, Any]] | None = None,
+          ) -> dict[str, Any]:
     """R14. `prefix`: missing, spurious, duplicate and fifo counts before the first episode
     (publications, and FIFO violations, before its begin − D). `losses`: per episode, the same
     counts from its begin to its observed-until time (shown, not judged: a fault may lose).
-    `reconfigurations`: R15's rows; one whose verdict is `fail` fails the run."""
+    `reconfigurations`: R15's rows; one whose verdict is `fail` fails the run. `violations`:
+    R13's groups outside faults; `retime`: the timing some of them show and Δ recomputed with
+    it (`timing.retimed` of the run's header; None: Δ is not recomputed)."""
     first = episodes[0].begin if episodes else run_end
     parts = []
     errors = [f"{n:,} {what}" for what, n in prefix.items() if n]
+    hard = [f"{n:,} {what}" for what, n in prefix.items() if n and what in HARD]
     parts.append(_part("before the first fault" if episodes else "the whole run",
-                       0.0, first, errors, violations))
+                       0.0, first, errors, violations, hard=bool(hard)))
     for e in episodes:
         ids = ", ".join(e.faults)
-        parts.append(_part(f"episode {e.index} ({ids})", e.begin, e.observed_until,
-                           episode_problems(e, bound), violations))
+        parts.append(_episode(f"episode {e.index} ({ids})", e, bound, deactivation,
+                              violations, retime))
         parts[-1]["episode"] = e.index
     for r in reconfigurations:  # after the episodes: `rows` index parts by episode
-        if r.get("verdict") == FAIL:
+        if r.get("verdict") == FAIL:  # lost, duplicated or reordered: no delay explains it
             parts.append(_part(f"reconfiguration {r['rid']} ({r['op']})", r["start"],
                                r["end"] if r["end"] is not None else run_end, [r["reason"]],
-                               violations))
+                               violations, hard=True))
     status = PASS
     if any(p["status"] == FAIL for p in parts):
         status = FAIL
@@ -91,15 +127,60 @@ def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence
 
 
 def _part(name: str, begin: float, end: float, problems: list[str],
-          violations: Sequence[Violation]) -> dict[str, Any]:
+          violations: Sequence[Violation], hard: bool = False) -> dict[str, Any]:
     part: dict[str, Any] = {"part": name, "begin": begin, "end": end}
     if not problems:
         return {**part, "status": PASS, "reason": ""}
     inside = overlapping(violations, begin, end)
-    if inside:
+    if inside and not hard:
         return {**part, "status": ASSUMPTIONS,
                 "reason": f"{'; '.join(problems)} — assumptions violated: {describe(inside)}"}
+    if inside:
+        return {**part, "status": FAIL, "reason": f"{'; '.join(problems)} (whatever the "
+                f"timing; the run broke the timing model too: {describe(inside)})"}
     return {**part, "status": FAIL, "reason": "; ".join(problems)}
+
+
+def _episode(name: str, e: Episode, bound: float, deactivation: float,
+             violations: Sequence[Violation],
+             retime: Callable[[Sequence[Violation]], dict[str, Any]] | None) -> dict[str, Any]:
+    """An episode's part (R14, R13e). A problem against Δ while the run broke the timing model
+    inside the episode is the algorithm's failure only if it remains both (a) against Δ
+    counted from the moment the model held again (the end of the episode's last timing
+    violation: a self-stabilizing system recovers within Δ from any state the model's
+    breach left) and (b) against Δ recomputed with the timing the run had, counted from E.
+    Otherwise the bound did not apply: "assumptions violated", with the figures."""
+    problems = episode_problems(e, bound)
+    part = _part(name, e.begin, e.observed_until, problems, violations)
+    if part["status"] != ASSUMPTIONS or retime is None or e.end is None:
+        return part
+    inside = overlapping(violations, e.begin, e.observed_until)
+    timing = retime(inside)
+    kept = max(e.end, max(v.end for v in inside))
+    timing["kept_from"] = kept
+    part["timing"] = timing
+    at = (f"δmax {timing['delta_max']:.3g} s, ρ {timing['rho']:.3g} s, "
+          f"π {timing['pi']:.3g} s")
+    after = late_problems(e, bound, deactivation, since=kept)
+    if not after:  # within Δ of the model holding again
+        part["reason"] += (f"; stabilized within Δ = {bound:.3g} s of the timing model "
+                           f"holding again (t = {kept:.6g} s)")
+        return part
+    if timing["bound"] is None:
+        rebound = f"{timing['why']}"
+        late: list[str] = after
+    else:
+        late = late_problems(e, timing["bound"], deactivation)
+        rebound = (f"Δ = {timing['bound']:.3g} s recomputed at the timing the run had ({at})")
+    if late:
+        return {**part, "status": FAIL, "reason": (
+            f"{'; '.join(problems)}; the run broke the timing model ({describe(inside)}), "
+            f"but the algorithm was late even so: {'; '.join(after)} after the model held "
+            f"again (t = {kept:.6g} s), more than Δ = {bound:.3g} s"
+            + (f", and {'; '.join(late)} after E, more than {rebound}"
+               if timing["bound"] is not None else f" ({rebound})"))}
+    part["reason"] += f"; within {rebound}: the bound Δ = {bound:.3g} s did not apply"
+    return part
 
 
 def _losses(counts: dict[str, int] | None) -> dict[str, int | None]:

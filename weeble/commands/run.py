@@ -190,6 +190,7 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
     print_verdict(rows, passed, analysis["verdict"].get("reasons", []),
                   measured_from=analysis["verdict"].get("stabilization_measured_from"),
                   reconfigurations=(analysis.get("reconfigurations") or {}).get(
-                      "operations", []))
+                      "operations", []),
+                  status=analysis["verdict"].get("status"))
     print(f"report: {analysis.get('report') or run_dir / 'analysis'}")
     return 0 if passed else 1

@@ -19,7 +19,7 @@ from typing import Any
 from weeble.analytics.jobs.context import Context
 from weeble.check.episodes import Episode, Fault
 from weeble.check.history import unpromised
-from weeble.check.timing import Violation
+from weeble.check.timing import Violation, retimed
 from weeble.check.verdict import judge
 
 EPS = 1e-9
@@ -67,7 +67,8 @@ def run(ctx: Context, stabilization: dict[str, Any],
                     faults=faults, episodes=eps,
                     prefix=unpromised(ctx.header, counts(-1)), violations=violations,
                     losses={e.index: counts(e.index) for e in eps},
-                    reconfigurations=reconfigurations or [])
+                    reconfigurations=reconfigurations or [],
+                    retime=lambda vs: retimed(ctx.header, vs))
     if verdict["faults"]:
         ctx.write("verdict", ctx.spark.createDataFrame(
             [{k: r[k] for k in _COLUMNS} for r in verdict["faults"]], _schema()))
