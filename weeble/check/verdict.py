@@ -163,8 +163,8 @@ def _episode(name: str, e: Episode, bound: float, deactivation: float,
           f"π {timing['pi']:.3g} s")
     after = late_problems(e, bound, deactivation, since=kept)
     if not after:  # within Δ of the model holding again
-        part["reason"] += (f"; stabilized within Δ = {bound:.3g} s of the timing model "
-                           f"holding again (t = {kept:.6g} s)")
+        part["reason"] += (f"; nothing was late against Δ = {bound:.3g} s counted from when "
+                           f"the timing model held again (t = {kept:.6g} s)")
         return part
     if timing["bound"] is None:
         rebound = f"{timing['why']}"
