@@ -2,7 +2,8 @@
 
     python scripts/compile.py            # build: X.cpython-311-*.so beside each X.py below
     python scripts/compile.py --clean    # remove them: back to pure Python
-    python scripts/compile.py --status   # compiled, stale or pure
+    python scripts/compile.py --status   # which build runs: compiled, or pure and why
+    python scripts/compile.py --if-needed  # build unless the build in place is current
 
 The modules of `MODULES` (the engine, the broker's notification and subscription path, the
 online checker's delivery rules) are compiled together, so calls and attribute reads between
@@ -26,17 +27,19 @@ filter value is a `Value`, a message a `Message`, ...), which the pure-Python bu
 from __future__ import annotations
 
 import argparse
-import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-STAMP = "weeble/_compiled.json"
 
 # Compiled together: calls and attribute reads between them are native. A class that subclasses
 # one of these must be compiled too (mypyc's native classes cannot be subclassed by interpreted
@@ -68,8 +71,20 @@ follow_imports = silent
 """
 
 
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _build_state() -> Any:
+    """weeble/_build.py of this checkout, loaded by its path (importing the package would run
+    its import guard)."""
+    path = ROOT / "weeble" / "_build.py"
+    spec = importlib.util.spec_from_file_location("weeble_build_state", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+STATE = _build_state()
+STAMP: str = STATE.STAMP
 
 
 def module_name(source: str) -> str:
@@ -78,18 +93,32 @@ def module_name(source: str) -> str:
 
 
 def built(root: Path) -> list[Path]:
-    """The extension files a build left in the source tree (the modules' and mypyc's shared
-    library, named by a hash, in the root)."""
-    out = [p for m in MODULES for p in (root / m).parent.glob(
-        f"{Path(m).stem}.*.so")]
-    out += list(root.glob("*__mypyc*.so"))
-    return out
+    """Every extension file a build may have left in `root` (of the modules of MODULES or of
+    an earlier list, the group's shared library, and an old build's hash-named one at the
+    root): nothing else in the package is an extension."""
+    return [*sorted((root / "weeble").rglob("*.so")), *sorted(root.glob("*__mypyc*.so"))]
 
 
 def clean(root: Path) -> None:
+    # the extensions before the stamp: an interrupted clean leaves a stamp whose build is
+    # incomplete (pure Python runs), never extensions without a stamp
     for p in built(root):
         p.unlink()
     (root / STAMP).unlink(missing_ok=True)
+
+
+def status(root: Path) -> tuple[str, bool]:
+    """One line saying which build runs in `root`, and whether it is current for MODULES."""
+    build = STATE.inspect(root)
+    if build is None:
+        return "pure Python (no compiled build: python scripts/compile.py)", False
+    wanted = {module_name(m) for m in MODULES}
+    if build.problem is None and set(build.modules) != wanted:
+        new = ", ".join(sorted(wanted - set(build.modules))) or "-"
+        gone = ", ".join(sorted(set(build.modules) - wanted)) or "-"
+        return (f"{build.describe()}, but MODULES changed since the build (new: {new}; "
+                f"dropped: {gone}): rebuild"), False
+    return build.describe(), build.problem is None
 
 
 def check(root: Path) -> subprocess.CompletedProcess[str]:
@@ -102,26 +131,71 @@ def check(root: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(cmd, cwd=root, capture_output=True, text=True)
 
 
+def toolchain() -> str | None:
+    """What the build lacks to compile C extensions for this Python, or None."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc!r} is not on PATH; Debian: apt-get install gcc)"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.exists():
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        return (f"no Python headers ({headers} is missing; Debian: apt-get install "
+                f"python{version}-dev)")
+    return None
+
+
+SETUP = """\
+from setuptools import setup
+from mypyc.build import mypycify
+setup(name="weeble-compiled", script_args=["build_ext", "--inplace"],
+      ext_modules=mypycify({args!r}, opt_level={opt!r}, group_name={group!r}))
+"""
+
+
 def build(root: Path, quiet: bool = False) -> None:
-    """mypyc over MODULES, in place in `root` (a checkout, or a copy of one)."""
-    clean(root)
+    """mypyc over MODULES, for checkout `root` (this one, or a copy of one).
+
+    The sources are compiled from a snapshot (a copy of the package in a temporary directory),
+    and the stamp records the digests of that snapshot: a source edited during the build makes
+    the build stale at once, never silently wrong. The result is moved into `root` stamp first,
+    then the shared library, then the modules (each an atomic rename: a process already running
+    keeps the file it mapped)."""
+    lacking = toolchain()
+    if lacking is not None:
+        raise SystemExit(f"compile: cannot compile: {lacking}")
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="weeble-mypyc-") as tmp:
+        snapshot = Path(tmp) / "src"
+        skip = shutil.ignore_patterns("__pycache__", "*.so", "_compiled.json")
+        shutil.copytree(root / "weeble", snapshot / "weeble", ignore=skip)
+        digests = {module_name(m): STATE.digest(snapshot / m) for m in MODULES}
         config = Path(tmp) / "mypy.ini"
         config.write_text(MYPY_CONFIG)
-        env = dict(os.environ, MYPYC_OPT_LEVEL=os.environ.get("MYPYC_OPT_LEVEL", "3"))
-        cmd = [sys.executable, "-m", "mypyc", "--config-file", str(config), *MODULES]
-        result = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
-        if root != ROOT:  # a copy: its C sources and objects are of no further use
-            shutil.rmtree(root / "build", ignore_errors=True)
+        (snapshot / "setup.py").write_text(SETUP.format(
+            args=["--config-file", str(config), *MODULES],
+            opt=os.environ.get("MYPYC_OPT_LEVEL", "3"), group=STATE.GROUP))
+        result = subprocess.run([sys.executable, "setup.py"], cwd=snapshot,
+                                capture_output=True, text=True)
         if result.returncode != 0:
-            clean(root)
             tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
-            raise SystemExit(f"compile: mypyc failed (pure Python stays in use):\n{tail}")
-    stamp = {"python": sys.implementation.cache_tag,
-             "modules": {module_name(m): digest(root / m) for m in MODULES}}
-    (root / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
+            raise SystemExit(f"compile: mypyc failed (the build in {root} is unchanged):\n"
+                             f"{tail}")
+        names = [STATE.SHARED_LIBRARY, *digests]
+        missing = [n for n in names if not STATE.extension(snapshot, n).exists()]
+        if missing:
+            raise SystemExit(f"compile: mypyc made no extension for {', '.join(missing)}")
+        clean(root)
+        stamp = {"python": sys.implementation.cache_tag, "modules": digests}
+        (root / (STAMP + ".tmp")).write_text(json.dumps(stamp, indent=1) + "\n")
+        os.replace(root / (STAMP + ".tmp"), root / STAMP)
+        for name in names:
+            os.replace(STATE.extension(snapshot, name), STATE.extension(root, name))
     if not quiet:
-        print(f"compile: {len(MODULES)} modules compiled with mypyc ({root / STAMP})")
+        print(f"compile: {len(MODULES)} modules compiled with mypyc in "
+              f"{time.monotonic() - started:.0f} s ({root / STAMP})")
+        line, current = status(root)
+        if not current:
+            print(f"compile: but now: {line}")
 
 
 def main() -> int:
@@ -130,6 +204,8 @@ def main() -> int:
     parser.add_argument("--status", action="store_true", help="compiled, stale or pure")
     parser.add_argument("--check", action="store_true",
                         help="only type-check the modules with mypy, as the build does")
+    parser.add_argument("--if-needed", action="store_true",
+                        help="build only if the build in place is not current (setup.sh)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to build in")
     args = parser.parse_args()
     if args.clean:
@@ -141,14 +217,13 @@ def main() -> int:
         print((result.stdout + result.stderr).strip())
         return result.returncode
     if args.status:
-        stamp = args.root / STAMP
-        if not stamp.exists():
-            print("pure Python")
-            return 0
-        known = json.loads(stamp.read_text())["modules"]
-        stale = [m for m in MODULES if known.get(module_name(m)) != digest(args.root / m)]
-        print("compiled" if not stale else f"stale (changed since the build: {stale})")
+        print(f"weeble build: {status(args.root)[0]}")
         return 0
+    if args.if_needed:
+        line, current = status(args.root)
+        if current:
+            print(f"compile: up to date: {line}")
+            return 0
     build(args.root)
     return 0
 

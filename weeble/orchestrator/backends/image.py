@@ -60,8 +60,11 @@ def _digest(*parts: bytes) -> str:
 
 
 def _source_files() -> list[Path]:
+    # what the wheel holds: not the compiled build's extensions and stamp (scripts/compile.py),
+    # which pip leaves out and which would change the tag at every rebuild
     root = REPO / "weeble"
-    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and p.suffix != ".so" and not p.name.startswith("_compiled.json"))
 
 
 def base_tag() -> str:
