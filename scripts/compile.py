@@ -27,6 +27,8 @@ filter value is a `Value`, a message a `Message`, ...), which the pure-Python bu
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -36,6 +38,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +90,15 @@ STATE = _build_state()
 STAMP: str = STATE.STAMP
 
 
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """One build or clean at a time per checkout (two set-ups at once: the second waits, then
+    finds the build current)."""
+    with open(root / "weeble" / "_compiled.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def module_name(source: str) -> str:
     name = source.removesuffix(".py").replace("/", ".")
     return name.removesuffix(".__init__")
@@ -133,6 +145,9 @@ def check(root: Path) -> subprocess.CompletedProcess[str]:
 
 def toolchain() -> str | None:
     """What the build lacks to compile C extensions for this Python, or None."""
+    for module, package in (("mypyc", "mypy"), ("setuptools", "setuptools")):
+        if importlib.util.find_spec(module) is None:
+            return f"no {module} in {sys.executable} (pip install {package})"
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         return f"no C compiler ({cc!r} is not on PATH; Debian: apt-get install gcc)"
@@ -209,7 +224,8 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to build in")
     args = parser.parse_args()
     if args.clean:
-        clean(args.root)
+        with locked(args.root):
+            clean(args.root)
         print("compile: removed the compiled modules; pure Python from now on")
         return 0
     if args.check:
@@ -219,14 +235,14 @@ def main() -> int:
     if args.status:
         print(f"weeble build: {status(args.root)[0]}")
         return 0
-    if args.if_needed:
-        line, current = status(args.root)
-        if current:
-            print(f"compile: up to date: {line}")
-            return 0
-    build(args.root)
+    with locked(args.root):
+        if args.if_needed:
+            line, current = status(args.root)
+            if current:
+                print(f"compile: up to date: {line}")
+                return 0
+        build(args.root)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
