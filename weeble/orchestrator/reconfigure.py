@@ -41,6 +41,7 @@ from weeble.broker.core.messages import (
     COORDINATION,
     Broadcast,
     Bye,
+    Notification,
     Notify,
     Propose,
     Recolor,
@@ -59,15 +60,6 @@ NODE = "reconfigure"  # the node (and trace file) of the live manager's records
 _COORDINATION = {cls.__name__.lower(): cls for cls in (*COORDINATION, Reconfigure, Recolor)}
 # what the tree's cost is priced from (CostMonitor): the notifications and the optimizer's own
 _PRICED = {"notify": Notify, "broadcast": Broadcast, "propose": Propose}
-
-
-class _Nid:
-    """The one field of a notification the cost monitor reads (its id)."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, nid: str) -> None:
-        self.id = nid
 
 
 class Bed(Protocol):
@@ -346,7 +338,10 @@ class LiveNetwork:
             return
         msg = cls.__new__(cls)  # only its type and rid(s) (a notification: its id) are read
         if cls is Notify:
-            msg.notification = _Nid(str(record.get("nid")))
+            # a real Notification, with the traced one's id: the compiled core checks the
+            # declared type of every attribute it is given (scripts/compile.py)
+            msg.notification = Notification(str(record.get("publisher")),
+                                            int(record.get("seq") or 0), {})
         elif cls is Recolor:
             msg.rids = tuple(record.get("rids") or ())
         elif cls is not Bye and cls is not Broadcast:
