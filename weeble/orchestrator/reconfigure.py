@@ -336,16 +336,19 @@ class LiveNetwork:
         cls = _COORDINATION.get(name) or (_PRICED.get(name) if self.priced else None)
         if cls is None:
             return
-        msg = cls.__new__(cls)  # only its type and rid(s) (a notification: its id) are read
+        msg: Any
         if cls is Notify:
-            # a real Notification, with the traced one's id: the compiled core checks the
-            # declared type of every attribute it is given (scripts/compile.py)
-            msg.notification = Notification(str(record.get("publisher")),
-                                            int(record.get("seq") or 0), {})
-        elif cls is Recolor:
-            msg.rids = tuple(record.get("rids") or ())
-        elif cls is not Bye and cls is not Broadcast:
-            msg.rid = record.get("rid", "")
+            # a real Notification with the traced one's id (the monitor reads only that), built
+            # by the constructors: compiled (scripts/compile.py), Notify checks the declared
+            # type of its attribute, and a class with an __init__ of its own runs it in __new__
+            msg = Notify(Notification(str(record.get("publisher")),
+                                      int(record.get("seq") or 0), {}))
+        else:
+            msg = cls.__new__(cls)  # only its type and rid(s) are read
+            if cls is Recolor:
+                msg.rids = tuple(record.get("rids") or ())
+            elif cls is not Bye and cls is not Broadcast:
+                msg.rid = record.get("rid", "")
         for observer in self.send_observers:
             observer(self.now(), "send", str(record.get("from")), str(record.get("to")), msg)
 
