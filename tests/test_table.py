@@ -92,3 +92,36 @@ def test_match_key_answers_as_match_does_or_defers_to_it() -> None:
         only_class = {"class": attrs["class"]}
         assert list(got) == list(t.match(only_class, {})), step
     assert answered > 50 and deferred > 50
+
+
+def test_cached_destinations_are_per_table_through_changes_of_any_table() -> None:
+    """The destinations cached per index key are shared by the tables of a process (by key
+    first, then by table): each table answers `match_key` with its own entries, in entry order,
+    whatever the other tables hold, add, remove or clear (also a key the last table drops and a
+    later one adds again)."""
+    import random
+
+    from weeble.broker.core.filters import notification_index_keys
+
+    rng = random.Random(11)
+    filters = [Filter.equals("class", c) for c in range(3)]
+    tables = [RoutingTable() for _ in range(3)]
+    for step in range(600):
+        t = rng.choice(tables)
+        r = rng.random()
+        if r < 0.02:
+            t.clear()
+        elif r < 0.3:
+            t.remove_id(f"s{rng.randrange(20)}")
+        else:
+            t.refresh(f"s{rng.randrange(20)}", rng.choice(filters), rng.choice("abcd"),
+                      per_destination=rng.random() < 0.5)
+        c = rng.randrange(4)  # class 3: no table has it
+        (key,) = notification_index_keys({"class": c})
+        for u in tables:
+            # the bucket's entries in insertion order, read without the cache
+            bucket = u._by_key.get(key, {})  # type: ignore[attr-defined]
+            want = list(dict.fromkeys(e.dest for e in bucket))
+            assert set(want) == {e.dest for e in u if e.filter == Filter.equals("class", c)}
+            assert list(u.match_key(key) or ()) == want, step
+            assert list(u.match({"class": c}, {}, [key])) == want, step

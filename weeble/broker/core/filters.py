@@ -73,7 +73,12 @@ __all__ = [
 
 Value = str | int | float | bool
 Number = int | float
-IndexKey = tuple[str, Value | tuple[str, bool]]
+# (attribute, index value): see the module docstring. Typed as a tuple of any length, not as
+# the pair it is: compiled (scripts/compile.py), a fixed-length tuple type is unboxed into a C
+# struct, and every dict probe with it then builds and hashes a new tuple and compares it item
+# by item with the stored one; as a tuple object, a key the tables hold (`table.canonical_keys`)
+# is found by identity.
+IndexKey = tuple[str | Value | tuple[str, bool], ...]
 # A compiled constraint: takes whatever a notification carries (any type; a value of the wrong
 # type fails the check, it never raises)
 Check = Callable[[object], bool]

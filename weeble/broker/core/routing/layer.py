@@ -37,7 +37,7 @@ from weeble.broker.core.routing.leasing import ControlRam, Leasing
 from weeble.broker.core.routing.merging import Merging
 from weeble.broker.core.routing.rebuild import Rebuild
 from weeble.broker.core.routing.strategy import Covering, Flooding, Identity, Simple, Strategy
-from weeble.broker.core.table import RoutingTable
+from weeble.broker.core.table import RoutingTable, canonical_keys
 
 OVERRUN = "overrun"  # SC-2 clock overrun, every π at every broker (leased algorithms)
 SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
@@ -200,8 +200,8 @@ class Routing:
         n = message.notification
         attrs = n.attributes
         keys = n.index_keys
-        if keys is None:
-            keys = n.index_keys = notification_index_keys(attrs)
+        if keys is None:  # the first broker: the keys' canonical objects travel on
+            keys = n.index_keys = canonical_keys(notification_index_keys(attrs))
         topo = self.topo
         tables = self._tables
         if len(tables) == 1 and len(keys) == 1 and not self._flooding:
