@@ -462,9 +462,17 @@ class Subscriber:
             self.dropped += 1
 
     async def _refresh_forever(self) -> None:
-        """SC-4: re-issue every active subscription once per ρ."""
+        """SC-4: re-issue every active subscription once per ρ. The rounds keep a fixed
+        rhythm (due every ρ from the first): sleeping ρ after each round made every gap ρ plus
+        the round's own time, more than ρ (+ τ) on a loaded machine, a timing violation (R13b)
+        in every live run. A round more than a period late starts the rhythm afresh (no burst)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + self.rho
         while not self._closed:
-            await asyncio.sleep(self.rho)
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due += self.rho
+            if due < loop.time():
+                due = loop.time() + self.rho
             subs = [s for s in self._subs.values() if not s.unsubscribed and s.error is None]
             await asyncio.gather(*(self._refresh(s) for s in subs))
 

@@ -129,14 +129,15 @@ time, or a failed reconfiguration from its start to its end) that fails while a 
 violations (R13) overlaps it is reported "assumptions violated" with the violations' figures
 rather than as a failure of the algorithm, with these exceptions, which stay failures: a
 prefix with a duplicate or a FIFO violation, and a failed reconfiguration (no delay explains
-a duplicate or a reordering); and an episode whose problem remains both (i) against Δ counted
-from the moment the timing model held again, K = the latest end of the groups overlapping the
-episode (or its end E if later), and (ii) against Δ̂ (R13e) of those groups counted from E,
-where there is one. Remaining means: a stabilization time with E + time > from + bound, or
-"not stabilized" although the episode was observed for longer (observed-until − D for the
-service level, observed-until for the state level, is later than from + bound). Such an
-episode, or a prefix that fails anyway, fails; the run then does not pass. An "assumptions
-violated" part does not pass either: the run's status is then "assumptions violated".
+a duplicate or a reordering); and an episode that is late even at the timing it had. For an
+episode, take the groups overlapping it: K = the latest end among those under which, each
+alone, no bound holds (R13e), or E if none or if later; Δ̂ = R13e of the groups that end
+after K (Δ itself when none do). The episode is late if there is a Δ̂ and a problem remains
+against it counted from K: a stabilization time with E + time > K + Δ̂, or "not stabilized"
+although the episode was observed past K + Δ̂ (observed-until − D for the service level,
+observed-until for the state level). Such an episode, or a prefix that fails anyway, fails;
+the run then does not pass. An "assumptions violated" part does not pass either: the run's
+status is then "assumptions violated".
 
 **R15 Reconfigurations** (chapter 4). A reconfiguration is the `reconfiguration` records with
 the same `rid`: it starts at its `started` record and ends at its `finished` one (none: pending
