@@ -517,7 +517,10 @@ class BrokerServer:
         # a peer that left took its queue (and gRPC's buffers for it) with it; the samples of
         # `queued` are a second apart and may have missed the peak
         if peers < self._peers:
-            self._trims = 3  # and on the next samples: what the peer held may be freed later
+            # and on the next samples: what the peer held may be freed later (its handler and
+            # gRPC's call end after the count drops, later still on a loaded machine: three
+            # samples were seen to end before the memory was free)
+            self._trims = TRIMS_AFTER_LEAVE
         if queued + TRIM_STEP <= self._queued_high or self._trims:
             _malloc_trim()
             self._queued_high = queued
@@ -593,6 +596,7 @@ class BrokerServer:
 
 
 TRIM_STEP = 8 * 1024 * 1024
+TRIMS_AFTER_LEAVE = 10  # samples (a second apart) that still trim after a peer left
 
 
 def _malloc_trim() -> None:
