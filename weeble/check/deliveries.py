@@ -543,17 +543,34 @@ class Recorder:
         self.others: list[tuple[int, tuple[Any, ...]]] = []
         self.node: object = None  # the last delivery's broker, and its name
         self.at = ""
+        # a checker to judge each record as it comes (`judge_here`), in place of recording
+        self.direct: Deliveries | None = None
+
+    def judge_here(self, d: Deliveries) -> None:
+        """From now on, judge each record in `d` as it comes (no more recording or batches):
+        `d` must have been fed everything recorded so far."""
+        assert not self.times and not self.others, "replay the records first (`take`)"
+        self.direct = d
 
     def subscribe(self, t: float, client: str, broker: str, sub_id: str,
                   f: Filter | str) -> None:
-        self._other((SUBSCRIBE, t, client, broker, sub_id, f))
+        if self.direct is not None:
+            self.direct.subscribe(t, client, broker, sub_id, f)
+        else:
+            self._other((SUBSCRIBE, t, client, broker, sub_id, f))
 
     def end(self, t: float, client: str, sub_id: str | None, crashed: bool) -> None:
-        self._other((END, t, client, sub_id, crashed))
+        if self.direct is not None:
+            self.direct.end(t, client, sub_id, crashed)
+        else:
+            self._other((END, t, client, sub_id, crashed))
 
     def publish(self, t: float, client: str, publisher: str, seq: int,
                 attrs: Mapping[str, Any], broker: str | None = None) -> None:
-        self._other((PUBLISH, t, client, publisher, seq, attrs, broker))
+        if self.direct is not None:
+            self.direct.publish(t, client, publisher, seq, attrs, broker)
+        else:
+            self._other((PUBLISH, t, client, publisher, seq, attrs, broker))
 
     def _other(self, record: tuple[Any, ...]) -> None:
         self.others.append((len(self.times), record))
@@ -563,6 +580,10 @@ class Recorder:
     def observe(self, now: object, node: Any, effect: Deliver) -> None:
         """The engine's observer of a Deliver effect, as `Deliveries.observe`. `now` is the
         float the engine passes, kept as the object it is (a float: no new one is made)."""
+        if self.direct is not None:
+            n = effect.notification
+            self.direct.deliver(cast(float, now), effect.client, n.publisher, n.seq, node.id)
+            return
         if node is not self.node:  # a broker delivers to its clients in a row
             self.node = node
             self.at = node.id

@@ -15,11 +15,11 @@ An untraced run (seed000: 10^5 deliveries per simulated second) can judge in a s
 the checker's input is recorded (`Recorder`) and shipped in batches to `CheckerProcess`, which
 feeds the same `Deliveries` there, on the other core, with the same `Replay`. The first batch
 (`SPAWN_AFTER` deliveries) decides: a process if a core is free then (`_core_free`), else the
-batches are replayed into the checker here as they fill; a run too small to fill it is replayed
-here at the end. `WEEBLE_CHECKER` chooses: `auto` (that), `process` (a process from the first
-`BATCH` deliveries on, whatever the size or load) or `inline` (judge each record as it comes, as
-a traced run does: it names the subscription of each delivery in the trace from the checker's
-state).
+checker here is fed what was recorded, then each record as it comes (as inline); a run too
+small to fill it is replayed here at the end. `WEEBLE_CHECKER` chooses: `auto` (that),
+`process` (a process from the first `BATCH` deliveries on, whatever the size or load) or
+`inline` (judge each record as it comes, as a traced run does: it names the subscription of
+each delivery in the trace from the checker's state).
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ class Observers:
         self.mode = mode
         self.checker: Deliveries | Recorder = self.deliveries
         self.process: CheckerProcess | None = None
-        self.replay: Replay | None = None  # the checker's batches are judged here
         if sink is None and mode != "inline":
             self.checker = Recorder(BATCH if mode == "process" else SPAWN_AFTER, self._ship)
         if sink is not None:
@@ -205,18 +204,17 @@ class Observers:
     def _ship(self, columns: Columns) -> None:
         """A full batch of the Recorder's: to the checker process, or to the checker here. The
         first decides which, once: a process when a core is free for it (`_core_free`)."""
-        if self.process is None and self.replay is None:
+        if self.process is None:
             assert isinstance(self.checker, Recorder)
             self.checker.batch = BATCH
             if self.mode == "process" or _core_free():
                 self.process = CheckerProcess(self.deliveries.settings())
-            else:
-                self.replay = Replay(self.deliveries)
-        if self.process is not None:
-            self.process.ship(columns)
-        else:
-            assert self.replay is not None
-            self.replay(columns)
+            else:  # judged here: what was recorded, then each record as it comes
+                Replay(self.deliveries)(columns)
+                self.checker.judge_here(self.deliveries)
+                return
+        assert self.process is not None
+        self.process.ship(columns)
 
     def _judge(self, end: float) -> None:
         """Close the checker at `end`: wherever it ran, `self.deliveries` has its outcome."""
@@ -226,7 +224,7 @@ class Observers:
         elif self.process is not None:
             self.deliveries.adopt(self.process.finish(checker.take(), end))
         else:
-            (self.replay or Replay(self.deliveries))(checker.take())
+            Replay(self.deliveries)(checker.take())  # nothing left, if judged here already
             self.deliveries.finish(end)
 
     # ---- the end ----
