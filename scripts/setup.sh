@@ -44,6 +44,8 @@ else
             || echo "setup: could not install $missing (the C build of the simulator needs it)" >&2
     fi
     if ! .venv/bin/python scripts/compile.py --if-needed; then
+        # what is left of an older build is not current: removed, so nothing warns about it
+        .venv/bin/python scripts/compile.py --clean >/dev/null
         echo "setup: compiling the simulator failed (above); it runs pure Python, the same" \
              "results ~1.5x slower. Retry: python scripts/compile.py; opt out: WEEBLE_COMPILE=0" >&2
     fi
