@@ -30,8 +30,8 @@ imports: pure Python, or compiled if `scripts/compile.py` was run here (the `com
 `--compiled-only` (with `--compiled`): leave out the current source as pure Python (long runs).
 
 `--checker inline,process`: also the current source (and the compiled one, with `--compiled`)
-with the checker forced to judge in the simulator's process (`WEEBLE_CHECKER=inline`) or in a
-second process (`process`; `auto`, the default, picks a process only when a core is free),
+with the checker set to judge in the simulator's process (`WEEBLE_CHECKER=inline`, the
+default), in a second process (`process`), or in one only when a core is free (`auto`),
 interleaved: what the checker's second process (`weeble.check.offload`) gains by itself, on the
 same source.
 

@@ -73,7 +73,7 @@ def test_the_checker_process_finds_what_the_inline_checker_finds(
     assert counted[0].proc.returncode == 0
     assert parallel == inline
     assert inline["deliveries"]["deliveries"] > 100
-    # the default, auto: a run this small has no process (its records replayed here at the
+    # auto: a run this small has no process (its records replayed here at the
     # end); a larger one (here: > 9 deliveries) a process if a core is free, else its batches
     # replayed here as they fill
     monkeypatch.setenv(observe.CHECKER, "auto")

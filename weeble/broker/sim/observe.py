@@ -11,15 +11,25 @@ In the simulator only one part of the timing model can break: end-to-end deliver
 delay fault); hop delays come from the engine's delay model, and client refreshes and broker
 timers are exact. So the online timing check is the path rule R13(d).
 
-An untraced run (seed000: 10^5 deliveries per simulated second) can judge in a second process:
+An untraced run (seed000: 10^5 deliveries per simulated second) can judge in a second process
+(`WEEBLE_CHECKER=auto` or `process`):
 the checker's input is recorded (`Recorder`) and shipped in batches to `CheckerProcess`, which
 feeds the same `Deliveries` there, on the other core, with the same `Replay`. The first batch
 (`SPAWN_AFTER` deliveries) decides: a process if a core is free then (`_core_free`), else the
 checker here is fed what was recorded, then each record as it comes (as inline); a run too
 small to fill it is replayed here at the end. `WEEBLE_CHECKER` chooses: `auto` (that),
 `process` (a process from the first `BATCH` deliveries on, whatever the size or load) or
-`inline` (judge each record as it comes, as a traced run does: it names the subscription of
-each delivery in the trace from the checker's state).
+`inline`, the default (judge each record as it comes, as a traced run does: it names the
+subscription of each delivery in the trace from the checker's state).
+
+Why inline by default: measured on seed000 compiled (benchmarks/sim_seed000.py --checker
+inline,process), the process raised the simulator's own simulated s per CPU s by 4.5 % on
+20 s runs and not at all on 120 s runs (-3.5 %, within the noise of a machine at load 12-15),
+while the checker's process used 3.5 times the inline checker's CPU: handing a delivery
+over (five appends, then packing and the pipe) costs about half of judging it, the compiled
+checker being cheap per delivery, and the two processes share the caches. Under load a second
+process only takes CPU from the first (the kernel's autogroups: 1.4 vs 2.3 simulated s per
+wall s at load 9). `auto` is there for a machine with a core to spare.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ from weeble.trace.header import RunHeader
 from weeble.trace.writer import SimSink
 
 SIM = "sim"  # the node of the simulator's own records (legitimacy checks, link faults)
-CHECKER = "WEEBLE_CHECKER"  # auto, process or inline (see the module's doc)
+CHECKER = "WEEBLE_CHECKER"  # inline (the default), auto or process (see the module's doc)
 MODES = ("auto", "process", "inline")
 BATCH = 16384  # deliveries (or other records) per frame to the checker process (~0.15 sim s)
 SPAWN_AFTER = 250_000  # deliveries: fewer are judged here at the end (a process
@@ -76,7 +86,7 @@ class Observers:
         self.deliveries.timed(header.path_hops(), header.params.delta_max,
                               TIMING_TOLERANCE, history=header.skip_ring is not None)
         # what the checker's input goes to: the checker itself, or a Recorder for the process
-        mode = os.environ.get(CHECKER, "auto")
+        mode = os.environ.get(CHECKER, "inline")
         if mode not in MODES:
             raise ValueError(f"{CHECKER}={mode!r}: expected one of {', '.join(MODES)}")
         self.mode = mode
