@@ -125,3 +125,33 @@ def test_cached_destinations_are_per_table_through_changes_of_any_table() -> Non
             assert set(want) == {e.dest for e in u if e.filter == Filter.equals("class", c)}
             assert list(u.match_key(key) or ()) == want, step
             assert list(u.match({"class": c}, {}, [key])) == want, step
+
+
+def test_a_table_that_dies_leaves_no_cached_destinations_behind() -> None:
+    """The per-key records are shared by every table of the process (one simulation after
+    another in `weeble reproduce`): a dropped table's counts and cached destinations go with
+    it, and a key no live table holds has no record."""
+    import gc
+
+    from weeble.broker.core import table as table_module
+    from weeble.broker.core.filters import notification_index_keys
+
+    (held,) = notification_index_keys({"class": 424242})
+    (other,) = notification_index_keys({"class": 424243})
+    keep, gone = RoutingTable(), RoutingTable()
+    keep.refresh("k", Filter.equals("class", 424242), "x")
+    gone.refresh("g", Filter.equals("class", 424242), "y")
+    gone.refresh("h", Filter.equals("class", 424243), "z")
+    assert gone.match_key(held) == ("y",) and gone.match_key(other) == ("z",)
+    assert keep.match_key(held) == ("x",) and keep.match_key(other) == ()
+    number = gone._number  # type: ignore[attr-defined]
+    del gone
+    gc.collect()
+    records = table_module._KEYS  # type: ignore[attr-defined]
+    assert other not in records  # no live table holds it
+    assert records[held].tables == 1
+    assert all(number not in r.dests for r in records.values())
+    assert keep.match_key(held) == ("x",) and keep.match_key(other) == ()
+    del keep
+    gc.collect()
+    assert held not in records

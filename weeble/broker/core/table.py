@@ -26,6 +26,7 @@ else: which entries a table holds, and what it answers, are the same as without 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import suppress
 from itertools import count
 from typing import TYPE_CHECKING, Final
 
@@ -198,6 +199,13 @@ class RoutingTable:
                 entry.flag = 0
         return expired
 
+    def __del__(self) -> None:
+        # The records are shared by the process, which may run one simulation after another
+        # (`weeble reproduce`'s points, a test session): a table that dies leaves no cached
+        # destinations and no count behind. At interpreter exit the module may be gone first.
+        with suppress(Exception):
+            _forget(self._number, self._by_key)
+
     def clear(self) -> None:
         self.forwarded.clear()
         self.mergers.clear()
@@ -297,6 +305,16 @@ class RoutingTable:
     def pairs(self) -> set[tuple[Filter, str]]:
         """The (filter, destination) pairs in the table: the routing configuration, ids aside."""
         return {(e.filter, e.dest) for e in self}
+
+
+def _forget(number: int, held: Iterable[IndexKey]) -> None:
+    """Table `number`, holding buckets for the keys `held`, is gone."""
+    for key in held:
+        known = _KEYS.get(key)
+        if known is not None:
+            _release(known)
+    for known in _KEYS.values():
+        known.dests.pop(number, None)
 
 
 def _release(known: KeyIndex) -> None:
