@@ -514,15 +514,18 @@ OVERHEAD_PARTS = ("subscription_messages", "unwanted_hops")  # seed 002 L207: bo
 
 
 def overhead(results: Results, column: str, load: int, strategy: int,
-             parts: Sequence[str] = OVERHEAD_PARTS) -> float | None:
+             parts: Sequence[str] = OVERHEAD_PARTS,
+             downtime: float | None = None) -> float | None:
     """§5's metric for one failure (L207: "the total number of hops traversed by both
     unsubscribe/re-subscribe messages and unwanted events"): the subscribe and unsubscribe
     messages and the hops of unwanted events with the failure, minus the same run without it
     (`parts`: some of these, or the core's once-counted `unwanted`), the median over seeds and
-    downtimes."""
+    downtimes (`downtime`: that one alone)."""
     per: list[float] = []
     for p in _points(results, OVERHEAD):
         if int(p["load"]) != load or int(p["strategy"]) != strategy:
+            continue
+        if downtime is not None and p["downtime"] != downtime:
             continue
         base = next((q for q in _points(results, OVERHEAD) if int(q["load"]) == load
                      and int(q["strategy"]) == NO_FAILURE and q["seed"] == p["seed"]
@@ -718,6 +721,12 @@ class Sketches:
                                       f"{fmt(once, digits=4)} |")
             if any(c != "—" for c in cells):
                 rows.append(f"| {load} ({LOADS[load]:g} s) | " + " | ".join(cells) + " |")
+            downs = sorted({p["downtime"] for p in _points(results, OVERHEAD)})
+            for dt in downs if len(downs) > 1 else ():
+                cells = [fmt(overhead(results, col, li, si, downtime=dt), digits=4)
+                         for si in range(len(names))]
+                if any(c != "—" for c in cells):
+                    rows.append(f"| … {fmt(dt)} s outage alone | " + " | ".join(cells) + " |")
         if rows:
             seeds = sorted({int(p["seed"]) for p in _points(results, OVERHEAD)})
             downs = sorted({p["downtime"] for p in _points(results, OVERHEAD)})
