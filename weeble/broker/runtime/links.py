@@ -616,21 +616,26 @@ class Link:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if why == "replaced" and self._last_in_seq > self._acked_out:
-                # we end it (close, stop): acknowledge what arrived, so that the peer does not
-                # count it as unacked
+            try:
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if why == "replaced" and self._last_in_seq > self._acked_out:
+                    # we end it (close, stop): acknowledge what arrived, so that the peer does
+                    # not count it as unacked
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(0.05):
+                            await session.write(with_ack(b"", self._last_in_seq))
+            finally:
+                # also when this task is cancelled while it waits above (gRPC cancels the
+                # accepting handler when the peer's call ends, which may come just after the
+                # read loop saw the end): else the link stayed 'connected' to a gone session
                 with contextlib.suppress(Exception):
-                    async with asyncio.timeout(0.05):
-                        await session.write(with_ack(b"", self._last_in_seq))
-            with contextlib.suppress(Exception):
-                session.close()
-            self._lose_unacked()
-            if self._session is session:
-                self._session = None
-                self._set_state(LinkState.DOWN)
-            self._trace.record("link_down", peer=self.neighbor, why=why)
-            log.info("link %s down: %s", self.neighbor, why)
+                    session.close()
+                self._lose_unacked()
+                if self._session is session:
+                    self._session = None
+                    self._set_state(LinkState.DOWN)
+                self._trace.record("link_down", peer=self.neighbor, why=why)
+                log.info("link %s down: %s", self.neighbor, why)
 
     # ---- dialing ----------------------------------------------------------------------------
 
