@@ -33,9 +33,9 @@ EPS = 1e-9
 
 
 def make_trace(cache: Path, records: int) -> Path:
-    from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
+    from weeble.sim.run import simulate
 
     duration = max(10.0, round(records / RECORDS_PER_SIM_SECOND / 10) * 10.0)
     run = cache / f"sim-small-x10-{int(duration)}s"
@@ -66,7 +66,7 @@ def baseline(run: Path) -> tuple[dict[str, float], dict[str, Any]]:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from weeble.broker.core.filters import Filter
+    from weeble.core.filters import Filter
     from weeble.trace.reader import read_header
 
     info = read_header(run)

@@ -57,7 +57,7 @@ def broker_pids(workdir: Path) -> dict[str, int]:
         except OSError:
             continue
         args = [a.decode(errors="replace") for a in cmd]
-        if "weeble.broker.runtime" in args and "--config" in args:
+        if "weeble.runtime" in args and "--config" in args:
             config = args[args.index("--config") + 1]
             if config.startswith(marker):
                 out[Path(config).stem] = int(entry.name)

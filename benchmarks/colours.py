@@ -23,13 +23,13 @@ import random
 import statistics
 from collections.abc import Callable
 
-from weeble.broker.core.events import Corrupt
-from weeble.broker.core.messages import Recolor, RecolorAck, Sub
-from weeble.broker.core.reconfig.plan import Tree, random_exchange
-from weeble.broker.core.rom import Algorithm, Colours, Params
-from weeble.broker.sim.reconfigure import Reconfigurator
-from weeble.broker.sim.simulation import Simulation
+from weeble.core.events import Corrupt
+from weeble.core.messages import Recolor, RecolorAck, Sub
+from weeble.core.reconfig.plan import Tree, random_exchange
+from weeble.core.rom import Algorithm, Colours, Params
 from weeble.model.topology import Topology, chain, kary_tree
+from weeble.sim.reconfigure import Reconfigurator
+from weeble.sim.simulation import Simulation
 
 DMIN, DMAX, RHO = 0.005, 0.02, 0.4
 

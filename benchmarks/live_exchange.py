@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _live import next_base_host, table
 
-from weeble.broker.core.reconfig.plan import ExchangeLink
+from weeble.core.reconfig.plan import ExchangeLink
 from weeble.model.scenario import parse_scenario
 from weeble.orchestrator.testbed import Testbed
 from weeble.orchestrator.workload import LiveWorkload

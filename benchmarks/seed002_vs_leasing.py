@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weeble.broker.sim.run import simulate
 from weeble.chaos.runner import in_simulation
 from weeble.check.history import check_run
 from weeble.model.scenario import load_scenario, parse_scenario, with_mode
+from weeble.sim.run import simulate
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "anti-entropy.yaml"
 FAULTS: dict[str, dict[str, Any]] = {

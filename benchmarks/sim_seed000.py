@@ -64,10 +64,10 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
 
 
 def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
-    from weeble.broker.sim import engine, run, workload
-    from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
+    from weeble.sim import engine, run, workload
+    from weeble.sim.run import simulate
 
     scenario = load_scenario(scenario_path)
     if duration is not None:

@@ -9,13 +9,14 @@ The modules of `MODULES` (the engine, the broker's notification and subscription
 online checker's delivery rules) are compiled together, so calls and attribute reads between
 them are native. There is one source: the compiled modules are the .py files, translated to C;
 the pure-Python modules stay the fallback and give the same runs event for event
-(`tests/test_compiled.py` builds a copy and holds it to the golden trace digests recorded by pure
-Python). The build writes `weeble/_compiled.json`, the SHA-256 of every compiled source; when a
-source changes afterwards, `weeble/__init__.py` loads all of them as Python again (with a
-warning) rather than run stale machine code: rebuild, or `--clean`.
+(`tests/sim/test_compiled.py` builds a copy and holds it to the golden trace digests recorded
+by pure Python). The build writes `weeble/_compiled.json`, the SHA-256 of every compiled
+source; when a source changes afterwards, `weeble/__init__.py` loads all of them as Python
+again (with a warning) rather than run stale machine code: rebuild, or `--clean`.
 
 mypyc needs `mypy` (a test dependency) and a C compiler. The modules of `MODULES` are
-mypy-clean (`MYPY_CONFIG`, which `tests/test_compiled.py` also runs as a plain `mypy` check), and
+mypy-clean (`MYPY_CONFIG`, which `tests/sim/test_compiled.py` also runs as a plain `mypy`
+check), and
 the build type-checks them as it compiles: a type error stops the build, and pure Python stays in
 use. Compiled code also checks the declared type of every argument and attribute at run time, at
 the boundary of each compiled function and class, so the annotations must tell the truth (a
@@ -48,21 +49,21 @@ ROOT = Path(__file__).resolve().parent.parent
 # one of these must be compiled too (mypyc's native classes cannot be subclassed by interpreted
 # ones): hence merging.py and colours.py.
 MODULES: tuple[str, ...] = (
-    "weeble/broker/core/table.py",
-    "weeble/broker/core/overlay/__init__.py",
-    "weeble/broker/core/routing/plane.py",
-    "weeble/broker/core/routing/strategy.py",
-    "weeble/broker/core/routing/merging.py",
-    "weeble/broker/core/routing/leasing.py",
-    "weeble/broker/core/routing/rebuild.py",
-    "weeble/broker/core/routing/layer.py",
-    "weeble/broker/core/routing/colours.py",
-    "weeble/broker/sim/engine.py",
+    "weeble/core/table.py",
+    "weeble/core/overlay/__init__.py",
+    "weeble/core/routing/plane.py",
+    "weeble/core/routing/strategy.py",
+    "weeble/core/routing/merging.py",
+    "weeble/core/routing/leasing.py",
+    "weeble/core/routing/rebuild.py",
+    "weeble/core/routing/layer.py",
+    "weeble/core/routing/colours.py",
+    "weeble/sim/engine.py",
     "weeble/check/deliveries.py",
-    "weeble/broker/core/filters.py",
-    "weeble/broker/core/events.py",
-    "weeble/broker/core/messages.py",
-    "weeble/broker/core/broker.py",
+    "weeble/core/filters.py",
+    "weeble/core/events.py",
+    "weeble/core/messages.py",
+    "weeble/core/broker.py",
 )
 
 # The modules above are checked; what they import is read for its types only (follow_imports

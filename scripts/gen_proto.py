@@ -1,7 +1,7 @@
 """Regenerate the committed gRPC/protobuf code in weeble/proto/v1 from proto/weeble/v1/*.proto.
 
 Generated code is committed (building it at install or import time is fragile), so whoever edits
-a .proto runs this script; tests/live/test_proto_stale.py fails while the two disagree.
+a .proto runs this script; tests/runtime/test_proto_stale.py fails while the two disagree.
 
     python scripts/gen_proto.py            # rewrite weeble/proto/v1
     python scripts/gen_proto.py --out DIR  # write elsewhere (the staleness test does this)

@@ -52,7 +52,7 @@ else
 fi
 .venv/bin/python scripts/compile.py --status
 # System packages the live tests use: a real Prometheus server scrapes the brokers
-# (tests/live/test_prometheus.py). Only root with apt can install it; anyone else gets a hint,
+# (tests/runtime/test_prometheus.py). Only root with apt can install it; anyone else gets a hint,
 # and that test fails (it is never skipped) until `prometheus` is on PATH.
 if ! command -v prometheus >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check weeble tests benchmarks scripts
 # One string-hash order for every run (a belt: the simulator's runs no longer depend on it, which
-# tests/test_sim_hashorder.py proves by running the same runs under two hash seeds; they once did,
+# tests/sim/test_sim_hashorder.py proves by running the same runs under two hash seeds; they once did,
 # through a tree's set of links giving the brokers' order, and a colour example failed under two).
 export PYTHONHASHSEED=${PYTHONHASHSEED:-0}
 exec .venv/bin/python -m pytest -q --durations=25 "$@"

@@ -12,18 +12,20 @@ WEEBLE = Path(__file__).resolve().parent.parent / "weeble"
 
 # package -> what it must never import (a prefix of a module name)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "weeble.broker.core": ("weeble.",),  # imports nothing else of weeble (but itself)
+    "weeble.core": ("weeble.",),  # imports nothing else of weeble (but itself)
     "weeble.model": ("weeble.",),  # the core only (see ALLOWED)
-    "weeble.broker": ("weeble.orchestrator", "weeble.chaos", "weeble.analytics",
-                      "weeble.commands", "weeble.cli"),
+    "weeble.sim": ("weeble.orchestrator", "weeble.chaos", "weeble.analytics",
+                   "weeble.commands", "weeble.cli"),
+    "weeble.runtime": ("weeble.orchestrator", "weeble.chaos", "weeble.analytics",
+                       "weeble.commands", "weeble.cli", "weeble.sim"),
     # chaos reaches live brokers through the orchestrator's Backend: never the other way
     "weeble.orchestrator": ("weeble.chaos", "weeble.analytics", "weeble.commands",
                             "weeble.cli"),
     "weeble.chaos": ("weeble.analytics", "weeble.commands", "weeble.cli"),
 }
 ALLOWED: dict[str, tuple[str, ...]] = {
-    "weeble.broker.core": ("weeble.broker.core",),
-    "weeble.model": ("weeble.model", "weeble.broker.core"),
+    "weeble.core": ("weeble.core",),
+    "weeble.model": ("weeble.model", "weeble.core"),
 }
 
 
@@ -73,5 +75,5 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The checker itself: a lazy import inside a function counts."""
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from weeble.chaos import runner\n\n\nfrom . import x\n")
-    assert imports(source, "weeble.broker.sim") == [(2, "weeble.chaos.runner"),
-                                                    (5, "weeble.broker.sim.x")]
+    assert imports(source, "weeble.sim") == [(2, "weeble.chaos.runner"),
+                                                    (5, "weeble.sim.x")]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.livebed import scenario
-from weeble.broker.runtime.certs import generate_run_certs
+from tests.runtime.livebed import scenario
 from weeble.orchestrator.testbed import Testbed
+from weeble.runtime.certs import generate_run_certs
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.analytics.test_differential import compare
-from tests.live.livebed import scenario, start
+from tests.runtime.livebed import scenario, start
 from weeble.chaos.runner import ChaosRunner
 from weeble.check.history import check_run
 from weeble.orchestrator.workload import LiveWorkload

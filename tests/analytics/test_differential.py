@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.analytics import handmade
-from tests.test_trace_contract import KEYS, run, scenario
+from tests.trace.test_trace_contract import KEYS, run, scenario
 from weeble.check.history import check_run
 
 
@@ -61,9 +61,9 @@ def test_checker_and_spark_agree_on_the_handmade_run(spark: Any, handmade_run: P
 def test_checker_and_spark_agree_on_an_anti_entropy_run(spark: Any, tmp_path: Path) -> None:
     """The anti-entropy mode (seed 002): the same counts, episodes and verdict, and the same
     load per broker and interval (messages and bytes, max and mean) and overhead metric."""
-    from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario, parse_scenario
+    from weeble.sim.run import simulate
 
     repo = Path(__file__).resolve().parents[2]
     data = load_scenario(repo / "scenarios" / "anti-entropy.yaml").model_dump(
@@ -84,9 +84,9 @@ def test_checker_and_spark_agree_on_an_anti_entropy_run(spark: Any, tmp_path: Pa
 def test_checker_and_spark_agree_on_a_skip_ring_run(spark: Any, tmp_path: Path) -> None:
     """Mode skip_ring (seed 003): its windows, its path-rule exemption for history and its
     unjudged FIFO give the same counts, episodes, timing and verdict in both."""
-    from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario, parse_scenario
+    from weeble.sim.run import simulate
 
     repo = Path(__file__).resolve().parents[2]
     data = load_scenario(repo / "scenarios" / "skipring.yaml").model_dump(

@@ -71,9 +71,9 @@ def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
     from weeble.analytics.ingest import ingest
     from weeble.analytics.jobs import oracle, stabilization
     from weeble.analytics.jobs.context import Context
-    from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
+    from weeble.sim.run import simulate
     from weeble.trace.reader import read_header
 
     s = load_scenario(ROOT / "scenarios" / "sim-small.yaml")

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from weeble.broker.sim.run import simulate
 from weeble.chaos.runner import in_simulation
 from weeble.check.history import check_run
 from weeble.model.scenario import parse_scenario
+from weeble.sim.run import simulate
 
 EXCHANGE = Path(__file__).resolve().parents[2] / "scenarios" / "reconfig-exchange.yaml"
 SAME = ("rid", "op", "outcome", "why", "coordination", "publications", "lost", "duplicated",

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from weeble.broker.sim.run import simulate
 from weeble.chaos.runner import in_simulation
 from weeble.check.episodes import Episode
 from weeble.check.history import check_run
 from weeble.check.timing import Violation, retimed
 from weeble.check.verdict import ASSUMPTIONS, FAIL, judge
 from weeble.model.scenario import parse_scenario
+from weeble.sim.run import simulate
 from weeble.trace.header import RunHeader
 
 DURATION = 40.0

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from weeble.broker.sim.run import simulate
 from weeble.chaos.evidence import TRACE_FILE
 from weeble.chaos.runner import in_simulation
 from weeble.model.experiment import ExperimentError, parse_experiment
 from weeble.model.faults import PHASES
 from weeble.model.scenario import Scenario, ScenarioError, parse_scenario
+from weeble.sim.run import simulate
 from weeble.trace.reader import read_trace
 
 REPO = Path(__file__).resolve().parents[2]

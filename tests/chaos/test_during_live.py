@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.live.livebed import scenario, start
-from weeble.broker.core.reconfig.plan import ExchangeLink
+from tests.runtime.livebed import scenario, start
 from weeble.chaos.evidence import TRACE_FILE
 from weeble.chaos.runner import ChaosRunner
+from weeble.core.reconfig.plan import ExchangeLink
 from weeble.model.experiment import parse_experiment
 
 

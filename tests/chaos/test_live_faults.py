@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.live.livebed import scenario, start, wait_for, weeble
-from weeble.broker.client import Publisher, Subscriber
-from weeble.broker.sim.run import simulate
+from tests.runtime.livebed import scenario, start, wait_for, weeble
 from weeble.chaos.evidence import TRACE_FILE
 from weeble.chaos.runner import ChaosRunner, Outcome, in_simulation
 from weeble.model.experiment import parse_experiment
 from weeble.model.scenario import parse_scenario
 from weeble.orchestrator.testbed import Testbed
+from weeble.runtime.client import Publisher, Subscriber
+from weeble.sim.run import simulate
 
 PI, RHO = 2.0, 1.0
 
@@ -432,7 +432,7 @@ def test_a_live_experiment_replays_in_simulation_on_the_same_targets(bed: Testbe
 
 def test_during_a_reconfiguration_that_never_comes_is_skipped_live(
         bed: Testbed, tmp_path: Path) -> None:
-    # live brokers reconfigure (tests/live/test_live_reconfig.py strikes one during an
+    # live brokers reconfigure (tests/runtime/test_live_reconfig.py strikes one during an
     # exchange); nobody reconfigures this testbed, so the phase never comes before --until
     exp = tmp_path / "during.yaml"
     exp.write_text(yaml.safe_dump({"faults": [

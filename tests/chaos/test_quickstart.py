@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.live.livebed import REPO, next_base_host, weeble
+from tests.runtime.livebed import REPO, next_base_host, weeble
 from weeble.orchestrator.local import pid_alive
 from weeble.orchestrator.testbed import Testbed
 

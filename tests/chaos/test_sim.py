@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
-from weeble.broker.sim.run import simulate
 from weeble.chaos.evidence import TRACE_FILE
 from weeble.chaos.runner import in_simulation
 from weeble.model.scenario import parse_scenario
+from weeble.sim.run import simulate
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())

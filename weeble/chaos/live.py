@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weeble.broker.core.messages import Message
-from weeble.broker.core.rom import Rom
-from weeble.broker.runtime.wire import message_to_envelope
 from weeble.chaos.evidence import ChaosTrace
 from weeble.chaos.target import TargetError
+from weeble.core.messages import Message
+from weeble.core.rom import Rom
 from weeble.model.selectors import Tree
 from weeble.orchestrator.testbed import Testbed
+from weeble.runtime.wire import message_to_envelope
 
 
 class PhaseWatch:
@@ -287,7 +287,7 @@ class LiveTarget:
     # ---- clients ----------------------------------------------------------------------------
 
     async def subscribe_client(self, client: str, broker: str, filter_text: str) -> _ChaosClient:
-        from weeble.broker.client import Subscriber
+        from weeble.runtime.client import Subscriber
         from weeble.trace.writer import LiveSink
 
         sub_id = f"{client}/0"

@@ -1,6 +1,6 @@
 """What a fault acts on: the Target protocol, with two implementations.
 
-- the simulator's Target (weeble/broker/sim/target.py): engine calls in virtual time;
+- the simulator's Target (weeble/sim/target.py): engine calls in virtual time;
 - the live Target (weeble/chaos/live.py): the orchestrator's Backend interface for processes and
   links, the brokers' admin API for their state, the client library for clients.
 
@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from weeble.broker.core.messages import Message
-from weeble.broker.core.rom import Params, Rom
+from weeble.core.messages import Message
+from weeble.core.rom import Params, Rom
 from weeble.model.selectors import Tree
 
 

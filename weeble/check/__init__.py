@@ -9,6 +9,6 @@
     reconfig.py     R15: per reconfiguration (chapter 4), the overlay's checks; causal.py
     history.py      check_run(run_dir): all of it over a trace directory
 
-It imports only weeble.broker.core and weeble.trace. The PySpark jobs of weeble.analytics
+It imports only weeble.core and weeble.trace. The PySpark jobs of weeble.analytics
 compute the same at scale; a differential test keeps them equal.
 """

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
-from weeble.broker.core.events import Deliver
-from weeble.broker.core.filters import Filter, FilterSyntaxError, notification_index_keys
+from weeble.core.events import Deliver
+from weeble.core.filters import Filter, FilterSyntaxError, notification_index_keys
 
 INF = math.inf
 EPS = 1e-9  # s: an event at the same instant as a window's edge is inside it

@@ -5,8 +5,8 @@
 
 The document is everything a checker of weeble runs needs: it is generated from
 `weeble.trace.schema` (kinds, fields, types), `weeble.trace.header` (the header and the
-windows), the filter semantics of `weeble.broker.core.filters`, the legitimacy rule of
-`weeble.broker.core.legitimacy` and the rules R1-R15 of `weeble.check.rules`.
+windows), the filter semantics of `weeble.core.filters`, the legitimacy rule of
+`weeble.core.legitimacy` and the rules R1-R15 of `weeble.check.rules`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from weeble.broker.core import filters, legitimacy
 from weeble.check.rules import RULES, TIMING_TOLERANCE
+from weeble.core import filters, legitimacy
 from weeble.trace import schema
 from weeble.trace.header import RUN_FIELDS
 from weeble.trace.writer import CLIP_CHARS, LiveSink

@@ -72,7 +72,7 @@ started by t − D and not ended by t, and *allowed* if it has started by t and 
 t − L. The configuration of the snapshots is legitimate iff the routing tables hold, for every
 required subscription, exactly the entries the routing algorithm of the header gives it in the
 tree of the header, and no entry that no allowed subscription explains (weeble computes this
-with `weeble.broker.core.legitimacy.check`: for each algorithm, the entries a legitimate table
+with `weeble.core.legitimacy.check`: for each algorithm, the entries a legitimate table
 holds are those its routing rule derives from the required subscriptions; see spec §6).
 
 **R10 Faults and episodes.** A fault is all `fault_begin` and `fault_end` records with the same

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.legitimacy import Broker, LiveSub, SnapshotView, check
 from weeble.check.deliveries import EPS, INF
+from weeble.core.filters import Filter, FilterSyntaxError
+from weeble.core.legitimacy import Broker, LiveSub, SnapshotView, check
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from weeble.broker.core.rom import ConfigError, leased_like
 from weeble.check.deliveries import EPS, INF
 from weeble.check.rules import TIMING_TOLERANCE
+from weeble.core.rom import ConfigError, leased_like
 from weeble.trace.header import RunHeader
 
 KINDS = ("hop", "refresh", "timer", "path")

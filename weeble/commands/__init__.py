@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from weeble.broker.core.filters import FilterSyntaxError
-from weeble.broker.core.rom import ConfigError
+from weeble.core.filters import FilterSyntaxError
+from weeble.core.rom import ConfigError
 from weeble.model.scenario import ScenarioError
 from weeble.orchestrator.backend import BackendError
 
 if TYPE_CHECKING:
-    from weeble.broker.client import ClientTls
+    from weeble.runtime.client import ClientTls
 
 
 class UsageError(Exception):
@@ -31,7 +31,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 
 def add_mode_option(p: Any) -> None:
     """`--mode`: run the scenario in another stabilization mode than its `mode:` says."""
-    from weeble.broker.core.rom import Mode
+    from weeble.core.rom import Mode
 
     p.add_argument("--mode", choices=[m.value for m in Mode],
                    help="how routing tables are kept correct: leasing (seed 000, the default),"
@@ -52,8 +52,8 @@ def client_token(broker: str, client: str, token: str | None, *,
     one that authenticates refuses the client with UNAUTHENTICATED, naming the metadata)."""
     import os
 
-    from weeble.broker.runtime.clientauth import client_token as derive
-    from weeble.broker.runtime.config import BrokerConfig
+    from weeble.runtime.clientauth import client_token as derive
+    from weeble.runtime.config import BrokerConfig
 
     if token:
         return token
@@ -72,7 +72,7 @@ def client_token(broker: str, client: str, token: str | None, *,
 def client_tls(broker: str, *, runs_dir: str = "runs") -> ClientTls | None:
     """The run's client TLS for the broker at `broker` (a run with `live.tls`), from the run
     in `runs_dir` whose broker listens there; None: plain, or no run found."""
-    from weeble.broker.client import ClientTls
+    from weeble.runtime.client import ClientTls
 
     found = _run_of(broker, runs_dir)
     if found is None:

@@ -56,8 +56,8 @@ def parse_attribute(text: str) -> tuple[str, Any]:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from weeble.broker.runtime.config import split_address
     from weeble.commands import UsageError
+    from weeble.runtime.config import split_address
 
     try:
         split_address(args.broker)
@@ -77,8 +77,8 @@ async def _publish(args: argparse.Namespace, client: str, attributes: dict[str, 
 
     import grpc
 
-    from weeble.broker.client import Publisher
     from weeble.commands import UsageError, client_tls, client_token
+    from weeble.runtime.client import Publisher
 
     token = client_token(args.broker, client, args.token)
     async with Publisher(args.broker, client, token=token,

@@ -56,7 +56,8 @@ def link(text: str) -> tuple[str, str]:
 
 def operations(name: str, args: list[str], tree: Any, hub: str | None) -> list[Any]:
     """The elementary operations (core/reconfig/plan.py) the command line asks for."""
-    from weeble.broker.core.reconfig.plan import (
+    from weeble.commands import UsageError
+    from weeble.core.reconfig.plan import (
         AddLeaf,
         ExchangeLink,
         RemoveLeaf,
@@ -66,7 +67,6 @@ def operations(name: str, args: list[str], tree: Any, hub: str | None) -> list[A
         plan,
         remove_inner,
     )
-    from weeble.commands import UsageError
 
     need = {"exchange": 2, "add-leaf": 2, "remove-leaf": 1, "insert": 2, "remove": 1}
     if name in need and len(args) != need[name]:
@@ -85,8 +85,8 @@ def operations(name: str, args: list[str], tree: Any, hub: str | None) -> list[A
 
 
 def run(args: argparse.Namespace) -> int:
-    from weeble.broker.core.reconfig.plan import PlanError
     from weeble.commands import UsageError
+    from weeble.core.reconfig.plan import PlanError
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.testbed import Testbed
 
@@ -129,6 +129,6 @@ async def _carry_out(bed: Any, ops: list[Any], say: Any, timeout: float) -> list
 
 
 def _op(op: Any) -> str:
-    from weeble.broker.sim.reconfigure import describe
+    from weeble.sim.reconfigure import describe
 
     return describe(op)

@@ -31,9 +31,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from weeble.broker.sim.run import simulate
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario, with_chaos, with_mode
+    from weeble.sim.run import simulate
 
     scenario = load_scenario(args.scenario)
     if args.mode is not None:

@@ -44,9 +44,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from weeble.broker.core.filters import Filter
-    from weeble.broker.runtime.config import split_address
     from weeble.commands import UsageError
+    from weeble.core.filters import Filter
+    from weeble.runtime.config import split_address
 
     try:
         split_address(args.broker)
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 async def follow(args: argparse.Namespace, client: str) -> None:
     import grpc
 
-    from weeble.broker.client import Subscriber
     from weeble.commands import UsageError, client_tls, client_token
+    from weeble.runtime.client import Subscriber
 
     def status(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -1,6 +1,6 @@
 """The model layer: what a run is, as data, below the simulator and the live orchestrator.
 
-It imports `weeble.broker.core` only (the simulator, the runtime, chaos and the orchestrator
+It imports `weeble.core` only (the simulator, the runtime, chaos and the orchestrator
 build on it; DESIGN.md, "Parts and their boundaries").
 
 - topology.py    broker trees and their builders (k-ary, random, chain, edges)

@@ -39,7 +39,7 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from weeble.broker.core.rom import Params
+from weeble.core.rom import Params
 from weeble.model.errors import problems
 from weeble.model.faults import COLOUR_PHASES, EXCHANGE_PHASES, KINDS, During, Fault, FaultError
 from weeble.model.selectors import Tree

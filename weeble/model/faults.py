@@ -41,13 +41,13 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from weeble.broker.core.broker import Broker
-from weeble.broker.core.corruption import TARGETS, random_fault
-from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.messages import Message as CoreMessage
-from weeble.broker.core.messages import Notification, Notify, Sub, Switch, Unsub
-from weeble.broker.core.rom import Params, Rom
-from weeble.broker.core.table import Entry
+from weeble.core.broker import Broker
+from weeble.core.corruption import TARGETS, random_fault
+from weeble.core.filters import Filter, FilterSyntaxError
+from weeble.core.messages import Message as CoreMessage
+from weeble.core.messages import Notification, Notify, Sub, Switch, Unsub
+from weeble.core.rom import Params, Rom
+from weeble.core.table import Entry
 from weeble.model.selectors import (
     BrokerSelector,
     ClientSelector,

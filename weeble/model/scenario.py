@@ -68,9 +68,9 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.reconfig.exchange import supported as exchange_supported
-from weeble.broker.core.reconfig.plan import (
+from weeble.core.filters import Filter, FilterSyntaxError
+from weeble.core.reconfig.exchange import supported as exchange_supported
+from weeble.core.reconfig.plan import (
     AddLeaf,
     ExchangeLink,
     Op,
@@ -83,8 +83,8 @@ from weeble.broker.core.reconfig.plan import (
     random_exchange,
     remove_inner,
 )
-from weeble.broker.core.reconfig.plan import plan as plan_move
-from weeble.broker.core.rom import (
+from weeble.core.reconfig.plan import plan as plan_move
+from weeble.core.rom import (
     Algorithm,
     AntiEntropy,
     Colours,
@@ -919,7 +919,7 @@ def _check_skip_ring(s: Scenario) -> None:
                        "set mode: skip_ring)")
     if s.mode is not Mode.SKIP_RING:
         return
-    from weeble.broker.core.overlay.skipring.node import TOPIC, NotATopic, topic_of
+    from weeble.core.overlay.skipring.node import TOPIC, NotATopic, topic_of
 
     brokers = s.build_topology().brokers
     for i, b in enumerate((s.skip_ring or SkipRingSpec()).supervisors or ()):

@@ -11,7 +11,7 @@ import random
 from collections import deque
 from collections.abc import Iterable
 
-from weeble.broker.core.rom import ConfigError
+from weeble.core.rom import ConfigError
 
 
 class Topology:

@@ -40,8 +40,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from weeble.broker.core.filters import Filter, Value
-from weeble.broker.core.rom import Mode
+from weeble.core.filters import Filter, Value
+from weeble.core.rom import Mode
 from weeble.model.scenario import Scenario
 
 INF = math.inf

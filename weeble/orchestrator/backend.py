@@ -24,10 +24,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, get_args
 
-from weeble.broker.client import ClientTls
-from weeble.broker.runtime.admin_client import AdminClient
-from weeble.broker.runtime.config import BrokerConfig
 from weeble.model.scenario import Scenario
+from weeble.runtime.admin_client import AdminClient
+from weeble.runtime.client import ClientTls
+from weeble.runtime.config import BrokerConfig
 
 
 class BackendError(RuntimeError):

@@ -1,4 +1,4 @@
-"""LocalBackend: every broker a `python -m weeble.broker.runtime` subprocess on this machine.
+"""LocalBackend: every broker a `python -m weeble.runtime` subprocess on this machine.
 
 Each broker gets its own loopback address (127.0.0.x), so a broker is one host, as on a real
 network, and all of them can use the same port numbers. Link cuts and shaping go through the
@@ -34,10 +34,6 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from weeble.broker.runtime.config import BrokerConfig, split_address
-from weeble.broker.runtime.links import LINK_SERVICE
-from weeble.broker.runtime.linkshaper import LinkShape
-from weeble.broker.runtime.process import BrokerProcess, BrokerStartError
 from weeble.orchestrator.backend import (
     AdminAccess,
     Backend,
@@ -50,6 +46,10 @@ from weeble.orchestrator.backend import (
     Ports,
 )
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
+from weeble.runtime.config import BrokerConfig, split_address
+from weeble.runtime.links import LINK_SERVICE
+from weeble.runtime.linkshaper import LinkShape
+from weeble.runtime.process import BrokerProcess, BrokerStartError
 
 # ---- cleanup on every way out ---------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Reconfiguring a live testbed while traffic flows (thesis ch. 4): the simulator's manager, live.
 
-There is one manager: `weeble.broker.sim.reconfigure.Reconfigurator` turns each operation (a
+There is one manager: `weeble.sim.reconfigure.Reconfigurator` turns each operation (a
 link exchange by the coordinated protocol of 4.4.2 or the strawman, a leaf add or removal, a
 request of the 3-colour scheme of 4.5) into management events for the brokers and learns from
 their `reconfig` trace records how it ended. `LiveNetwork` is the Network it drives here:
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from weeble.broker.core.events import Event, Leave, StartExchange, SubmitReconfig
-from weeble.broker.core.messages import (
+from weeble.core.events import Event, Leave, StartExchange, SubmitReconfig
+from weeble.core.messages import (
     COORDINATION,
     Broadcast,
     Bye,
@@ -47,11 +47,11 @@ from weeble.broker.core.messages import (
     Recolor,
     Reconfigure,
 )
-from weeble.broker.core.reconfig.plan import Op, PlanError, RemoveLeaf, Tree, apply, edge
-from weeble.broker.runtime.admin_client import AdminClient
-from weeble.broker.sim.optimize import CostMonitor
-from weeble.broker.sim.reconfigure import Reconfigurator, Record, describe
+from weeble.core.reconfig.plan import Op, PlanError, RemoveLeaf, Tree, apply, edge
 from weeble.orchestrator.backend import BackendError
+from weeble.runtime.admin_client import AdminClient
+from weeble.sim.optimize import CostMonitor
+from weeble.sim.reconfigure import Reconfigurator, Record, describe
 from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)

@@ -31,14 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from weeble.broker.client import ClientTls
-from weeble.broker.core.reconfig.plan import Tree
-from weeble.broker.runtime.admin_client import AdminClient
-from weeble.broker.runtime.certs import generate_run_certs, issue_broker_cert
-from weeble.broker.runtime.clientauth import client_token, new_client_secret
-from weeble.broker.runtime.config import BrokerConfig, TlsConfig, split_address
-from weeble.broker.runtime.linkshaper import LinkShape
-from weeble.broker.runtime.private import private_dir, write_private
+from weeble.core.reconfig.plan import Tree
 from weeble.model.scenario import Scenario, ScenarioError
 from weeble.orchestrator.backend import (
     AdminAccess,
@@ -50,6 +43,13 @@ from weeble.orchestrator.backend import (
     Ports,
     backend_class,
 )
+from weeble.runtime.admin_client import AdminClient
+from weeble.runtime.certs import generate_run_certs, issue_broker_cert
+from weeble.runtime.client import ClientTls
+from weeble.runtime.clientauth import client_token, new_client_secret
+from weeble.runtime.config import BrokerConfig, TlsConfig, split_address
+from weeble.runtime.linkshaper import LinkShape
+from weeble.runtime.private import private_dir, write_private
 from weeble.trace.header import RunHeader
 from weeble.trace.schema import TRACE_DIR
 from weeble.trace.writer import write_header, write_run_end

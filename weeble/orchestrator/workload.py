@@ -30,10 +30,10 @@ from typing import Any
 
 import grpc
 
-from weeble.broker.client import ClientTls, Publisher, Subscriber
-from weeble.broker.core.filters import Value
+from weeble.core.filters import Value
 from weeble.model.scenario import Scenario
 from weeble.model.workload import Action, Publish, workload_plan
+from weeble.runtime.client import ClientTls, Publisher, Subscriber
 from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from weeble.broker.core.rom import (
+from weeble.core.rom import (
     Algorithm,
     AntiEntropy,
     ConfigError,

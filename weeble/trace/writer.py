@@ -35,7 +35,7 @@ from typing import IO, Any
 
 import orjson
 
-from weeble.broker.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
+from weeble.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
 from weeble.trace.schema import RUN_FILE, TRACE_DIR, VERSION
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs.context import Context
-from weeble.broker.core.filters import Filter, FilterSyntaxError
+from weeble.core.filters import Filter, FilterSyntaxError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -24,8 +24,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs.context import Context
-from weeble.broker.core.filters import Filter, FilterSyntaxError
-from weeble.broker.core.legitimacy import LiveSub, SnapshotView, check
+from weeble.core.filters import Filter, FilterSyntaxError
+from weeble.core.legitimacy import LiveSub, SnapshotView, check
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

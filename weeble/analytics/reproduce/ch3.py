@@ -98,7 +98,7 @@ class ClosedFormColumn:
 
 
 # ---------------------------------------------------------------------------------------------
-# The simulation column: the §3.3.3 setup run in the one simulator (weeble.broker.sim)
+# The simulation column: the §3.3.3 setup run in the one simulator (weeble.sim)
 
 DELTA = 0.025  # s, the constant link delay of §3.3.3
 SIM_SEED = 0
@@ -165,7 +165,7 @@ def simulated(scenario: Scenario) -> dict[str, float]:
     """The column's quantities, read from the run's summary (its `steady` window): remote
     routing entries x, control traffic b_c (subscriptions, refreshes and unsubscriptions
     between brokers), notifications saved against flooding the same publications."""
-    from weeble.broker.sim.run import simulate
+    from weeble.sim.run import simulate
 
     with tempfile.TemporaryDirectory(prefix="weeble-ch3-") as tmp:
         summary = simulate(scenario, tmp, progress=False)

@@ -62,7 +62,7 @@ class Setup:
 
 
 def plan_exchanges(tree: Any, count: int, rng: random.Random) -> list[Any]:
-    from weeble.broker.core.reconfig.plan import apply, random_exchange
+    from weeble.core.reconfig.plan import apply, random_exchange
 
     ops = []
     for _ in range(count):
@@ -74,12 +74,12 @@ def plan_exchanges(tree: Any, count: int, rng: random.Random) -> list[Any]:
 
 def run_variant(name: str, *, exchanges: int, seed: int, setup: Setup = Setup()) -> dict[str, Any]:
     """One variant over one sequence of `exchanges` random exchanges: a row per exchange."""
-    from weeble.broker.core.messages import CONTROL, COORDINATION
-    from weeble.broker.core.reconfig.plan import random_tree
-    from weeble.broker.core.rom import Algorithm, Ordering, Params
-    from weeble.broker.sim.reconfigure import Reconfigurator
-    from weeble.broker.sim.simulation import Simulation
+    from weeble.core.messages import CONTROL, COORDINATION
+    from weeble.core.reconfig.plan import random_tree
+    from weeble.core.rom import Algorithm, Ordering, Params
     from weeble.model.topology import from_edges
+    from weeble.sim.reconfigure import Reconfigurator
+    from weeble.sim.simulation import Simulation
 
     ordering, strawman = {"fifo": (Ordering.FIFO, False), "causal": (Ordering.CAUSAL, False),
                           "strawman": (Ordering.NONE, True)}[name]

@@ -143,7 +143,7 @@ def run_one(topology: int, nonuniform: bool, heuristic: str, duration: float,
             setup: Setup) -> dict[str, Any]:
     """One run: the final window's cost, the exchanges per 1000 ticks over the last third, the
     final tree's maximum degree, what was lost or duplicated, the cost series."""
-    from weeble.broker.sim.run import simulate
+    from weeble.sim.run import simulate
 
     s = scenario(topology=topology, nonuniform=nonuniform, heuristic=heuristic,
                  duration=duration, setup=setup)

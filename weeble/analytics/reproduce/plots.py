@@ -299,7 +299,7 @@ def sketches_figures(results: Results, *, out: Path, brokers: int) -> list[tuple
     as printed, as lines; Monte Carlo as markers: Fig. 1 of the paper, lost in extraction); the
     §5 overhead per timer strategy and load (Figs. 2 and 3); convergence on paths and stars."""
     from weeble.analytics.reproduce import sketches as sk
-    from weeble.broker.core.sketch.bloom import (
+    from weeble.core.sketch.bloom import (
         equality_false_positive_bound,
         printed_equality_false_positive_bound,
     )

@@ -105,7 +105,7 @@ class WastedHops:
         self.delivered: set[tuple[tuple[str, int], str]] = set()
 
     def on_link(self, kind: str, src: str, dst: str, msg: object) -> None:
-        from weeble.broker.core.messages import Notify
+        from weeble.core.messages import Notify
 
         if kind == "receive" and type(msg) is Notify:
             n = msg.notification  # type: ignore[attr-defined]
@@ -142,11 +142,11 @@ def one_run(*, seed: int, timer: str, period: float, publish_interval: float, do
     `fail`, at t = 60 s the middle edge fails for `downtime` s (both ends are told, as the chaos
     module's `cut` does). The workload is fixed by the seed: the same with and without failure.
     """
-    from weeble.broker.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
-    from weeble.broker.core.rom import Algorithm, AntiEntropy, Params
-    from weeble.broker.runtime.wire import wire_size
-    from weeble.broker.sim.simulation import Simulation
+    from weeble.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
+    from weeble.core.rom import Algorithm, AntiEntropy, Params
     from weeble.model import topology as topo
+    from weeble.runtime.wire import wire_size
+    from weeble.sim.simulation import Simulation
 
     checks = (AeObserve, AeReply, AeCorrect)
     rng = random.Random(seed)
@@ -212,8 +212,8 @@ def mode_simulation(t: Any, *, seed: int = 0, algorithm: str = "identity",
                     **knobs: Any) -> Any:
     """The one Simulation in mode anti_entropy on topology `t`: rounds every 1 s, an exact
     round every 8 (`knobs` override), π = 3 s, ρ = 1.5 s, links of 5–20 ms."""
-    from weeble.broker.core.rom import Algorithm, AntiEntropy, Params
-    from weeble.broker.sim.simulation import Simulation
+    from weeble.core.rom import Algorithm, AntiEntropy, Params
+    from weeble.sim.simulation import Simulation
 
     ae = AntiEntropy(**{"period": 1.0, "full_every": 8, **knobs})
     params = Params(pi=3.0, rho=1.5, delta_min=0.005, delta_max=0.02, d=max(1, t.diameter()))
@@ -241,7 +241,7 @@ def legal_traffic(algorithm: str, *, n: int = 20, seed: int = 5,
                   periods: int = 20) -> dict[str, float]:
     """Spec C.2-3: in a legal system, per directed edge and period, the Observes and replies,
     and every (un)subscription and correction."""
-    from weeble.broker.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
+    from weeble.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
     from weeble.model import topology as topo
 
     t = topo.random_tree(n, seed)
@@ -267,7 +267,7 @@ def edge_fault(broker: Any, rng: random.Random, filters: list[Any]) -> Any:
     L_b as given (Def. 2; §3.2 never corrects them), and in mode anti_entropy the client entries
     stay leased (spec D.2), so a fault there is repaired by its lease (within 2π), not by the
     rounds whose time the paper bounds."""
-    from weeble.broker.core.corruption import random_fault
+    from weeble.core.corruption import random_fault
 
     neighbours = set(broker.ram.overlay.neighbors)
     while True:
@@ -296,9 +296,9 @@ def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
     diameter, whether the faults broke legitimacy, whether it holds 5 s later (closure), and when
     the last correction (AeCorrect) was sent. `faults`: "any" (`random_fault`: client entries,
     the leasing clock and whole tables too) or "edges" (`edge_fault`: the paper's F alone)."""
-    from weeble.broker.core.corruption import random_fault
-    from weeble.broker.core.filters import Filter
-    from weeble.broker.core.messages import AeCorrect
+    from weeble.core.corruption import random_fault
+    from weeble.core.filters import Filter
+    from weeble.core.messages import AeCorrect
     from weeble.model import topology as topo
 
     if faults not in FAULTS:
@@ -338,12 +338,12 @@ def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
 def sketch_size(bits_per_element: float, n: int = ELEMENTS) -> dict[str, float]:
     """Spec C.2-5 on the wire: a round's reply with the sketch and with the whole table, for n
     subscriptions whose canonical form is 32 bytes."""
-    from weeble.broker.core.filters import Filter
-    from weeble.broker.core.messages import AeReply
-    from weeble.broker.core.rom import AntiEntropy
-    from weeble.broker.core.routing.edges import encode
-    from weeble.broker.core.sketch.bloom import BloomFilter
-    from weeble.broker.runtime.wire import wire_size
+    from weeble.core.filters import Filter
+    from weeble.core.messages import AeReply
+    from weeble.core.rom import AntiEntropy
+    from weeble.core.routing.edges import encode
+    from weeble.core.sketch.bloom import BloomFilter
+    from weeble.runtime.wire import wire_size
 
     ae = AntiEntropy(bits_per_element=bits_per_element, hashes=2)
     keys = [Filter.parse(f'topic == "news/{i:05d}/abcdefghi"') for i in range(n)]
@@ -360,7 +360,7 @@ def sketch_size(bits_per_element: float, n: int = ELEMENTS) -> dict[str, float]:
 
 
 def model_values(point: Point) -> dict[str, float]:
-    from weeble.broker.core.sketch.bloom import (
+    from weeble.core.sketch.bloom import (
         equality_false_positive_bound,
         printed_equality_false_positive_bound,
     )
@@ -403,7 +403,7 @@ class SimulationColumn(SimulationColumnBase):
     label: str = "seed002 simulation v3"
 
     def evaluate(self, point: Point) -> dict[str, float]:
-        from weeble.broker.core.sketch.bloom import estimate_equality_false_positive
+        from weeble.core.sketch.bloom import estimate_equality_false_positive
 
         part = int(point["part"])
         wall = time.perf_counter()

@@ -78,7 +78,7 @@ def _world(n: int, seed: int, **kw: Any) -> Any:
 
 
 def _legitimate(n: int, seed: int, pubs: int = 20, **kw: Any) -> Any:
-    from weeble.broker.core.overlay.skipring.trie import Publication
+    from weeble.core.overlay.skipring.trie import Publication
 
     w = _world(n, seed, **kw)
     w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(pubs)])
@@ -90,12 +90,12 @@ def corrupted_convergence(n: int, seed: int, *, supervisor_period: float = SUPER
     """From SR(n) with 20 publications, everything the spec lists corrupted (random labels,
     random edges, a database with all four conditions, 3n junk messages): member intervals to
     legitimacy (ring, shortcuts, database and every trie), None if not within `limit`."""
-    from weeble.broker.core.overlay.skipring.corruption import (
+    from weeble.core.overlay.skipring.corruption import (
         corrupt_database,
         corrupt_member,
         junk_messages,
     )
-    from weeble.broker.core.overlay.skipring.member import MemberParams
+    from weeble.core.overlay.skipring.member import MemberParams
 
     w = _legitimate(n, seed, supervisor_period=supervisor_period,
                     params=MemberParams(plausibility=plausibility))
@@ -149,7 +149,7 @@ def stored_graph(w: Any) -> dict[str, set[str]]:
 
 
 def graph_figures(nbrs: dict[Any, set[Any]]) -> dict[str, float]:
-    from weeble.broker.core.overlay.skipring.labels import diameter
+    from weeble.core.overlay.skipring.labels import diameter
 
     degrees = [len(ns) for ns in nbrs.values()]
     return {"edges": sum(degrees) / 2, "degree_mean": statistics.fmean(degrees),
@@ -157,7 +157,7 @@ def graph_figures(nbrs: dict[Any, set[Any]]) -> dict[str, float]:
 
 
 def _sr_join(n: int, seed: int) -> dict[str, float]:
-    from weeble.broker.core.overlay.skipring.labels import skip_ring_neighbours
+    from weeble.core.overlay.skipring.labels import skip_ring_neighbours
 
     took, w = join_convergence(n, seed)
     nbrs = stored_graph(w)
@@ -205,9 +205,9 @@ def _flood(n: int, seed: int) -> dict[str, float]:
 def _newcomer(size: int, seed: int) -> dict[str, float]:
     """A newcomer with an empty trie and a holder of `size` publications: the messages of one
     anti-entropy round the holder starts (no Timeouts), and whether the newcomer has them all."""
-    from weeble.broker.core.overlay.skipring.member import MemberParams
-    from weeble.broker.core.overlay.skipring.messages import CheckTrie
-    from weeble.broker.core.overlay.skipring.trie import Publication
+    from weeble.core.overlay.skipring.member import MemberParams
+    from weeble.core.overlay.skipring.messages import CheckTrie
+    from weeble.core.overlay.skipring.trie import Publication
 
     w = _legitimate(2, seed, pubs=0, params=MemberParams(push_hints=False))
     pubs = [Publication("n0", i, b"p") for i in range(size)]
@@ -227,7 +227,7 @@ def operation_cost(n: int, seed: int) -> dict[str, float]:
     """Spec C.1-6: the messages the supervisor of a legitimate SR(n) sends for one subscribe and
     one unsubscribe, and whether its database is clean (no condition of §3.1) right after each,
     without acknowledgements."""
-    from weeble.broker.core.overlay.skipring.messages import Subscribe, Unsubscribe
+    from weeble.core.overlay.skipring.messages import Subscribe, Unsubscribe
 
     w = _legitimate(n, seed, pubs=0)
     sup = w.supervisor_state
@@ -276,7 +276,7 @@ def crash(n: int, seed: int, victims: int, *, oracle: bool,
 
 def model_values(point: Point) -> dict[str, float]:
     """SR(n) from the definition and the spec's closed forms."""
-    from weeble.broker.core.overlay.skipring.labels import skip_ring_neighbours
+    from weeble.core.overlay.skipring.labels import skip_ring_neighbours
 
     part, n = int(point["part"]), int(point["n"])
     if part == JOIN:

@@ -9,16 +9,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from weeble.broker.core.events import Corrupt, TimerFired
-from weeble.broker.core.messages import Notification
-from weeble.broker.core.overlay.skipring.legitimacy import install, problems
-from weeble.broker.core.overlay.skipring.member import MemberParams
-from weeble.broker.core.overlay.skipring.trie import Publication
+from weeble.core.events import Corrupt, TimerFired
+from weeble.core.messages import Notification
+from weeble.core.overlay.skipring.legitimacy import install, problems
+from weeble.core.overlay.skipring.member import MemberParams
+from weeble.core.overlay.skipring.trie import Publication
 
 
 class SkipRingWorld:
     """One supervisor `S` and members n0…n{n−1} of topic `t`, as brokers of the one Simulation
-    (weeble/broker/sim/simulation.py) in mode skip_ring: the same core, engine and ROM as
+    (weeble/sim/simulation.py) in mode skip_ring: the same core, engine and ROM as
     `weeble simulate`. Members join through a client's topic subscription (a lease that never
     runs out here); `net` counts messages per node and kind (the engine's link observer). With
     `oracle_detector` an eventually-correct failure detector tells the supervisor of each crash
@@ -31,9 +31,9 @@ class SkipRingWorld:
     def __init__(self, n: int, *, seed: int = 0, member_period: float = 1.0,
                  supervisor_period: float = 0.25, delay: tuple[float, float] = (0.01, 0.05),
                  params: MemberParams | None = None, oracle_detector: bool = True) -> None:
-        from weeble.broker.core.rom import Algorithm, Mode, Params, Rom, SkipRing
-        from weeble.broker.sim.simulation import Simulation
+        from weeble.core.rom import Algorithm, Mode, Params, Rom, SkipRing
         from weeble.model.topology import from_edges
+        from weeble.sim.simulation import Simulation
 
         self.oracle_detector = oracle_detector
         self.member_period = member_period
@@ -97,7 +97,7 @@ class SkipRingWorld:
 
     def publish(self, v: str) -> Publication:
         """A client of v publishes on the topic now; the publication as the tries hold it."""
-        from weeble.broker.core.overlay.skipring.node import to_publication
+        from weeble.core.overlay.skipring.node import to_publication
 
         nid = self.sim.publish(self.sim.now, v, {"topic": self.TOPIC}, publisher=f"p-{v}")
         publisher, seq = nid.rsplit("#", 1)

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weeble.broker.runtime.config import BrokerConfig
 from weeble.orchestrator.backend import (
     AdminAccess,
     BackendError,
@@ -59,6 +58,7 @@ from weeble.orchestrator.backends import registry
 from weeble.orchestrator.backends.image import PYTHON, ensure_image
 from weeble.orchestrator.backends.peernet import PeerLinks
 from weeble.orchestrator.local import LocalBackend, _open_backends, wait_serving
+from weeble.runtime.config import BrokerConfig
 
 KIND = "docker"
 LABEL = "weeble.run"
@@ -262,7 +262,7 @@ class DockerBackend(PeerLinks):
         except StopIteration:  # used up, or attached to a run another process planned
             ip = self._free_on(self._mgmt, set(self._mgmt_ip.values()), "management")
         config_path = self.config_path(broker_id)
-        command = [PYTHON, "-m", "weeble.broker.runtime", "--config", str(config_path),
+        command = [PYTHON, "-m", "weeble.runtime", "--config", str(config_path),
                    "--log-level", self.log_level]
         try:
             created = api.create_container(

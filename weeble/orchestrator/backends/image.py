@@ -38,7 +38,7 @@ SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 VENV = "/opt/weeble"
 PYTHON = f"{VENV}/bin/python"
-# What `python -m weeble.broker.runtime` imports (checked in the image at build time).
+# What `python -m weeble.runtime` imports (checked in the image at build time).
 RUNTIME = ("grpcio", "grpcio-health-checking", "grpcio-reflection", "protobuf", "pydantic",
            "pyyaml", "orjson", "tenacity", "prometheus-client", "cryptography", "rich",
            "mmh3", "numpy")  # the core's Bloom filters (sketch) and the optimizer (optimize)
@@ -159,7 +159,7 @@ def build_broker(client: Any, base: str, tag: str) -> None:
                       f"COPY {wheel.name} /tmp/\n"
                       f"RUN {VENV}/bin/pip install -q --no-index --no-deps /tmp/{wheel.name}"
                       f" && rm /tmp/{wheel.name}"
-                      f" && {PYTHON} -c 'import weeble.broker.runtime.__main__'\n"
+                      f" && {PYTHON} -c 'import weeble.runtime.__main__'\n"
                       f'LABEL weeble.image="broker"\n')
         context = io.BytesIO()
         with tarfile.open(fileobj=context, mode="w") as tar:

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weeble.broker.runtime.config import BrokerConfig
 from weeble.orchestrator.backend import (
     AdminAccess,
     BackendError,
@@ -59,6 +58,7 @@ from weeble.orchestrator.backend import (
 from weeble.orchestrator.backends import registry
 from weeble.orchestrator.backends.peernet import PeerLinks
 from weeble.orchestrator.local import LocalBackend, _open_backends
+from weeble.runtime.config import BrokerConfig
 
 KIND = "mininet"
 POOL = ipaddress.IPv4Network("198.18.0.0/16")  # (198.19.0.0/16: the Docker backend's)
@@ -126,7 +126,7 @@ def _kill_run(tag: str, workdir: str | None = None) -> list[str]:
     marker = f"{workdir.rstrip('/')}/" if workdir else None
     shells = [(pid, cmd) for pid, cmd in _processes() if f"mininet:w{tag}h" in cmd
               or f"mininet:w{tag}r" in cmd
-              or (marker is not None and "weeble.broker.runtime" in cmd and marker in cmd)]
+              or (marker is not None and "weeble.runtime" in cmd and marker in cmd)]
     root_ns = _netns(1)
     namespaces = {ns for pid, cmd in shells if f"mininet:w{tag}r" not in cmd
                   if (ns := _netns(pid)) is not None and ns != root_ns}

@@ -1,0 +1,247 @@
+"""The supervised skip ring with topic pub/sub (spec C.1-6..14), through the one Simulation
+(weeble/analytics/reproduce/skipring_world.py: SkipRingWorld is a view of it in mode skip_ring)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from weeble.analytics.reproduce.skipring import crash, leave
+from weeble.analytics.reproduce.skipring_world import SkipRingWorld
+from weeble.core.overlay.skipring.corruption import (
+    corrupt_database,
+    corrupt_member,
+    junk_messages,
+)
+from weeble.core.overlay.skipring.labels import diameter, skip_ring_neighbours
+from weeble.core.overlay.skipring.member import MemberParams
+from weeble.core.overlay.skipring.trie import Publication
+
+
+def legit_world(n: int, *, seed: int = 0, pubs: int = 0, **kw: object) -> SkipRingWorld:
+    w = SkipRingWorld(n, seed=seed, **kw)  # type: ignore[arg-type]
+    w.install_legitimate(list(w.ids), [Publication(f"n{i % n}", i, b"p") for i in range(pubs)])
+    assert w.problems() == []
+    return w
+
+
+def test_joins_from_nothing_reach_sr_n() -> None:
+    w = SkipRingWorld(40, seed=2)
+    for v in w.ids:
+        w.subscribe(v)
+    assert w.run_until_legitimate(60) is not None
+
+
+def test_closure_no_change_over_many_intervals() -> None:
+    """C.1-9: in SR(n), nothing changes; anti-entropy gets no replies, no Deliver."""
+    w = legit_world(50, pubs=30)
+    w.net.run(2)
+    snap = w.snapshot()
+    w.net.reset_counts()
+    w.net.run(42)  # 40 intervals
+    assert w.snapshot() == snap and w.problems() == []
+    kinds = set(w.net.kinds)
+    assert kinds <= {"Introduce", "IntroduceShortcut", "CheckTrie", "Config", "ConfigRequest"}
+    assert w.net.kinds["CheckTrie"] == pytest.approx(40 * 50, rel=0.05)  # one per node, no reply
+
+
+@pytest.mark.parametrize(("n", "seed"), [(8, 1), (32, 2), (32, 3), (64, 4)])
+def test_convergence_from_arbitrary_states(n: int, seed: int) -> None:
+    """C.1-10: random labels, random edges, a corrupted database (all four conditions) and junk
+    messages in flight; the publications stay and every trie ends holding all of them."""
+    w = legit_world(n, seed=seed, pubs=10)
+    rng = random.Random(seed)
+    nodes = [w.sup, *w.ids]
+    for v in w.ids:
+        corrupt_member(w.member(v), rng, nodes)
+    corrupt_database(w.supervisor_state, rng, w.ids)
+    assert w.supervisor_state.corrupted()
+    for dst, msg in junk_messages(rng, topic=w.TOPIC, nodes=nodes, supervisor=w.sup, count=3 * n):
+        w.inject(dst, dst, msg)
+    took = w.run_until_legitimate(200)
+    assert took is not None, w.problems()[:3]
+    assert sum(w.layer(v).rejected for v in nodes) >= 1  # junk with bad labels
+
+
+def test_database_repairs_send_nothing() -> None:
+    w = legit_world(16)
+    corrupt_database(w.supervisor_state, random.Random(1), w.ids)
+    sup = w.supervisor_state
+    sup.suspects = {}  # (a probe that times out costs a Config; that is detection, not repair)
+    # R1 and R3 act at once, R2 when the duplicated subscriber's turn comes (within n Timeouts)
+    assert all(len(sup.timeout()) == 1 for _ in range(3 * 16))  # one Config each, repairs silent
+    assert not sup.corrupted()
+
+
+@pytest.mark.parametrize("n", [16, 128])
+def test_steady_state_loads(n: int) -> None:
+    """C.1-7/8: per interval, exactly supervisor_rate Configs out and < 0.75 + q requests in,
+    whatever n; members send O(1) messages (max and mean reported in the benchmark)."""
+    w = legit_world(n, seed=n)
+    w.net.run(1)
+    w.net.reset_counts()
+    intervals = 200
+    w.net.run(1 + intervals)
+    configs = w.net.sent[w.sup] / intervals
+    requests = w.net.received[w.sup] / intervals
+    # one round-robin Config per supervisor Timeout (period 0.25) plus one answer per request
+    assert configs - requests == pytest.approx(4.0, abs=0.05)
+    assert requests < 0.75 + 0.5 + 0.2
+    per_node = [w.net.sent[v] / intervals for v in w.ids]
+    assert max(per_node) < 7.5  # 2 introductions, ≤ 2 shortcut introductions, 1 CheckTrie, …
+
+
+def test_subscribe_costs_one_and_unsubscribe_two_supervisor_messages() -> None:
+    """C.1-6, and the database is correct right after the request."""
+    w = legit_world(16)
+    sup = w.supervisor_state
+    from weeble.core.overlay.skipring.messages import Subscribe, Unsubscribe
+
+    out = sup.receive(Subscribe(topic=w.TOPIC, node="new"))
+    assert len(out) == 1 and sup.members()["new"] == 16 and not sup.corrupted()
+    out = sup.receive(Unsubscribe(topic=w.TOPIC, node="n3"))
+    assert len(out) == 2 and "n3" not in sup.members() and not sup.corrupted()
+    assert sup.members()["new"] == 3  # the newest took the freed label
+
+
+def test_unsubscribe_leaves_no_edge_to_the_leaver() -> None:
+    """C.1-11 (the run of `weeble reproduce skipring`)."""
+    r = leave(24, 3)
+    assert r["took"] >= 0 and r["edges_to_leaver"] == 0 and r["left"] == 1
+
+
+@pytest.mark.parametrize("victims", [1, 3])
+def test_crash_converges_to_sr_n_minus_one(victims: int) -> None:
+    """C.1-12: after the failure detector removes u (n7; or n0, n1 and n11), the database has no
+    gap and the ring heals, stale references to u included (the NotMember fix)."""
+    r = crash(24, 4, victims, oracle=True)
+    assert r["took"] >= 0 and r["no_gap"] == 1 and r["stale"] == 0
+
+
+@pytest.mark.parametrize("victims", [["n7"], ["n0", "n1", "n11"]])
+def test_crash_found_by_ring_neighbours_without_an_external_detector(victims: list[str]) -> None:
+    """Spec A.8 [D]: silent ring neighbours are reported, probed and removed: O(1) messages per
+    crash, no heartbeat per subscriber; in a legitimate state nobody is suspected (closure)."""
+    w = legit_world(24, seed=5, pubs=5, oracle_detector=False)
+    w.net.run(5)
+    w.net.reset_counts()
+    w.net.run(15)
+    assert "Suspect" not in w.net.kinds and "Probe" not in w.net.kinds
+    for v in victims:
+        w.crash(v)
+    assert w.run_until_legitimate(120) is not None
+    assert set(victims) <= w.supervisor_state.dead
+    assert sorted(w.supervisor_state.db) == list(range(24 - len(victims)))
+
+
+def test_a_live_node_wrongly_held_dead_comes_back() -> None:
+    w = legit_world(16, seed=6, oracle_detector=False)
+    w.supervisor_state.failure_report(["n4"])  # a false suspicion from outside
+    w.net.run(3)
+    assert w.run_until_legitimate(80) is not None
+    assert "n4" in w.supervisor_state.members() and "n4" not in w.supervisor_state.dead
+
+
+def test_publications_converge_from_any_distribution() -> None:
+    """C.1-13: every trie ends holding P, from arbitrary subsets."""
+    w = legit_world(20, seed=6)
+    rng = random.Random(6)
+    pubs = [Publication(f"n{rng.randrange(20)}", i, b"q%d" % i) for i in range(60)]
+    w.published |= {p.key for p in pubs}
+    for v in w.ids:
+        w.member(v).store.rebuild(p for p in pubs if rng.random() < 0.3)
+    assert w.run_until_legitimate(40) is not None
+
+
+def test_anti_entropy_rules() -> None:
+    """C.1-13: equal tries cost one message per initiator; under the paper's pull-only rules a
+    single missing publication is repaired by exactly one of the two initiation directions; with
+    the parent hints (spec A.11 improvement) by both."""
+    w = legit_world(10, seed=1, pubs=100)
+    w.net.reset_counts()
+    w.net.run(w.net.now + 10)
+    assert w.net.kinds["CheckTrie"] == pytest.approx(100, abs=3)
+    assert "DeliverPublications" not in w.net.kinds
+    for which in range(40):
+        by_holder = _single(False, which, holder_initiates=True)
+        by_lacker = _single(False, which, holder_initiates=False)
+        assert by_holder != by_lacker, which
+        assert _single(True, which, holder_initiates=True)
+        assert _single(True, which, holder_initiates=False)
+
+
+def _single(push_hints: bool, which: int, *, holder_initiates: bool) -> bool:
+    """Ring neighbours n0 (holds all 200) and n1 (lacks publication `which`): one round."""
+    w = legit_world(2, seed=which, params=MemberParams(push_hints=push_hints))
+    pubs = [Publication("n0", i, b"p") for i in range(200)]
+    w.published = {p.key for p in pubs}
+    w.member("n0").store.rebuild(pubs)
+    w.member("n1").store.rebuild(p for i, p in enumerate(pubs) if i != which)
+    _one_round(w, "n0" if holder_initiates else "n1", "n1" if holder_initiates else "n0")
+    return w.member("n1").store.keys() == w.published
+
+
+def _one_round(w: SkipRingWorld, src: str, dst: str) -> int:
+    """Send one CheckTrie src→dst and let the exchange it starts finish (no Timeouts run)."""
+    from weeble.core.overlay.skipring.messages import CheckTrie
+
+    root = w.member(src).store.root
+    w.net.reset_counts()
+    w.stop_timers()
+    w.inject(src, dst, CheckTrie(topic=w.TOPIC, node=src, entries=(root,) if root else (),
+                                 empty=root is None))
+    w.net.run(w.net.now + 100)
+    return sum(w.net.sent.values())
+
+
+def test_newcomer_gets_the_whole_history_in_three_messages() -> None:
+    """C.1-13: an empty newcomer gets everything in one bulk Deliver, whatever |P|."""
+    for size in (10, 1000):
+        w = legit_world(2, seed=size, params=MemberParams(push_hints=False))
+        pubs = [Publication("n0", i, b"p") for i in range(size)]
+        w.published = {p.key for p in pubs}
+        w.member("n0").store.rebuild(pubs)
+        w.member("n1").store.rebuild([])
+        assert _one_round(w, "n0", "n1") == 3  # CheckTrie, SendPrefix, DeliverPublications
+        assert w.member("n1").store.keys() == w.published
+
+
+def test_newcomer_joining_a_live_ring_gets_history_in_few_rounds() -> None:
+    w = legit_world(30, seed=8, pubs=200)
+    w.net.run(1)
+    w.add_member("new")
+    w.subscribe("new")
+    took = w.run_until_legitimate(20)
+    assert took is not None and took <= 6
+    assert w.member("new").store.keys() == w.published
+
+
+def test_flooding_reaches_everyone_within_the_diameter() -> None:
+    """C.1-14: one hop per time unit: everyone within ⌈log₂ n⌉ hops; 3n − 5 messages when the
+    sender is excluded; duplicates dropped."""
+    n = 64
+    w = legit_world(n, seed=9, delay=(1.0, 1.0))
+    w.stop_timers()  # no Timeouts: flooding alone
+    w.net.reset_counts()
+    pub = w.publish("n17")
+    w.net.run(w.net.now + diameter(skip_ring_neighbours(n)) + 0.5)
+    assert all(pub.key in w.member(v).store for v in w.ids)
+    assert w.net.kinds["PublishNew"] == 3 * n - 5
+    w.net.run(w.net.now + 20)
+    assert w.net.kinds["PublishNew"] == 3 * n - 5
+
+
+def test_a_wrong_dead_verdict_heals_without_the_plausibility_check() -> None:
+    """A corrupted failure-detector view holds live members dead; with the paper's rules alone
+    (no plausibility check) such a member asks by itself with probability 4^-k per interval, so
+    its neighbours' reports must make the supervisor probe it (n = 64 never converged before)."""
+    w = legit_world(64, seed=1, params=MemberParams(plausibility=False))
+    w.net.run(2)
+    rng = random.Random(1)
+    for v in w.ids:
+        corrupt_member(w.member(v), rng, [w.sup, *w.ids])
+    corrupt_database(w.supervisor_state, rng, w.ids)
+    assert w.supervisor_state.dead  # live members held dead
+    assert w.run_until_legitimate(150, publications=False) is not None
+    assert not w.supervisor_state.dead & w.alive()

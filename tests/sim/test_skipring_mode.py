@@ -1,0 +1,127 @@
+"""Mode skip_ring (seed 003) as a mode of the brokers: the scenario and the CLI, the one
+Simulation, chaos through the fault vocabulary, the checker's verdict online and offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from weeble.check.history import check_run
+from weeble.cli import main
+from weeble.core.broker import Broker
+from weeble.core.events import ClientPublish, ClientSubscribe, Deliver, Send, Start, Trace
+from weeble.core.filters import Filter
+from weeble.core.messages import Notification
+from weeble.core.rom import Algorithm, Mode, Params, Rom, SkipRing
+from weeble.model.scenario import ScenarioError, load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "scenarios" / "skipring.yaml"
+PARAMS = Params(pi=3.2, rho=3, delta_min=0.005, delta_max=0.02, d=2)
+
+
+def rom(b: str, **sr: Any) -> Rom:
+    return Rom(broker_id=b, neighbors=frozenset(), root="b0", parent=None,
+               algorithm=Algorithm.SIMPLE, params=PARAMS, mode=Mode.SKIP_RING,
+               skip_ring=SkipRing(supervisors=("b0",), **sr))
+
+
+def test_the_scenario_run_passes_its_verdict_with_every_fault_stabilized(tmp_path: Path) -> None:
+    """Random label, random edges, a corrupted database, junk messages, a wrong failure-detector
+    view and a crashed broker: each took effect and each episode is legitimate again (state
+    and service level) within the skip ring's bound; nothing lost outside the crash, no
+    duplicate; `weeble check` over the trace finds the same."""
+    assert main(["simulate", str(SCENARIO), "--out", str(tmp_path), "--quiet"]) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["verdict"]["pass"], s["verdict"]["reasons"]
+    kinds = [f["type"] for f in s["verdict"]["faults"]]
+    assert kinds == ["corrupt"] * 5 + ["crash"]
+    for f in s["verdict"]["faults"]:
+        assert f["took_effect"] and f["state_time"] is not None
+        assert f["state_time"] <= s["bound"] and f["service_time"] <= s["bound"]
+        assert f["duplicated"] == 0 and (f["lost"] == 0 or f["type"] == "crash")
+    d = s["deliveries"]
+    assert d["spurious"] == d["duplicate"] == d["phantom"] == 0
+    assert d["expected"] > 3000 and d["missing"] < d["expected"] / 100
+    report = check_run(tmp_path)
+    assert report["verdict"]["pass"]
+    assert report["deliveries"]["missing"] == d["missing"]
+    assert report["deliveries"]["expected"] == d["expected"]
+
+
+def test_content_filters_are_refused_by_the_scenario_and_the_cli(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(ROOT / "scenarios" / "sim-small.yaml"), "--mode",
+                 "skip_ring", "--out", "/nonexistent", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "subscriptions[0].filter: the skip_ring mode is topic-based" in err
+    assert "'class == 3 && price < 100'" in err
+    data = json.loads(json.dumps(load_scenario(SCENARIO).model_dump(mode="json",
+                                                                     exclude_none=True)))
+    data["publications"] = [{"at": 1, "broker": "b1", "attributes": {"class": 1}}]
+    with pytest.raises(ScenarioError, match=r"publications\[0\].attributes: the skip_ring mode"):
+        parse_scenario(data)
+    data["publications"] = []
+    data["skip_ring"]["supervisors"] = ["b99"]
+    with pytest.raises(ScenarioError, match=r"skip_ring.supervisors\[0\]: unknown broker 'b99'"):
+        parse_scenario(data)
+
+
+def test_a_broker_refuses_a_content_filter_and_serves_a_topic() -> None:
+    b0, b1 = Broker(rom("b0")), Broker(rom("b1"))
+    assert [e.timer for e in b1.step(0.0, Start())] == ["skipring.member"]
+    assert [e.timer for e in b0.step(0.0, Start())] == ["skipring.member", "skipring.supervisor"]
+    out = b1.step(0.1, ClientSubscribe("alice", "alice/1", Filter.parse("class == 3")))
+    assert [type(e) for e in out] == [Trace] and "topic-based" in out[0].fields["why"]
+    # a topic: b1 asks the supervisor b0, which answers with b1's configuration (label r(0))
+    (send,) = b1.step(0.2, ClientSubscribe("alice", "alice/2", Filter.parse('topic == "news"')))
+    assert isinstance(send, Send) and send.neighbor == "b0"
+    from weeble.core.events import Receive
+
+    (config,) = b0.step(0.3, Receive("b1", send.message))
+    b1.step(0.4, Receive("b0", config.message))
+    assert b1.snapshot()["skip_ring"]["members"]["news"]["label"] == 0
+    # a publication at a broker that is no member goes to the supervisor, then to r(0)
+    n = Notification("bob", 1, {"topic": "news", "x": 1}, 0.5)
+    (to_sup,) = b0.step(0.5, ClientPublish("bob", n))
+    (to_member,) = b0.step(0.5, Receive("b0", to_sup.message)) if to_sup.neighbor == "b0" \
+        else [to_sup]
+    out = b1.step(0.6, Receive("b0", to_member.message))
+    assert [e for e in out if isinstance(e, Deliver)] == [Deliver("alice", n)]
+
+
+def test_every_skip_ring_message_crosses_the_wire_unchanged() -> None:
+    """Envelope.skip_ring carries each kind, junk labels (outside the label space) included:
+    the receiving core refuses those, exactly as in the simulator."""
+    import random
+
+    from weeble.core.overlay.skipring import messages as m
+    from weeble.core.overlay.skipring.corruption import junk_messages
+    from weeble.core.overlay.skipring.trie import Prefix, Publication, Summary
+    from weeble.proto.v1 import link_pb2
+    from weeble.runtime.wire import WireError, envelope_to_message, message_to_envelope
+    from weeble.runtime.wire_skipring import SKIP_RING_TYPES
+
+    pub = Publication("p", 3, b'{"a":{"topic":"t"},"t":1.5}')
+    summary = Summary(Prefix(0b1011, 4), (1 << 127) | 5)
+    msgs: list[Any] = [m for _, m in junk_messages(random.Random(1), topic="t",
+                                                   nodes=["a", "b", "c"], supervisor="a",
+                                                   count=400)]
+    msgs += [m.Subscribe("t", "a"), m.Unsubscribe("t", "a"), m.Publish("t", "a", pub),
+             m.PublishNew("t", "b", pub), m.DeliverPublications("t", (pub, pub)),
+             m.Config("t", None, None, None), m.Config("t", 3, None, m.Ref("x", 5)),
+             m.CheckTrie("t", "a", (summary,), Prefix(0, 0), False),
+             m.CheckTrie("t", "a", (), None, True), m.Probe("t")]
+    assert {type(x) for x in msgs} == SKIP_RING_TYPES
+    for msg in msgs:
+        wire = message_to_envelope(msg, 7).SerializeToString()
+        assert envelope_to_message(link_pb2.Envelope.FromString(wire)) == msg
+    bad = link_pb2.Envelope(skip_ring=link_pb2.SkipRingMsg(topic="t", node="a"))
+    with pytest.raises(WireError, match="skip_ring: no kind set"):
+        envelope_to_message(bad)
+    bad.skip_ring.send_prefix.length = 200
+    with pytest.raises(WireError, match="a prefix of 200 bits"):
+        envelope_to_message(bad)

@@ -1,0 +1,193 @@
+"""The trace contract: writer (sim and live sinks), reader (torn last line), header, schema."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.analytics import handmade
+from weeble.core.messages import Notification
+from weeble.trace import schema
+from weeble.trace.header import RunHeader
+from weeble.trace.reader import (
+    RunDirError,
+    TraceFormatError,
+    TraceVersionError,
+    read_header,
+    read_run,
+    read_trace,
+)
+from weeble.trace.writer import LiveSink, SimSink
+
+GOOD = handmade.rec(1, "b1", "subscribe", client="c1", broker="b1", sub_id="c1/0",
+                    filter="class == 1")
+
+
+def _lines(path: Path, *records: dict[str, Any], tail: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+    return path
+
+
+# ---- reader -----------------------------------------------------------------------------------
+
+
+def test_reader_skips_a_torn_last_line_only(tmp_path: Path) -> None:
+    path = _lines(tmp_path / "b1.jsonl", GOOD, GOOD, tail='{"v":2,"t":5,"no')
+    assert len(list(read_trace(path))) == 2
+    path = _lines(tmp_path / "b2.jsonl", GOOD, tail=json.dumps(GOOD))  # complete, no newline
+    assert len(list(read_trace(path))) == 2
+    text = json.dumps(GOOD) + "\n"
+    path.write_bytes(text.encode() + '{"v":2,"t":9,"s":"é'.encode()[:-1])  # cut in a character
+    assert len(list(read_trace(path))) == 1
+
+
+def test_reader_names_file_and_line_of_a_bad_middle_line(tmp_path: Path) -> None:
+    path = tmp_path / "b1.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n{oops\n" + json.dumps(GOOD) + "\n")
+    with pytest.raises(TraceFormatError, match=r"b1\.jsonl:2: not a JSON record"):
+        list(read_trace(path))
+
+
+def test_reader_rejects_another_version_naming_file_line_and_version(tmp_path: Path) -> None:
+    path = _lines(tmp_path / "b1.jsonl", GOOD, {**GOOD, "v": 1})
+    with pytest.raises(TraceVersionError, match=r"b1\.jsonl:2: trace schema version 1; this "
+                                                r"weeble reads version 2; re-run it"):
+        list(read_trace(path))
+
+
+def test_reader_checks_required_fields_and_types(tmp_path: Path) -> None:
+    d = handmade.deliver(2, "c1", "p1", 1)
+    (rec,) = read_trace(_lines(tmp_path / "a.jsonl", d))
+    assert (rec["client"], rec["broker"], rec["nid"], rec["sub_id"]) == ("c1", "b1", "p1#1",
+                                                                         "c1/0")
+    no_seq = {k: v for k, v in d.items() if k != "seq"}
+    with pytest.raises(TraceFormatError, match="deliver record lacks field 'seq'"):
+        list(read_trace(_lines(tmp_path / "b.jsonl", no_seq)))
+    with pytest.raises(TraceFormatError, match=r"deliver\.seq is not int"):
+        list(read_trace(_lines(tmp_path / "c.jsonl", {**d, "seq": "one"})))
+
+
+def test_every_field_has_one_type_across_kinds() -> None:
+    fields = schema.all_fields()  # raises on a conflict
+    assert fields["seq"] is schema.Type.INT and fields["attributes"] is schema.Type.JSON
+    assert set(fields) - set(schema.HEADER) <= set(schema.FIELD_DOC)  # every field explained
+
+
+def test_header_round_trip_and_errors(tmp_path: Path) -> None:
+    handmade.build(tmp_path)
+    info = read_header(tmp_path)
+    h = info.header
+    assert (h.scenario, h.algorithm.value, h.params.d, h.backend) == ("handmade", "identity", 2,
+                                                                      "sim")
+    assert h.bound == pytest.approx(handmade.BOUND) and info.end_ns == 100 * handmade.NS
+    assert (h.activation, h.deactivation, h.crash_linger) == pytest.approx((6.0, 1.0, 11.2))
+    assert RunHeader.from_record({**handmade.header(), **h.fields()}) == h
+    bad = {**handmade.header(), "pi": 1.0}  # too short a lease for identity routing
+    _lines(tmp_path / "trace" / "run.jsonl", bad)
+    with pytest.raises(TraceFormatError, match=r"run\.jsonl: run record: pi: identity needs"):
+        read_header(tmp_path)
+    (tmp_path / "trace" / "run.jsonl").unlink()
+    with pytest.raises(RunDirError, match=r"no run header \(trace/run\.jsonl\)"):
+        read_header(tmp_path)
+
+
+def test_read_run_merges_files_in_time_order(tmp_path: Path) -> None:
+    run = read_run(handmade.build(tmp_path))
+    times = [r["t"] for r in run.records]
+    assert times == sorted(times)
+    assert run.end == 100.0 and [Path(p).name for p in run.torn] == ["b1.jsonl"]
+    assert {r["node"] for r in run.records} >= {"b1", "b2", "c4", "sim"}
+
+
+# ---- writers ----------------------------------------------------------------------------------
+
+
+def test_live_sink_writes_off_the_hot_path_and_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=0.05)
+    sink.record("note", {"kind": "clash", "nid": "p#1"}, seq=1)
+    deadline = time.monotonic() + 5
+    while not path.read_text() and time.monotonic() < deadline:  # the flusher thread writes it
+        time.sleep(0.01)
+    (rec,) = list(read_trace(path))
+    assert rec["v"] == schema.VERSION and rec["node"] == "b1" and rec["kind"] == "note"
+    assert isinstance(rec["t"], int) and rec["nid"] == "p#1" and rec["seq"] == 1
+    assert rec["_kind"] == "clash"  # a field never overwrites the header
+    slow = LiveSink(tmp_path / "b2.jsonl", "b2", flush_interval=60)
+    slow.record("start")
+    slow.close()  # close writes what is queued
+    assert [r["kind"] for r in read_trace(tmp_path / "b2.jsonl")] == ["start"]
+    sink.close()
+
+
+def test_live_sink_reopening_cuts_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "b1.jsonl"
+    path.write_text('{"v":2,"t":1,"node":"b1","kind":"a"}\n{"v":2,"ki')  # a killed writer
+    sink = LiveSink(path, "b1")
+    sink.record("start")
+    sink.close()
+    assert [r["kind"] for r in read_trace(path)] == ["a", "start"]
+
+
+def test_sim_sink_hand_formatted_deliver_is_the_generic_record(tmp_path: Path) -> None:
+    sink = SimSink(tmp_path)
+    n = Notification('p"1', 3, {"class": 3.0}, 1.25)
+    sink.deliver(2.5, "b1", "cé", "cé/0", n)
+    sink.write("b1", 2.5, "b1", "deliver", {"client": "cé", "broker": "b1", "sub_id": "cé/0",
+                                            "nid": n.id, "publisher": n.publisher, "seq": 3,
+                                            "published_at": 1.25})
+    sink.deliver(3.0, "b1", "c2", None, n)
+    sink.close()
+    fast, generic, no_sub = (tmp_path / "trace" / "b1.jsonl").read_text().splitlines()
+    assert fast == generic  # byte for byte
+    assert "sub_id" not in json.loads(no_sub)
+
+
+def unknown_fields(records: list[dict[str, Any]]) -> set[str]:
+    """`kind.field` of every field a writer wrote that the schema does not list."""
+    out = set()
+    for r in records:
+        kind = schema.KINDS.get(r["kind"])
+        if kind is None:
+            out.add(f"{r['kind']} (kind)")
+            continue
+        out |= {f"{r['kind']}.{f}" for f in r if f not in schema.HEADER and f not in kind.fields}
+    return out
+
+
+def test_simulator_writes_only_schema_kinds_and_fields(tmp_path: Path) -> None:
+    """No silent drop: every record the simulator writes (faults, sends, snapshots, chaos
+    included) is of a kind of the schema and carries only its fields."""
+    from weeble.chaos.runner import in_simulation
+    from weeble.model.scenario import load_scenario, parse_scenario
+    from weeble.sim.run import simulate
+
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    small = load_scenario(root / "sim-small.yaml")
+    short = small.model_copy(update={
+        "duration": 40.0, "trace": small.trace.model_copy(update={
+            "sends": True, "snapshots_every": 10.0})})
+    simulate(short, tmp_path / "a", progress=False, faults=in_simulation(short))
+    run = read_run(tmp_path / "a")
+    assert unknown_fields(run.records) == set()
+    kinds = {r["kind"] for r in run.records}
+    assert {"run", "run_end", "publish", "deliver", "subscribe", "refresh", "send", "receive",
+            "legitimacy", "snapshot"} <= kinds
+    delivered = [r for r in run.records if r["kind"] == "deliver"]
+    assert delivered and all(r["node"] == r["broker"] and r.get("sub_id") for r in delivered)
+
+    from tests.chaos.test_sim import EVERY_KIND, QUICKSTART
+
+    spec = {**QUICKSTART, "duration": 30, "chaos": {"faults": EVERY_KIND},
+            "trace": {"sends": True, "snapshots_every": 5.0}}
+    with_chaos = parse_scenario(spec)
+    simulate(with_chaos, tmp_path / "b", progress=False, faults=in_simulation(with_chaos))
+    chaos = read_run(tmp_path / "b")
+    assert unknown_fields(chaos.records) == set()
+    begun = {r["fault_id"] for r in chaos.records if r["kind"] == "fault_begin"}
+    assert begun == {f["name"] for f in EVERY_KIND}

@@ -1,0 +1,460 @@
+"""The broker: a pure state machine, `Broker.step(now, event) -> list[effect]`.
+
+A broker is composed of layers, each with its own slice of RAM, its own messages and its own
+handlers; `step` dispatches by event type and, for a message from a neighbour, by message type:
+
+    overlay      who my neighbours are, and my parent              overlay/
+    routing      notifications; subscription and advertisement     routing/
+                 tables, kept by leasing or the rebuild wrapper
+                 around one strategy per algorithm
+    membership   leaf add and remove, link drop and add (4.2)     reconfig/membership.py
+    exchange     the coordinated link exchange (4.4.2): while     reconfig/exchange.py
+                 locked it wraps routing (A7 on the way in, A8
+                 on the way out)
+    anti_entropy edge stabilization with Bloom sketches (seed    sketch/layer.py
+                 002) when `Rom.mode` is anti_entropy: routing
+                 keeps unleased neighbour entries (routing/
+                 edges.py) and this layer compares and corrects
+                 them edge by edge
+    optimize     the tree optimizer (ch. 5: Cost and Interest,    optimize/layer.py
+                 l-MST, l-MIT) when `Rom.optimizer` is set: its
+                 broadcasts and requests pass beside the exchange
+                 (they are not routing messages), and its
+                 decisions start link exchanges
+
+With `Rom.overlay = coloured` (the 3-colour scheme of 4.5) the overlay layer keeps a tree per
+colour (overlay/coloured.py), routing keeps a table per colour (routing/colours.py), and the
+layer `recolor` (reconfig/recolor.py) runs the recolor protocol above them; reconfigurations go
+to the root as data (SubmitReconfig), so membership and exchange are not part of such a broker.
+
+Layers only call down (exchange → membership → routing → overlay) and never into the broker.
+Faults reach RAM through `corruption.py`, which finds a target's layer by name. No I/O, no clock
+reads, no threads: `now` comes in with each event, timers go out as SetTimer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from weeble.core import corruption
+from weeble.core.events import (
+    AddNeighbor,
+    ClientAdvertise,
+    ClientPublish,
+    ClientSubscribe,
+    ClientUnadvertise,
+    ClientUnsubscribe,
+    Corrupt,
+    Deliver,
+    Effect,
+    Event,
+    Leave,
+    LinkDown,
+    LinkMeasured,
+    LinkUp,
+    Receive,
+    RemoveNeighbor,
+    SetParent,
+    Start,
+    StartExchange,
+    TimerFired,
+    Trace,
+)
+from weeble.core.filters import Filter
+from weeble.core.messages import OPTIMIZING, Notify
+from weeble.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
+from weeble.core.overlay import Overlay, OverlayRam
+from weeble.core.overlay.coloured import ColouredOverlay, ColouredRam
+from weeble.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
+from weeble.core.reconfig.membership import Membership
+from weeble.core.reconfig.recolor import RECOLOR, RecolorLayer, RecolorRam
+from weeble.core.rom import Mode, OverlayKind, Rom
+from weeble.core.routing.colours import ColouredRouting, ColourRoutingRam
+from weeble.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
+from weeble.core.sketch.layer import TIMER as AE_TIMER
+from weeble.core.sketch.layer import AntiEntropyLayer, AntiEntropyRam
+from weeble.core.table import RoutingTable
+
+__all__ = ["OVERRUN", "SWITCH", "Broker", "Ram"]
+
+
+class Ram:
+    """Everything a fault may corrupt, one slice per layer. Any type-correct value is a
+    possible state. `tables`, `next_timer`, `rebuild_bit` and `seen` read through to the
+    routing slice (the notification routing tables and the broker clock)."""
+
+    __slots__ = ("anti_entropy", "colouring", "exchange", "optimize", "overlay", "recolor",
+                 "routing")
+
+    def __init__(self, overlay: OverlayRam | ColouredRam, routing: RoutingRam,
+                 exchange: ExchangeRam, recolor: RecolorRam | None = None,
+                 colouring: ColourRoutingRam | None = None,
+                 optimize: OptimizeRam | None = None,
+                 anti_entropy: AntiEntropyRam | None = None) -> None:
+        self.overlay = overlay
+        self.routing = routing
+        self.exchange = exchange
+        self.recolor = recolor  # the 3-colour scheme only
+        self.colouring = colouring  # the 3-colour scheme only: what routing holds back
+        self.optimize = optimize  # the tree optimizer only
+        self.anti_entropy = anti_entropy  # the anti-entropy mode only (seed 002)
+
+    @property
+    def tables(self) -> list[RoutingTable]:
+        return self.routing.subs.tables
+
+    @property
+    def seen(self) -> list[set[tuple[str, str]]]:
+        return self.routing.subs.seen
+
+    @property
+    def next_timer(self) -> float:
+        return self.routing.next_timer
+
+    @next_timer.setter
+    def next_timer(self, value: float) -> None:
+        self.routing.next_timer = value
+
+    @property
+    def rebuild_bit(self) -> int:
+        return self.routing.rebuild_bit
+
+    @rebuild_bit.setter
+    def rebuild_bit(self, value: int) -> None:
+        self.routing.rebuild_bit = value
+
+
+Handler = Callable[[float, Any], list[Effect]]
+
+
+def _nothing(now: float, event: Any) -> list[Effect]:
+    """An event only another mode acts on (a link failure, for the leasing mode)."""
+    return []
+Receiver = Callable[[float, str, Any], list[Effect]]
+
+
+class Broker:
+    # the static tree's overlay, or the 3-colour scheme's (a tree per colour)
+    overlay: Overlay | ColouredOverlay
+    # Shortcuts of the dispatch below, for the two commonest events (compiled, a direct call
+    # is native; through the tables it is a call of a bound method): a Receive goes to
+    # `_on_receive` (the table says the same, except in the skip-ring mode), and there a Notify
+    # from a neighbour to `routing.on_notify` (the same, except with the colour scheme).
+    _direct_receive: bool
+    _direct_notify: bool
+
+    def __init__(self, rom: Rom) -> None:
+        self.rom = rom
+        if rom.mode is Mode.SKIP_RING:
+            self._compose_skip_ring(rom)
+            return
+        if rom.overlay is OverlayKind.COLOURED:
+            self._compose_coloured(rom)
+            return
+        oram = OverlayRam(rom.neighbors, rom.parent)
+        self.ram = Ram(
+            oram,
+            RoutingRam(2 if rom.wrapper else 1, rom.adverts),
+            ExchangeRam(),
+            optimize=OptimizeRam(rom.optimizer) if rom.optimizer is not None else None,
+            anti_entropy=AntiEntropyRam() if rom.mode is Mode.ANTI_ENTROPY else None,
+        )
+        overlay = self.overlay = Overlay(rom.broker_id, oram)
+        self.routing = Routing(rom, oram, self.ram.routing)
+        self.membership = Membership(overlay, self.routing)
+        self.exchange = Exchange(rom, overlay, self.routing, self.membership,
+                                 self.ram.exchange)
+        self.layers: dict[str, Any] = {
+            layer.name: layer
+            for layer in (self.overlay, self.routing, self.membership, self.exchange)
+        }
+        self.optimize: Optimize | None = None
+        if self.ram.optimize is not None:
+            self.optimize = Optimize(rom, overlay, self.exchange.on_start_exchange,
+                                     lambda: self._xram.locked or bool(self._xram.pending),
+                                     self.ram.optimize)
+            self.layers[self.optimize.name] = self.optimize
+        self.anti_entropy: AntiEntropyLayer | None = None
+        if self.ram.anti_entropy is not None:
+            self.anti_entropy = AntiEntropyLayer(rom, oram, self.routing,
+                                                 self.ram.anti_entropy)
+            self.layers[self.anti_entropy.name] = self.anti_entropy
+        self._xram = self.ram.exchange
+        # Routing messages are accepted from neighbours only; coordination messages decide
+        # for themselves (a link exchange talks to brokers that are not neighbours yet).
+        self._routing: dict[type, Receiver] = dict(self.routing.receivers)
+        self._direct_receive = self._direct_notify = True
+        self._coordination: dict[type, Receiver] = dict.fromkeys(
+            self.exchange.coordination, self.exchange.coordinate)
+        self._handlers: dict[type, Handler] = {
+            Receive: self._on_receive,
+            TimerFired: self._on_timer,
+            Start: self._on_start,
+            Corrupt: self._on_corrupt,
+            StartExchange: self.exchange.on_start_exchange,
+            LinkMeasured: self._unmeasured,
+            LinkDown: _nothing,
+            LinkUp: _nothing,
+            **self.routing.clients,
+            **self.membership.events,
+        }
+        if self.anti_entropy is not None:
+            self._handlers[LinkDown] = self.anti_entropy.on_link_down
+            self._handlers[LinkUp] = self.anti_entropy.on_link_up
+
+    def _compose_coloured(self, rom: Rom) -> None:
+        """The 3-colour scheme: overlay (a tree per colour), routing (a table per colour),
+        recolor on top. Routing messages decide by their colour who may send them."""
+        oram = ColouredRam(rom.neighbors, rom.parent, rom.is_root)
+        self.ram = Ram(oram, RoutingRam(3, False), ExchangeRam(), RecolorRam(
+            set(oram.trees[0].children)), ColourRoutingRam())
+        overlay = ColouredOverlay(rom.broker_id, oram)
+        self.overlay = overlay
+        assert self.ram.colouring is not None and self.ram.recolor is not None
+        self.routing = ColouredRouting(rom, oram, self.ram.routing, self.ram.colouring)
+        self.recolor = RecolorLayer(rom, overlay, self.routing, self.ram.recolor)
+        self.layers = {layer.name: layer for layer in (self.overlay, self.routing, self.recolor)}
+        self._xram = self.ram.exchange  # never locked: no exchange layer here
+        self.optimize = None
+        self.anti_entropy = None
+        self._routing = {}
+        self._coordination = {**self.routing.receivers, **self.recolor.receivers}
+        self._direct_receive, self._direct_notify = True, False
+        refuse = self._not_on_colours
+        self._handlers = {
+            Receive: self._on_receive,
+            TimerFired: self._on_timer,
+            Start: self._on_start,
+            Corrupt: self._on_corrupt,
+            LinkMeasured: self._unmeasured,
+            LinkDown: _nothing,
+            LinkUp: _nothing,
+            **self.routing.clients,
+            **self.recolor.events,
+            **dict.fromkeys((StartExchange, AddNeighbor, RemoveNeighbor, Leave, SetParent),
+                            refuse),
+        }
+
+    def _unmeasured(self, now: float, event: Any) -> list[Effect]:
+        return []  # a round trip is only the optimizer's business
+
+    def _compose_skip_ring(self, rom: Rom) -> None:
+        """Mode skip_ring (seed 003): the topic overlay with its supervisor and publication
+        layer instead of the routing tree; the tree's overlay stays for the links only."""
+        from weeble.core.overlay.skipring.node import SkipRingNode
+
+        oram = OverlayRam(rom.neighbors, rom.parent)
+        self.ram = Ram(oram, RoutingRam(1, False), ExchangeRam())
+        self.overlay = Overlay(rom.broker_id, oram)
+        node = self.skip_ring_node = SkipRingNode(rom)
+        self.layers = {"overlay": self.overlay, node.name: node}
+        self._xram = self.ram.exchange  # never locked: no exchange layer here
+        self.optimize = None
+        self.anti_entropy = None
+        self._routing = {}
+        self._coordination = {}
+        self._direct_receive = self._direct_notify = False
+        refuse = self._not_on_skip_ring
+        self._handlers = {
+            Receive: lambda now, e: node.on_receive(now, e.neighbor, e.message),
+            TimerFired: lambda now, e: node.on_timer(now, e.timer),
+            Start: lambda now, e: node.on_start(now),
+            Corrupt: self._on_corrupt,
+            ClientSubscribe: node.on_subscribe,
+            ClientUnsubscribe: node.on_unsubscribe,
+            ClientPublish: node.on_publish,
+            LinkDown: _nothing,  # the ring's edges are not the tree's links
+            LinkUp: _nothing,
+            **dict.fromkeys((ClientAdvertise, ClientUnadvertise, StartExchange, AddNeighbor,
+                             RemoveNeighbor, Leave, SetParent), refuse),
+        }
+
+    def _not_on_skip_ring(self, now: float, event: Any) -> list[Effect]:
+        return [Trace("garbage", {"why": f"{type(event).__name__}: not part of the skip_ring "
+                                         "mode (topics on a supervised skip ring)"})]
+
+    @property
+    def skip_ring(self) -> dict[str, Any] | None:
+        """The skip-ring state (mode skip_ring), as in the snapshot; None in the other modes."""
+        node = getattr(self, "skip_ring_node", None)
+        return None if node is None else node.snapshot()
+
+    def _not_on_colours(self, now: float, event: Any) -> list[Effect]:
+        return [Trace("garbage", {"why": f"{type(event).__name__}: the coloured overlay "
+                                          "reconfigures through the root (SubmitReconfig)"})]
+
+    # ---- the one entry point ----------------------------------------------------------------
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        if self.optimize is not None:
+            return self._optimizing(now, event)
+        if self.anti_entropy is not None:
+            return self._anti_entropy(now, event)
+        if not self._xram.locked:
+            if type(event) is Receive and self._direct_receive:
+                return self._on_receive(now, event)
+            return self._handlers[type(event)](now, event)
+        # Part of a link exchange: the exchange layer sees every message first (A7) and
+        # colours what leaves (A8).
+        if type(event) is Receive:
+            return self.exchange.receive(now, event.neighbor, event.message)
+        return self.exchange.outgoing(now, self._handlers[type(event)](now, event))
+
+    def _optimizing(self, now: float, event: Event) -> list[Effect]:
+        """With the optimizer: its messages and timer pass beside the exchange (they are not
+        routing messages, A7/A8 do not apply), and what is consumed here goes to its cache."""
+        optimize = self.optimize
+        assert optimize is not None
+        kind = type(event)
+        if type(event) is Receive and type(event.message) in OPTIMIZING:
+            return optimize.receivers[type(event.message)](now, event.neighbor, event.message)
+        if type(event) is TimerFired and event.timer == BROADCAST:
+            return optimize.on_timer(now)
+        if type(event) is LinkMeasured:
+            return optimize.on_measured(now, event)
+        if type(event) is ClientPublish:
+            optimize.consumed(event.notification.id)
+        if not self._xram.locked:
+            effects = self._handlers[kind](now, event)
+        elif type(event) is Receive:
+            effects = self.exchange.receive(now, event.neighbor, event.message)
+        else:
+            effects = self.exchange.outgoing(now, self._handlers[kind](now, event))
+        for e in effects:
+            if type(e) is Deliver:
+                optimize.consumed(e.notification.id)
+        if kind is Start:
+            effects.extend(optimize.on_start(now))
+        return effects
+
+    def _anti_entropy(self, now: float, event: Event) -> list[Effect]:
+        """The anti-entropy mode (seed 002): its messages and round timers go to its layer;
+        it sees what crosses every edge (the race rule) and every event that goes nowhere
+        (the adaptive timer); its corrections are routing's own subscriptions."""
+        ae = self.anti_entropy
+        assert ae is not None
+        kind = type(event)
+        if type(event) is Receive:
+            msg = event.message
+            source = event.neighbor
+            receiver = ae.receivers.get(type(msg))
+            if receiver is not None:
+                if source not in self.ram.overlay.neighbors:
+                    return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+                effects: list[Effect] = []
+                if source in self.ram.routing.detached:  # it talks to us: the link works
+                    effects.extend(ae.on_link_up(now, LinkUp(source)))
+                effects.extend(receiver(now, source, msg))
+            else:
+                effects = self._on_receive(now, event)
+                ae.incoming(now, source, msg, effects)
+        elif type(event) is TimerFired and event.timer.startswith(AE_TIMER):
+            effects = ae.on_timer(now, event.timer)
+        else:
+            effects = self._handlers[kind](now, event)
+            if kind is Start:
+                effects.extend(ae.on_start(now))
+        ae.outgoing(effects)
+        return effects
+
+    def _on_receive(self, now: float, event: Receive) -> list[Effect]:
+        source, msg = event.neighbor, event.message
+        if type(msg) is Notify and self._direct_notify:
+            if source not in self.ram.overlay.neighbors:
+                return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+            return self.routing.on_notify(now, source, msg)
+        kind = type(msg)
+        handler = self._routing.get(kind)
+        if handler is not None:
+            if source not in self.ram.overlay.neighbors:
+                return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+            return handler(now, source, msg)
+        handler = self._coordination.get(kind)
+        if handler is not None:
+            return handler(now, source, msg)
+        return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
+
+    def _on_start(self, now: float, event: Start) -> list[Effect]:
+        if self.ram.recolor is not None:
+            return [*self.routing.on_start(now), *self.recolor.on_start(now)]
+        return self.routing.on_start(now)
+
+    def _on_timer(self, now: float, event: TimerFired) -> list[Effect]:
+        if event.timer == RECOLOR and self.ram.recolor is not None:
+            return self.recolor.on_timer(now)
+        if event.timer.startswith(RETRY):
+            return self.exchange.on_timer(now, event.timer)
+        return self.routing.on_timer(now, event.timer)
+
+    def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
+        return corruption.apply(self, now, event)
+
+    # ---- introspection ----------------------------------------------------------------------
+
+    @property
+    def neighbors(self) -> frozenset[str]:
+        """The current overlay neighbours (RAM)."""
+        return frozenset(self.ram.overlay.neighbors)
+
+    @property
+    def parent(self) -> str | None:
+        return self.ram.overlay.parent
+
+    @property
+    def locked(self) -> bool:
+        """Inside a reconfiguration (layer `exchange`)."""
+        return self.ram.exchange.locked
+
+    def clock(self, now: float) -> float:
+        """The broker's modulo-π clock at `now` (thesis §3.3.1)."""
+        pi = self.rom.params.pi
+        return min(max(pi - (self.ram.next_timer - now), 0.0), pi)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able view of ROM and RAM, for admin snapshots and legitimacy checks."""
+        rom = self.rom
+        out: dict[str, Any] = {
+            "broker": rom.broker_id,
+            "algorithm": rom.algorithm.value,
+            "hierarchical": rom.hierarchical,
+            "wrapper": rom.wrapper,
+            "adverts": rom.adverts,
+            "root": rom.root,
+        }
+        out.update(self.overlay.snapshot())
+        if getattr(self, "skip_ring_node", None) is not None:
+            out["tables"] = []
+            out["mode"] = "skip_ring"
+            out["skip_ring"] = self.skip_ring_node.snapshot()
+            return out
+        out.update(self.routing.snapshot())
+        if self.ram.recolor is not None:
+            out["overlay"] = self.rom.overlay.value
+            out["recolor"] = self.recolor.snapshot()
+        else:
+            out["exchange"] = self.exchange.snapshot()
+        if self.optimize is not None:
+            out["optimize"] = self.optimize.snapshot()
+        if self.anti_entropy is not None:
+            out["mode"] = self.rom.mode.value
+            out["anti_entropy"] = self.anti_entropy.snapshot()
+        return out
+
+    def pairs(self) -> set[tuple[Filter, str]]:
+        """Union over tables of the (filter, destination) pairs."""
+        out: set[tuple[Filter, str]] = set()
+        for table in self.ram.tables:
+            out |= table.pairs()
+        return out
+
+    def entries(self) -> Iterable[tuple[int, Any]]:
+        for tag, table in enumerate(self.ram.tables):
+            for e in table:
+                yield tag, e
+
+    def adv_entries(self) -> Iterable[tuple[int, Any]]:
+        adverts = self.ram.routing.adverts
+        for tag, table in enumerate(adverts.tables if adverts is not None else ()):
+            for e in table:
+                yield tag, e

@@ -1,0 +1,363 @@
+"""What brokers send each other, and what a publisher publishes.
+
+Two families, each message owned by the layer that handles it:
+- routing messages (layer `routing`): notifications, (un)subscriptions, (un)advertisements and
+  the rebuild switch. `tag` is the table a control message belongs to: always 0 for the leased
+  algorithms, the rebuild bit a_B under the periodic-rebuild wrapper (thesis §3.4.1), later the
+  colour c_new of the 3-colour scheme. `gray` is the message colour of the coordinated link
+  exchange (thesis 4.4.2): which of the removed link r (black) and the added link a (gray) it
+  may cross; it is meaningful only between brokers of one reconfiguration cycle.
+- coordination messages (layer `reconfig`): lock, begin, relayed, reroute, separator, end,
+  unlock of the coordinated link exchange, each with its reconfiguration id (spec ch. 4 fix
+  D4), and bye of a leaf removal (4.2);
+- recolor messages (layer `recolor`, the 3-colour scheme of 4.5): recolor, ack, the joinTree
+  walk (ask, place) and reconfiguration requests for the root.
+
+One link carries one FIFO stream of these messages. Link messages are plain slotted dataclasses
+for speed (see events.py; the ones made per hop or per request have a hand-written `__init__`,
+native when compiled); treat them as immutable: a broker forwards the object it received,
+so a copy is made whenever a field (the colour) has to differ on one outgoing link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from weeble.core.filters import Filter, IndexKey, Value
+from weeble.core.overlay.skipring.messages import SkipRingMessage
+from weeble.core.sketch.bloom import BloomFilter
+
+
+@dataclass(slots=True)
+class Notification:
+    """A published notification; (publisher, seq) identifies it across the whole system.
+
+    `attributes` is a plain dict for matching speed; treat it as read-only (not hashable).
+    """
+
+    publisher: str
+    seq: int
+    attributes: Mapping[str, Value]
+    published_at: float = 0.0
+    # The index keys of `attributes` (`filters.notification_index_keys`), computed by the first
+    # broker that routes the notification and reused at every later hop (the same object
+    # travels on; attributes never change). Not part of its identity, value or wire form.
+    index_keys: list[IndexKey] | None = field(default=None, init=False, repr=False,
+                                              compare=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.publisher}#{self.seq}"
+
+    def __init__(self, publisher: str, seq: int, attributes: Mapping[str, Value],
+                 published_at: float = 0.0) -> None:
+        self.publisher = publisher
+        self.seq = seq
+        self.attributes = attributes
+        self.published_at = published_at
+        self.index_keys = None
+
+
+# ---- routing messages -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Sub:
+    """A subscription or a refresh of it (SC-1): a refresh carries the same sub_id."""
+
+    sub_id: str
+    filter: Filter
+    tag: int = 0
+    gray: bool = False
+
+    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:
+        self.sub_id = sub_id
+        self.filter = filter
+        self.tag = tag
+        self.gray = gray
+
+
+@dataclass(slots=True)
+class Unsub:
+    """An unsubscription (SC-3); the filter travels along so brokers can count identical entries."""
+
+    sub_id: str
+    filter: Filter
+    tag: int = 0
+    gray: bool = False
+
+    def __init__(self, sub_id: str, filter: Filter, tag: int = 0, gray: bool = False) -> None:
+        self.sub_id = sub_id
+        self.filter = filter
+        self.tag = tag
+        self.gray = gray
+
+
+@dataclass(slots=True)
+class Adv:
+    """An advertisement or its refresh (thesis §3.4.2): a publisher may publish within `filter`."""
+
+    adv_id: str
+    filter: Filter
+    tag: int = 0
+    gray: bool = False
+
+
+@dataclass(slots=True)
+class Unadv:
+    """An unadvertisement: handled like an unsubscription, on the advertisement tables."""
+
+    adv_id: str
+    filter: Filter
+    tag: int = 0
+    gray: bool = False
+
+
+@dataclass(slots=True)
+class Notify:
+    notification: Notification
+    gray: bool = False
+    # 3-colour scheme (4.5): the publisher broker's c_cur; every hop routes the notification
+    # with that colour's pointers and table. Unused (0) on a static overlay.
+    color: int = 0
+
+    def __init__(self, notification: Notification, gray: bool = False, color: int = 0) -> None:
+        self.notification = notification
+        self.gray = gray
+        self.color = color
+
+
+@dataclass(slots=True)
+class Switch:
+    """Periodic-rebuild wrapper (A5/A6): from now on, rebuild table `tag`."""
+
+    tag: int
+
+
+Control = Sub | Unsub | Adv | Unadv  # what builds routing tables
+CONTROL = (Sub, Unsub, Adv, Unadv)
+
+# ---- coordination messages of the link exchange (thesis 4.4.2, spec ch. 4 §3.4) ------------
+
+
+@dataclass(slots=True)
+class Lock:
+    """Locks every broker of the cycle `path` = ⟨B1 … Bn⟩ for removing `edge` = (Br1, Br2)."""
+
+    rid: str
+    path: tuple[str, ...]
+    edge: tuple[str, str]
+    # A bounced lock says why (ours): "busy" (another reconfiguration holds a broker: retry)
+    # or "path" (the path is no longer a tree path: the manager must plan again).
+    refused: str = ""
+
+
+@dataclass(slots=True)
+class Begin:
+    """From the initiator B1 to Br1 and Br2 once the whole cycle is locked."""
+
+    rid: str
+
+
+@dataclass(slots=True)
+class Relayed:
+    """An (un)subscription or (un)advertisement an r-endpoint relays out of band to the
+    a-endpoint of its side, which handles it as if it had arrived over a (A3, A7 step 3).
+
+    `reroute`: one of the routes across r that Begin re-issues towards a (A3.4-10), as opposed
+    to a client's (un)subscription that arrived over r while relaying (A7.7-9).
+    """
+
+    rid: str
+    message: Control
+    reroute: bool = False
+
+
+@dataclass(slots=True)
+class Reroute:
+    """A routing update of the exchange itself, between brokers of one cycle: a re-issued
+    route across r on its way along the side, or the withdrawal of a route across r (A4.24-30).
+
+    Ours: the thesis lets these travel as ordinary (un)subscriptions. They stay on the cycle
+    (Cugola et al.'s observation, L4111-4126: contracted to one broker, the cycle's external
+    behaviour does not change), so no broker off the cycle sees them: an ordinary withdrawal
+    would reach brokers off the cycle and remove routes they still need.
+    """
+
+    rid: str
+    message: Control
+
+
+@dataclass(slots=True)
+class Separator:
+    """The graying wave and channel flush; `brokers` are the brokers known to be gray."""
+
+    rid: str
+    brokers: frozenset[str]
+    relayed: bool = False  # the out-of-band first hop from an r-endpoint to its a-endpoint
+
+
+@dataclass(slots=True)
+class End:
+    """From an r-endpoint to its a-endpoint: nothing more will be relayed to you."""
+
+    rid: str
+
+
+@dataclass(slots=True)
+class Unlock:
+    """Releases the locks hop by hop; every hop is answered by an unlock sent back.
+
+    `flip` (ours, not the thesis's): the side this unlock wave runs along used to reach the
+    root through r, so each of its brokers now has its parent towards the a-endpoint.
+    """
+
+    rid: str
+    flip: bool = False
+
+
+@dataclass(slots=True)
+class Bye:
+    """A leaf leaves (RemoveLeaf, 4.2): withdraw everything it contributed, drop the link."""
+
+
+Coordination = Lock | Begin | Relayed | Reroute | Separator | End | Unlock | Bye
+COORDINATION = (Lock, Begin, Relayed, Reroute, Separator, End, Unlock, Bye)
+
+# ---- the recolor protocol of the 3-colour scheme (thesis 4.5, seed 001; layer `recolor`) -----
+
+# A reconfiguration as the recolor messages carry it: per broker, its parent in the new tree
+# (None: it leaves). Spec ch. 4 §5.6: the request lists per-broker pointer changes, so that every
+# broker can apply the part that concerns it without knowing the tree.
+Move = tuple[str, str | None]
+
+
+@dataclass(slots=True)
+class Recolor:
+    """RECmsg (A9.7): the root's new colour and the reconfigurations of this round.
+
+    `round` and `activating` are ours: the round number is for the trace only (no decision reads
+    it); `activating` says the previous round carried reconfigurations, which become active with
+    this one (the causal extension of 4.5.4 holds publications for one period from here).
+    """
+
+    color: int
+    moves: tuple[Move, ...] = ()
+    rids: tuple[str, ...] = ()
+    round: int = 0
+    activating: bool = False
+
+
+@dataclass(slots=True)
+class RecolorAck:
+    """ACKmsg (A10.4): the child accepted the recolor (`color` for the trace only)."""
+
+    color: int = 0
+
+
+@dataclass(slots=True)
+class AskPlace:
+    """askForPlaceOrPointer() (A15) of a joining broker's walk from R down the c_new tree."""
+
+
+@dataclass(slots=True)
+class Place:
+    """The answer: `pointer` = the asked broker itself (a place) or one of its children."""
+
+    pointer: str
+
+
+@dataclass(slots=True)
+class Reconfigure:
+    """A reconfiguration request for R (4.5.3 "sent to R"): a join, or a manager's request
+    handed to a broker that is not the root."""
+
+    rid: str
+    moves: tuple[Move, ...]
+
+
+Recoloring = Recolor | RecolorAck | AskPlace | Place | Reconfigure
+RECOLORING = (Recolor, RecolorAck, AskPlace, Place, Reconfigure)
+
+# ---- the tree optimizer (thesis ch. 5; layer `optimize`) -------------------------------------
+
+
+@dataclass(slots=True)
+class Broadcast:
+    """m^K (Alg. 17): the originator path[0]'s interest summary, flooded η hops through the tree.
+
+    `p[q]` is the processing cost of path[q]; `c[q]` the cost of link path[q]–path[q+1]. Each
+    forwarder appends itself, its p and the cost of the link the message came over."""
+
+    path: tuple[str, ...]
+    p: tuple[float, ...]
+    c: tuple[float, ...]
+    summary: BloomFilter
+
+
+@dataclass(slots=True)
+class Propose:
+    """m^Q (Alg. 18): Bi = path[0] proposes the link to Bj = path[-1]; the request travels the
+    tree path to Bj and every broker of the cycle adds its cost_R(e) for every edge e.
+
+    `c[t]` is the cost of edge t of the cycle (t = n−1: the new link, which the others could not
+    know, spec §2.6 [INFERRED]); `cost[t]` the sum of cost_R(e_t, B) so far."""
+
+    rid: str
+    path: tuple[str, ...]
+    p: tuple[float, ...]
+    c: tuple[float, ...]
+    cost: tuple[float, ...]
+
+
+OPTIMIZING: tuple[type, ...] = (Broadcast, Propose)
+
+# ---- edge stabilization with sketches (seed 002; layer `anti_entropy`) ----------------------
+
+# A subscription as seed 002's tables hold it: (sub_id, filter).
+Item = tuple[str, Filter]
+
+
+@dataclass(slots=True)
+class AeObserve:
+    """Observer (seed 002 §3.2): round `round_no` of the sender's edge towards the receiver.
+    Answer with a sketch of what you hold for me, built with (m, k, seed), or, when `full`,
+    with the items themselves."""
+
+    round_no: int
+    full: bool
+    m: int = 0
+    k: int = 0
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class AeReply:
+    """The answer: |F_{me→observer}| and its Bloom filter (`sketch`), or its items (a full
+    round)."""
+
+    round_no: int
+    cardinality: int
+    sketch: BloomFilter | None = None
+    items: tuple[Item, ...] = ()
+
+
+@dataclass(slots=True)
+class AeCorrect:
+    """C1 (process as subscriptions from the sender) and C2 (as unsubscriptions); with `probe`
+    (the sender's filter of what it advertises) the receiver also drops what it holds for the
+    sender that the probe certainly lacks."""
+
+    round_no: int
+    subscribe: tuple[Item, ...] = ()
+    unsubscribe: tuple[Item, ...] = ()
+    probe: BloomFilter | None = None
+
+
+AntiEntropyMessage = AeObserve | AeReply | AeCorrect
+ANTI_ENTROPY = (AeObserve, AeReply, AeCorrect)
+
+# Every message a link carries; the skip-ring mode's (seed 003) travel the same links.
+Message = (Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination | Recoloring | Broadcast
+           | Propose | AntiEntropyMessage | SkipRingMessage)

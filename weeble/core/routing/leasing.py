@@ -1,0 +1,81 @@
+"""Leasing with second chance (SC-1…SC-4, thesis §3.3.1) around any strategy.
+
+One table. A (re)subscription replaces the entry with its id towards its destination and sets the
+flag (SC-1, per destination: see RoutingTable.refresh); every π
+the overrun deletes flag-0 entries and clears the rest (SC-2); an unsubscription removes the
+entry (SC-3); clients refresh every ρ (SC-4, the clients' business).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from weeble.core.events import Effect
+from weeble.core.filters import Filter
+from weeble.core.overlay import Topology
+from weeble.core.routing.plane import Plane
+from weeble.core.routing.strategy import Strategy
+from weeble.core.table import Entry, RoutingTable
+
+
+class ControlRam:
+    """One control plane's slice of RAM: its tables and (wrapper) the A7 idempotence sets."""
+
+    __slots__ = ("seen", "tables")
+
+    def __init__(self, n_tables: int) -> None:
+        self.tables: list[RoutingTable] = [RoutingTable() for _ in range(n_tables)]
+        # A7 idempotence wrapper: (sub_id, source) pairs seen per tag since that table's reset
+        self.seen: list[set[tuple[str, str]]] = [set() for _ in range(n_tables)]
+
+
+def withdraw(planes: Sequence[Plane], sub_id: str, f: Filter, source: str, remote: bool) -> None:
+    """SC-3. From a neighbour, per destination: it removes that neighbour's entries with the id.
+
+    In a static tree every entry with one id points the same way, so this is SC-3 as printed;
+    across a link exchange one id points both ways for a while (the relayed copy towards a, the
+    old one towards r), and withdrawing the old route must not remove the new one.
+    """
+    for plane in planes:
+        table = plane.table
+        if remote:
+            for e in table.with_id(sub_id):
+                if e.dest == source:
+                    table.discard(e)
+        else:
+            table.remove_id(sub_id)
+
+
+class Leasing:
+    wrapper = False
+
+    def __init__(self, strategy: Strategy, ram: ControlRam, topo: Topology) -> None:
+        self.strategy = strategy
+        self.ram = ram
+        self.planes = [Plane(ram.tables[0], 0, topo)]
+
+    def subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
+        plane = self.planes[0]
+        plane.table.refresh(sub_id, f, source, per_destination=True)  # SC-1
+        return self.strategy.on_subscribe(plane, source, sub_id, f)
+
+    def unsubscribe(self, source: str, sub_id: str, f: Filter, remote: bool) -> list[Effect]:
+        withdraw(self.planes, sub_id, f, source, remote)
+        return self.strategy.on_unsubscribe(self.planes, 0, source, sub_id, f, remote)
+
+    def overrun(self) -> tuple[list[Entry], list[Effect]]:
+        """SC-2 on the table, what the expiries set off (merging dissolves the mergers an
+        expired entry belonged to), then second chance for merger records (spec §2.6)."""
+        plane = self.planes[0]
+        table = plane.table
+        expired = table.overrun()
+        effects = self.strategy.expired(self.planes, plane, expired) if expired else []
+        mergers = table.mergers
+        for mid in [mid for mid, m in mergers.items() if m.flag == 0]:
+            del mergers[mid]
+        for m in mergers.values():
+            m.flag = 0
+        return expired, effects
+
+    def reset(self, bit: int) -> None:
+        """Only the wrapper rebuilds."""

@@ -1,0 +1,80 @@
+"""`python -m weeble.runtime --config cfg.json`: run one broker process.
+
+SIGTERM or SIGINT drains the outgoing link queues, flushes the trace and exits 0. Exit code 2:
+bad configuration; 3: the broker could not start (address in use, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from pydantic import ValidationError
+
+from weeble.core.rom import ConfigError
+from weeble.runtime.config import BrokerConfig, format_errors
+from weeble.runtime.server import BrokerServer, StartupError
+
+
+async def serve(config: BrokerConfig) -> None:
+    server = BrokerServer(config)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.request_stop)
+    print(f"READY {config.broker_id} {config.listen_address} {config.admin_address}", flush=True)
+    await server.wait_stopped()
+
+
+def tokens_from_env(config: BrokerConfig) -> BrokerConfig:
+    tokens = {field: os.environ.get(var) for field, var in
+              (("admin_token", "WEEBLE_ADMIN_TOKEN"), ("link_token", "WEEBLE_LINK_TOKEN"))}
+    missing = [f for f, v in tokens.items() if not v]
+    if missing:
+        raise ConfigError(f"--tokens-from-env: {', '.join(missing)} not set (environment"
+                          " WEEBLE_ADMIN_TOKEN, WEEBLE_LINK_TOKEN)")
+    # the client secret too, unless the config says the broker is open to any client
+    client_secret = os.environ.get("WEEBLE_CLIENT_SECRET")
+    if client_secret and not config.open_clients:
+        tokens["client_secret"] = client_secret
+    try:
+        return BrokerConfig.model_validate({**config.model_dump(), **tokens})
+    except ValidationError as e:
+        raise ConfigError(f"--tokens-from-env: {format_errors(e)}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m weeble.runtime",
+                                     description="Run one live Weeble broker.")
+    parser.add_argument("--config", required=True, help="BrokerConfig JSON file")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--tokens-from-env", action="store_true",
+                        help="take admin_token and link_token from the environment variables"
+                             " WEEBLE_ADMIN_TOKEN and WEEBLE_LINK_TOKEN (a Kubernetes Secret),"
+                             " not from the config (a ConfigMap)")
+    args = parser.parse_args(argv)
+    try:
+        config = BrokerConfig.load(args.config)
+        if args.tokens_from_env:
+            config = tokens_from_env(config)
+    except ConfigError as e:
+        print(f"weeble broker: bad config: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format=f"%(asctime)s {config.broker_id} %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve(config))
+    except StartupError as e:
+        print(f"weeble broker {config.broker_id}: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
