@@ -29,15 +29,9 @@ imports: pure Python, or compiled if `scripts/compile.py` was run here (the `com
 
 `--compiled-only` (with `--compiled`): leave out the current source as pure Python (long runs).
 
-`--checker inline,process`: also the current source (and the compiled one, with `--compiled`)
-with the checker set to judge in the simulator's process (`WEEBLE_CHECKER=inline`, the
-default), in a second process (`process`), or in one only when a core is free (`auto`),
-interleaved: what the checker's second process (`weeble.check.offload`) gains by itself, on the
-same source.
-
-The wall figures are those of the whole `simulate` call (setup, run, the checker's verdict: a
-checker process that fell behind is waited for), the CPU figures those of every process of the
-run (the simulator's and its checker's); `sim s / CPU s (simulator)` is the simulator's process
+The wall figures are those of the whole `simulate` call (setup, run, the checker's verdict), the
+CPU figures those of every process of the run (a baseline older than the checker's removed
+second process may have started one); `sim s / CPU s (simulator)` is the simulator's process
 alone.
 """
 
@@ -100,7 +94,7 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
         summary = simulate(scenario, out, progress=False, faults=faults)
         wall = time.perf_counter() - wall
         cpu = time.process_time() - cpu
-        children = _children_cpu() - children  # the checker's process (waited for)
+        children = _children_cpu() - children  # any child process (a baseline's checker)
     perf = summary.performance
     results = summary.as_dict()
     results.pop("performance")
@@ -114,14 +108,12 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
         "run_sim_s_per_wall_s": perf["sim_seconds_per_wall_second"],
         "sim_s_per_cpu_s": scenario.duration / (cpu + children),
         "sim_s_per_own_cpu_s": scenario.duration / cpu,
-        "checker_cpu_s": children,
+        "children_cpu_s": children,
         "steady_sim_s_per_cpu_s": scenario.duration / 2 / (marks["end"] - marks["half"]),
         "warm_start_cpu_s": marks["warm"],
         "messages_per_sim_s": summary.messages["per_second"],
         "deliveries_per_sim_s": summary.deliveries["deliveries"] / scenario.duration,
         "peak_rss_mb": perf["peak_rss_mb"],
-        "checker_process": perf.get("checker_process", 0.0),
-        "checker_peak_rss_mb": perf.get("checker_peak_rss_mb", 0.0),
         "compiled": float(not engine.__file__.endswith(".py")),
         "digest": digest,  # the summary without `performance`: the run's results
     }
@@ -171,9 +163,6 @@ def main() -> int:
                         help="also the baseline REV compiled with its own scripts/compile.py")
     parser.add_argument("--compiled-only", action="store_true",
                         help="with --compiled: leave out the current pure-Python side(s)")
-    parser.add_argument("--checker", default="",
-                        help="also the current source (and compiled) with WEEBLE_CHECKER set to"
-                             " each of these modes (comma-separated: inline, process)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -190,8 +179,6 @@ def main() -> int:
         return 0
 
     sides: dict[str, Path | None] = {}
-    modes = [m for m in args.checker.split(",") if m]
-    checker: dict[str, str] = {}  # side -> its WEEBLE_CHECKER
     if args.baseline is not None:
         sides[f"baseline {args.baseline}"] = unpack(args.baseline)
         if args.baseline_compiled:  # compiled vs compiled: what the native work itself gained
@@ -201,14 +188,8 @@ def main() -> int:
             sides[f"baseline-compiled {args.baseline}"] = source
     if not (args.compiled and args.compiled_only):
         sides["current"] = None
-        for mode in modes:
-            sides[f"current {mode}"] = None
-            checker[f"current {mode}"] = mode
     if args.compiled:
         sides["compiled"] = compiled_copy()
-        for mode in modes:
-            sides[f"compiled {mode}"] = sides["compiled"]
-            checker[f"compiled {mode}"] = mode
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     load = [os.getloadavg()[0]]
     for i in range(args.repeat):
@@ -217,9 +198,7 @@ def main() -> int:
             if args.duration is not None:
                 cmd += ["--duration", str(args.duration)]
             env = dict(os.environ)
-            env.pop("WEEBLE_CHECKER", None)
-            if side in checker:
-                env["WEEBLE_CHECKER"] = checker[side]
+            env.pop("WEEBLE_CHECKER", None)  # a baseline that has the option: its default
             if source is not None:  # the baseline's weeble first on the path
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source),
                                                                   env.get("PYTHONPATH")]))
@@ -233,8 +212,6 @@ def main() -> int:
     load.append(os.getloadavg()[0])
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "digest"}
                for side, rs in runs.items()}
-    for side, rs in runs.items():  # how many of its runs had a checker process, not a median
-        medians[side]["checker_process"] = sum(r["checker_process"] for r in rs)
     digests = {side: {r["digest"] for r in rs} for side, rs in runs.items()}
     first = next(iter(medians.values()))
     print(f"scenario              {args.scenario.name} ({first['duration']:g} simulated s), "
@@ -246,14 +223,12 @@ def main() -> int:
             ("simulated s / CPU s", "sim_s_per_cpu_s", "{:.3f}"),
             ("  simulator's process", "sim_s_per_own_cpu_s", "{:.3f}"),
             ("  steady (2nd half)", "steady_sim_s_per_cpu_s", "{:.3f}"),
-            ("checker process (runs)", "checker_process", "{:.0f}"),
-            ("checker process CPU s", "checker_cpu_s", "{:.2f}"),
+            ("other processes CPU s", "children_cpu_s", "{:.2f}"),
             ("  warm start (CPU s)", "warm_start_cpu_s", "{:.2f}"),
             ("wall time (s)", "wall_time", "{:.1f}"),
             ("messages / sim s", "messages_per_sim_s", "{:,.0f}"),
             ("deliveries / sim s", "deliveries_per_sim_s", "{:,.0f}"),
             ("peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
-            ("  checker's (MB)", "checker_peak_rss_mb", "{:.0f}"),
             ("compiled (mypyc)", "compiled", "{:.0f}")]
     names = list(medians)
     # ratios of every other side to the first (the baseline, when there is one)
@@ -261,7 +236,7 @@ def main() -> int:
           + "".join(f"  {n.split()[0]}/{names[0].split()[0]}" for n in names[1:]))
     for label, key, form in rows:
         line = f"{label:22}" + "".join(f"{form.format(medians[n][key]):>22}" for n in names)
-        if medians[names[0]][key] and key not in ("compiled", "checker_process"):
+        if medians[names[0]][key] and key != "compiled":
             line += "".join(f"  {medians[n][key] / medians[names[0]][key]:>10.2f}"
                             for n in names[1:])
         print(line)

@@ -11,39 +11,22 @@ In the simulator only one part of the timing model can break: end-to-end deliver
 delay fault); hop delays come from the engine's delay model, and client refreshes and broker
 timers are exact. So the online timing check is the path rule R13(d).
 
-An untraced run (seed000: 10^5 deliveries per simulated second) can judge in a second process
-(`WEEBLE_CHECKER=auto` or `process`):
-the checker's input is recorded (`Recorder`) and shipped in batches to `CheckerProcess`, which
-feeds the same `Deliveries` there, on the other core, with the same `Replay`. The first batch
-(`SPAWN_AFTER` deliveries) decides: a process if a core is free then (`_core_free`), else the
-checker here is fed what was recorded, then each record as it comes (as inline); a run too
-small to fill it is replayed here at the end. `WEEBLE_CHECKER` chooses: `auto` (that),
-`process` (a process from the first `BATCH` deliveries on, whatever the size or load) or
-`inline`, the default (judge each record as it comes, as a traced run does: it names the
-subscription of each delivery in the trace from the checker's state).
-
-Why inline by default: measured on seed000 compiled (benchmarks/sim_seed000.py --checker
-inline,process), the process raised the simulator's own simulated s per CPU s by 4.5 % on
-20 s runs and not at all on 120 s runs (-3.5 %, within the noise of a machine at load 12-15),
-while the checker's process used 3.5 times the inline checker's CPU: handing a delivery
-over (five appends, then packing and the pipe) costs about half of judging it, the compiled
-checker being cheap per delivery, and the two processes share the caches. Under load a second
-process only takes CPU from the first (the kernel's autogroups: 1.4 vs 2.3 simulated s per
-wall s at load 9). `auto` is there for a machine with a core to spare.
+The checker judges each record as it comes, in this process. (A second process for it, fed
+recorded batches, was measured and removed: on seed000 compiled it raised the simulator's own
+simulated s per CPU s by 4.5 % on 20 s runs and not at all on 120 s runs, while it used 3.5
+times the inline checker's CPU; under load it halved the wall rate.)
 """
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
 from typing import Any
 
-from weeble.check.deliveries import INF, Columns, Deliveries, Recorder, Replay
+from weeble.check.deliveries import INF
 from weeble.check.episodes import faults_of
 from weeble.check.history import assess, deliveries_for
-from weeble.check.offload import CheckerProcess
 from weeble.check.reconfig import Reconfigurations
 from weeble.check.rules import TIMING_TOLERANCE
 from weeble.check.state import Interval, Legitimacy
@@ -56,19 +39,6 @@ from weeble.trace.header import RunHeader
 from weeble.trace.writer import SimSink
 
 SIM = "sim"  # the node of the simulator's own records (legitimacy checks, link faults)
-CHECKER = "WEEBLE_CHECKER"  # inline (the default), auto or process (see the module's doc)
-MODES = ("auto", "process", "inline")
-BATCH = 16384  # deliveries (or other records) per frame to the checker process (~0.15 sim s)
-SPAWN_AFTER = 250_000  # deliveries: fewer are judged here at the end (a process
-# costs ~0.3 CPU s to start; the checker ~0.5 µs per delivery)
-
-
-def _core_free() -> bool:
-    """Whether the machine has a core to spare for the checker's process: the load average
-    (which counts this process, busy) leaves one. On a loaded machine (other runs, a sweep's
-    parallel points) a second process only takes CPU from this one."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return os.getloadavg()[0] < (cpus or 1) - 0.5
 
 
 class Observers:
@@ -85,15 +55,6 @@ class Observers:
         self.listeners: list[Callable[[float, str, str, dict[str, Any]], None]] = []
         self.deliveries.timed(header.path_hops(), header.params.delta_max,
                               TIMING_TOLERANCE, history=header.skip_ring is not None)
-        # what the checker's input goes to: the checker itself, or a Recorder for the process
-        mode = os.environ.get(CHECKER, "inline")
-        if mode not in MODES:
-            raise ValueError(f"{CHECKER}={mode!r}: expected one of {', '.join(MODES)}")
-        self.mode = mode
-        self.checker: Deliveries | Recorder = self.deliveries
-        self.process: CheckerProcess | None = None
-        if sink is None and mode != "inline":
-            self.checker = Recorder(BATCH if mode == "process" else SPAWN_AFTER, self._ship)
         if sink is not None:
             sink.header(0.0, SIM, header.fields())
 
@@ -114,14 +75,14 @@ class Observers:
     # ---- clients (the workload's Listener) ----
 
     def started(self, t: float, sub: Any) -> None:
-        self.checker.subscribe(t, sub.client, sub.broker, sub.sub_id, sub.filter)
+        self.deliveries.subscribe(t, sub.client, sub.broker, sub.sub_id, sub.filter)
         if self.monitor is not None:  # the intervals are the legitimacy monitor's
             key = (sub.client, sub.sub_id)
             if key not in self.intervals:
                 self.intervals[key] = Interval(sub.client, sub.sub_id, sub.broker, sub.filter, t)
 
     def ended(self, t: float, sub: Any) -> None:
-        self.checker.end(t, sub.client, sub.sub_id, sub.crashed)
+        self.deliveries.end(t, sub.client, sub.sub_id, sub.crashed)
         iv = self.intervals.pop((sub.client, sub.sub_id), None)
         if iv is not None:
             iv.end = t
@@ -140,7 +101,7 @@ class Observers:
     def published(self, t: float, n: Notification, broker: str) -> None:
         # The publishing client is the publisher (the simulator's clients publish under their
         # own name), as in the `publish` record.
-        self.checker.publish(t, n.publisher, n.publisher, n.seq, n.attributes, broker)
+        self.deliveries.publish(t, n.publisher, n.publisher, n.seq, n.attributes, broker)
         if self.reconfigurations.causal is not None:  # only under ordering: causal (R15)
             self.reconfigurations.publish(n.publisher, n.publisher, n.seq)
 
@@ -162,7 +123,7 @@ class Observers:
     def _deliver_observer(self) -> Any:
         sink = self.sink
         if sink is None:
-            return self.checker.observe
+            return self.deliveries.observe
         deliver = self.deliveries.deliver
         by_client = self.deliveries.by_client
 
@@ -209,38 +170,10 @@ class Observers:
     def _subs(self) -> Iterable[Interval]:
         return chain(self.intervals.values(), self._ended)
 
-    # ---- the checker's process ----
-
-    def _ship(self, columns: Columns) -> None:
-        """A full batch of the Recorder's: to the checker process, or to the checker here. The
-        first decides which, once: a process when a core is free for it (`_core_free`)."""
-        if self.process is None:
-            assert isinstance(self.checker, Recorder)
-            self.checker.batch = BATCH
-            if self.mode == "process" or _core_free():
-                self.process = CheckerProcess(self.deliveries.settings())
-            else:  # judged here: what was recorded, then each record as it comes
-                Replay(self.deliveries)(columns)
-                self.checker.judge_here(self.deliveries)
-                return
-        assert self.process is not None
-        self.process.ship(columns)
-
-    def _judge(self, end: float) -> None:
-        """Close the checker at `end`: wherever it ran, `self.deliveries` has its outcome."""
-        checker = self.checker
-        if not isinstance(checker, Recorder):
-            self.deliveries.finish(end)
-        elif self.process is not None:
-            self.deliveries.adopt(self.process.finish(checker.take(), end))
-        else:
-            Replay(self.deliveries)(checker.take())  # nothing left, if judged here already
-            self.deliveries.finish(end)
-
     # ---- the end ----
 
     def finish(self, end: float) -> dict[str, Any]:
-        self._judge(end)
+        self.deliveries.finish(end)
         checks = self.monitor.checks if self.monitor is not None else []
         d = self.deliveries
         c = d.counts

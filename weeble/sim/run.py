@@ -185,10 +185,6 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
             "events_per_wall_second": engine.steps / wall if wall > 0 else 0.0,
             "sim_seconds_per_wall_second": scenario.duration / wall if wall > 0 else 0.0,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            # the checker's own process (observe.py), when the run had one
-            "checker_process": float(observers.process is not None),
-            "checker_peak_rss_mb": (observers.process.peak_rss_mb
-                                    if observers.process is not None else 0.0),
         },
         reconfigurations=report["operations"],
         overlay=report["overlay"],
