@@ -62,6 +62,7 @@ _EVENT_SLACK = 64  # the SubscriptionEvent's own fields around a batch
 _FRAMING = 6  # at most: the tag and length varint of one notification inside a batch
 _KEEP_DECODED = 4096  # bytes: a larger queued notification keeps only its encoded form
 ACCEPTED_KEY = "weeble-accepted"  # trailing metadata of a failed PublishStream
+HALT_WAIT_S = 2.0  # a refused PublishStream waits this long at most for its last ack's write
 
 # Carry out a client event: step(event, notification, wire) -> False if the core failed.
 # `wire` is the encoded notification of a ClientPublish (forwarded as those bytes).
@@ -251,7 +252,8 @@ class ClientService:
         A writer task sends the count accepted so far whenever it grew, so acknowledgements
         coalesce when requests come faster than they can be answered."""
         state = _AckState()
-        writer = asyncio.get_running_loop().create_task(self._acknowledge(state, context))
+        writer = state.writer = asyncio.get_running_loop().create_task(
+            self._acknowledge(state, context))
         try:
             client = ""
             while True:
@@ -285,6 +287,8 @@ class ClientService:
         while True:
             await state.changed.wait()
             state.changed.clear()
+            if state.halted:  # a refusal is on its way: its status must be the next operation
+                return
             if state.accepted > acked:
                 acked = state.accepted
                 await context.write(client_pb2.PublishAck(accepted=acked).SerializeToString())
@@ -325,6 +329,10 @@ class ClientService:
     async def _abort(context: grpc.aio.ServicerContext, state: _AckState | None,
                      code: grpc.StatusCode, details: str) -> None:
         if state is not None:
+            # gRPC allows one send at a time: a status sent while an acknowledgement is still
+            # being written fails (TOO_MANY_OPERATIONS) and the client never learns why its
+            # stream ended. So the writer stops first and its last write completes.
+            await state.halt()
             context.set_trailing_metadata(((ACCEPTED_KEY, str(state.accepted)),))
         await context.abort(code, details)
         raise AssertionError("unreachable")
@@ -488,7 +496,24 @@ class _AckState:
 
     accepted: int = 0
     done: bool = False
+    halted: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    writer: asyncio.Task[None] | None = None
+
+    async def halt(self) -> None:
+        """Stop the writer and wait until its write in flight, if any, has completed (at most
+        HALT_WAIT_S: a client that reads nothing can hold a write once gRPC's flow-control
+        window is full; then the writer is cancelled and the status may not get through)."""
+        self.halted = True
+        self.changed.set()
+        writer = self.writer
+        if writer is None or writer.done():
+            return
+        done, _ = await asyncio.wait({writer}, timeout=HALT_WAIT_S)
+        if not done:
+            writer.cancel()
+            log.warning("PublishStream: an acknowledgement was still unread by the client after"
+                        " %g s; its refusal may not reach it", HALT_WAIT_S)
 
 
 def _matches(f: Filter, attrs: Mapping[str, Value]) -> bool:

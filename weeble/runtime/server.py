@@ -64,6 +64,10 @@ from weeble.trace.writer import LiveSink
 LINKS_HEALTH = LINK_SERVICE
 
 log = rate_limited(logging.getLogger(__name__))
+# gRPC's own servicer errors (an exception a handler let out, a failed batch): one traceback
+# per call made 70 KB of log for 38 refused streams; rate-limited and counted like ours
+for _name in ("grpc._cython.cygrpc", "grpc.aio._server", "grpc._server"):
+    rate_limited(logging.getLogger(_name))
 
 
 class StartupError(RuntimeError):
