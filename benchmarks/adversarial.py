@@ -45,6 +45,7 @@ import contextlib
 
 from _live import chain, median, next_base_host, percentile, rss_mb, table
 
+from weeble.codec.wire import Limits, WireError, hello, parse_filter
 from weeble.core.filters import Filter
 from weeble.orchestrator.testbed import Testbed
 from weeble.proto.v1 import client_pb2, link_pb2
@@ -53,7 +54,6 @@ from weeble.runtime.client import Publisher, Subscriber
 from weeble.runtime.config import BrokerConfig, Tuning
 from weeble.runtime.links import CONNECT_METHOD
 from weeble.runtime.process import BrokerProcess
-from weeble.runtime.wire import Limits, WireError, hello, parse_filter
 
 OLD_BUDGET_S = 60.0  # "before" at 16,000 terms takes about a minute on a quiet core
 

@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _live import chain, channel, fill_tables, median, percentile, table
 from live_throughput import PUBLISH_STREAM, SUBSCRIBE, TABLE_SIZE, relays, routed_at
 
+from weeble.codec.wire import publish_request
 from weeble.proto.v1 import client_pb2
-from weeble.runtime.wire import publish_request
 
 STREAM_BATCH = 64  # what a link or stream message may carry when several are waiting
 

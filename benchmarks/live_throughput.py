@@ -47,10 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _live import Profile, chain, channel, fill_tables, median, next_base_host, table
 
+from weeble.codec.wire import publish_request
 from weeble.orchestrator.local import free_port
 from weeble.orchestrator.testbed import Testbed
 from weeble.proto.v1 import client_pb2
-from weeble.runtime.wire import publish_request
 
 PUBLISH_STREAM = "/weeble.v1.Client/PublishStream"
 SUBSCRIBE = "/weeble.v1.Client/Subscribe"

@@ -1,5 +1,6 @@
-"""Imports point down (DESIGN.md, "Parts and their boundaries"), checked on the source: every
-import statement of every module, the ones inside functions included."""
+"""Imports point down (DESIGN.md, "Parts and their boundaries"), checked on the source against
+the whole layer table: every import statement of every module, the ones inside functions
+included."""
 
 from __future__ import annotations
 
@@ -10,23 +11,32 @@ import pytest
 
 WEEBLE = Path(__file__).resolve().parent.parent / "weeble"
 
-# package -> what it must never import (a prefix of a module name)
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "weeble.core": ("weeble.",),  # imports nothing else of weeble (but itself)
-    "weeble.model": ("weeble.",),  # the core only (see ALLOWED)
-    "weeble.sim": ("weeble.orchestrator", "weeble.chaos", "weeble.analytics",
-                   "weeble.commands", "weeble.cli"),
-    "weeble.runtime": ("weeble.orchestrator", "weeble.chaos", "weeble.analytics",
-                       "weeble.commands", "weeble.cli", "weeble.sim"),
+# The layer table (DESIGN.md, "Parts and their boundaries"), from the bottom: a package imports
+# only packages of the floors below its own (and itself), never one beside it on its floor.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("weeble.core", "weeble.proto"),  # the pure broker; the generated protobuf
+    ("weeble.model", "weeble.codec"),  # scenario models; the wire codec (core <-> protobuf)
+    ("weeble.trace",),
+    ("weeble.check",),
+    ("weeble.sim", "weeble.runtime"),  # the two drivers: what both need sits below them
+    ("weeble.orchestrator",),
     # chaos reaches live brokers through the orchestrator's Backend: never the other way
-    "weeble.orchestrator": ("weeble.chaos", "weeble.analytics", "weeble.commands",
-                            "weeble.cli"),
-    "weeble.chaos": ("weeble.analytics", "weeble.commands", "weeble.cli"),
-}
-ALLOWED: dict[str, tuple[str, ...]] = {
-    "weeble.core": ("weeble.core",),
-    "weeble.model": ("weeble.model", "weeble.core"),
-}
+    ("weeble.chaos",),
+    ("weeble.analytics",),
+    ("weeble.commands",),  # rendering and argument parsing only
+    ("weeble.cli",),
+)
+# the package's own guard and build state: every layer may be loaded through it
+BASE: tuple[str, ...] = ("weeble._build",)
+FLOOR: dict[str, int] = {package: n for n, floor in enumerate(FLOORS) for package in floor}
+
+
+def package_of(name: str) -> str | None:
+    """The package of the layer table that module `name` belongs to (None: not of weeble)."""
+    parts = name.split(".")
+    if parts[0] != "weeble" or len(parts) < 2:
+        return None
+    return ".".join(parts[:2])
 
 
 def module_name(path: Path) -> str:
@@ -55,20 +65,56 @@ def imports(path: Path, package: str | None = None) -> list[tuple[int, str]]:
 
 def violations(package: str) -> list[str]:
     found = []
-    for path in sorted((WEEBLE.parent / package.replace(".", "/")).rglob("*.py")):
+    root = WEEBLE.parent / package.replace(".", "/")
+    paths = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+    for path in paths:
         for line, name in imports(path):
-            if not name.startswith("weeble."):
-                continue
-            bad = any(name.startswith(p) for p in FORBIDDEN[package])
-            if bad and not any(name.startswith(a + ".") or name == a
-                               for a in ALLOWED.get(package, ())):
-                found.append(f"{path.relative_to(WEEBLE.parent)}:{line}: imports {name}")
+            wrong = misplaced(package, name)
+            if wrong is not None:
+                found.append(f"{path.relative_to(WEEBLE.parent)}:{line}: {wrong}")
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def misplaced(package: str, name: str) -> str | None:
+    """Why `package` may not import module `name` (None: it may)."""
+    target = package_of(name)
+    if target is None or target == package or target in BASE:
+        return None
+    if target not in FLOOR:
+        return f"imports {name}, of a package the layer table does not place"
+    if FLOOR[target] >= FLOOR[package]:
+        return f"imports {name}, floor {FLOOR[target]} from floor {FLOOR[package]}"
+    return None
+
+
+@pytest.mark.parametrize("package", sorted(FLOOR))
 def test_imports_point_down(package: str) -> None:
     assert violations(package) == []
+
+
+def test_every_package_has_a_floor() -> None:
+    """A new package must be placed in the table, or nothing would check it."""
+    packages = {f"weeble.{p.stem}" for p in WEEBLE.iterdir()
+                if (p.is_dir() and (p / "__init__.py").exists())
+                or (p.suffix == ".py" and p.stem != "__init__")}
+    assert packages - set(FLOOR) - set(BASE) == set()
+
+
+def test_the_table_forbids_what_design_forbids() -> None:
+    """The boundaries DESIGN.md names, read off the table."""
+    def may(importer: str, imported: str) -> bool:
+        return misplaced(importer, f"{imported}.x") is None
+
+    assert not may("weeble.sim", "weeble.runtime") and not may("weeble.runtime", "weeble.sim")
+    for lower in ("weeble.model", "weeble.trace", "weeble.check", "weeble.codec"):
+        assert not may(lower, "weeble.sim") and not may(lower, "weeble.runtime")
+    for driver in ("weeble.core", "weeble.sim", "weeble.runtime"):
+        assert not may(driver, "weeble.orchestrator") and not may(driver, "weeble.chaos")
+    assert may("weeble.chaos", "weeble.orchestrator")
+    assert not may("weeble.orchestrator", "weeble.chaos")
+    assert all(not may("weeble.core", p) for p in FLOOR if p != "weeble.core")
+    assert may("weeble.sim", "weeble.codec") and may("weeble.runtime", "weeble.codec")
+    assert misplaced("weeble.sim", "weeble.elsewhere.x") is not None  # not placed: refused
 
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:

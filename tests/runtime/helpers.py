@@ -10,10 +10,10 @@ from typing import Any
 
 import grpc
 
+from weeble.codec.wire import hello
 from weeble.orchestrator.local import free_port, free_ports
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.links import CONNECT_METHOD
-from weeble.runtime.wire import hello
 
 # Each test session draws its loopback addresses from 127.0.0.10 upwards, so brokers of one test
 # get distinct addresses (as on the local backend) without colliding with 127.0.0.1 services.

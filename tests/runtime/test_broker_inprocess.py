@@ -21,6 +21,7 @@ from tests.runtime.helpers import (
     run,
     wait_until,
 )
+from weeble.codec.wire import hello
 from weeble.core.broker import Broker
 from weeble.core.events import ClientPublish, Effect, Event
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
@@ -30,7 +31,6 @@ from weeble.runtime.client import Publisher, Subscriber
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.links import CONNECT_METHOD
 from weeble.runtime.server import BrokerServer
-from weeble.runtime.wire import hello
 from weeble.trace.reader import read_trace
 
 Configs = Callable[..., BrokerConfig]

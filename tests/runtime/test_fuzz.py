@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.runtime.helpers import address, dial_as, next_host, run, wait_until
+from weeble.codec.wire import FILTERS, hello
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
 from weeble.runtime.client import Publisher, Subscriber
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.server import BrokerServer
-from weeble.runtime.wire import FILTERS, hello
 
 Configs = Callable[..., BrokerConfig]
 

@@ -21,6 +21,7 @@ from tests.runtime.helpers import (
     run,
     wait_until,
 )
+from weeble.codec.wire import FILTERS, hello
 from weeble.core.filters import Filter
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
 from weeble.runtime.admin_client import AdminClient
@@ -32,7 +33,6 @@ from weeble.runtime.links import CONNECT_METHOD
 from weeble.runtime.process import BrokerProcess
 from weeble.runtime.quiet import BURST, LIMIT
 from weeble.runtime.server import BrokerServer
-from weeble.runtime.wire import FILTERS, hello
 from weeble.trace.reader import read_trace
 
 Configs = Callable[..., BrokerConfig]

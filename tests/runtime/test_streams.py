@@ -19,14 +19,7 @@ import grpc
 import pytest
 
 from tests.runtime.helpers import address, next_host, run
-from weeble.core.messages import Notification
-from weeble.proto.v1 import client_pb2, link_pb2
-from weeble.runtime.client import Publisher, Subscriber
-from weeble.runtime.client_service import ACCEPTED_KEY
-from weeble.runtime.config import BrokerConfig
-from weeble.runtime.process import BrokerProcess
-from weeble.runtime.server import BrokerServer
-from weeble.runtime.wire import (
+from weeble.codec.wire import (
     batch_bytes,
     decode_publication,
     encode_notification,
@@ -36,6 +29,13 @@ from weeble.runtime.wire import (
     subscription_event,
     with_defaults,
 )
+from weeble.core.messages import Notification
+from weeble.proto.v1 import client_pb2, link_pb2
+from weeble.runtime.client import Publisher, Subscriber
+from weeble.runtime.client_service import ACCEPTED_KEY
+from weeble.runtime.config import BrokerConfig
+from weeble.runtime.process import BrokerProcess
+from weeble.runtime.server import BrokerServer
 from weeble.trace.reader import read_trace
 
 Configs = Callable[..., BrokerConfig]

@@ -182,9 +182,9 @@ def test_timer_strategies_after_a_link_failure(timer: str, gone_by: float | None
 def test_a_sketch_reply_on_the_wire_is_m_over_8_bytes_not_the_table() -> None:
     """C.2-5 on the wire (weeble.v1 Envelope): the reply of a round over 1,000 subscriptions
     of ~30 bytes is m/8 bytes plus a few, the exact round's reply the whole table."""
+    from weeble.codec.wire import wire_size
     from weeble.core.routing.edges import encode
     from weeble.core.sketch.bloom import BloomFilter
-    from weeble.runtime.wire import wire_size
 
     ae = AntiEntropy(bits_per_element=4, hashes=2)
     keys = [Filter.parse(f'topic == "news/{i:05d}" && prio > {i % 7}') for i in range(1000)]

@@ -98,12 +98,12 @@ def test_every_skip_ring_message_crosses_the_wire_unchanged() -> None:
     the receiving core refuses those, exactly as in the simulator."""
     import random
 
+    from weeble.codec.wire import WireError, envelope_to_message, message_to_envelope
+    from weeble.codec.wire_skipring import SKIP_RING_TYPES
     from weeble.core.overlay.skipring import messages as m
     from weeble.core.overlay.skipring.corruption import junk_messages
     from weeble.core.overlay.skipring.trie import Prefix, Publication, Summary
     from weeble.proto.v1 import link_pb2
-    from weeble.runtime.wire import WireError, envelope_to_message, message_to_envelope
-    from weeble.runtime.wire_skipring import SKIP_RING_TYPES
 
     pub = Publication("p", 3, b'{"a":{"topic":"t"},"t":1.5}')
     summary = Summary(Prefix(0b1011, 4), (1 << 127) | 5)

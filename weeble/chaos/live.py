@@ -19,11 +19,11 @@ from typing import Any
 
 from weeble.chaos.evidence import ChaosTrace
 from weeble.chaos.target import TargetError
+from weeble.codec.wire import message_to_envelope
 from weeble.core.messages import Message
 from weeble.core.rom import Rom
 from weeble.model.selectors import Tree
 from weeble.orchestrator.testbed import Testbed
-from weeble.runtime.wire import message_to_envelope
 
 
 class PhaseWatch:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from weeble.codec.wire import WireError, envelope_to_message
 from weeble.core.corruption import CorruptionError
 from weeble.core.events import (
     AddNeighbor,
@@ -42,7 +43,6 @@ from weeble.runtime.links import Link
 from weeble.runtime.linkshaper import LinkShape
 from weeble.runtime.metrics import Metrics
 from weeble.runtime.quiet import rate_limited
-from weeble.runtime.wire import WireError, envelope_to_message
 from weeble.trace.writer import LiveSink, message_ids
 
 ADMIN_SERVICE = "weeble.v1.Admin"

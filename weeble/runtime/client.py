@@ -32,11 +32,11 @@ from typing import Any
 
 import grpc
 
+from weeble.codec.wire import notification_from_pb, notification_to_pb, publish_request
 from weeble.core.filters import Value
 from weeble.core.messages import Notification
 from weeble.proto.v1 import client_pb2, client_pb2_grpc
 from weeble.runtime.clientauth import TOKEN_KEY
-from weeble.runtime.wire import notification_from_pb, notification_to_pb, publish_request
 from weeble.trace.writer import LiveSink
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024

@@ -33,14 +33,7 @@ from dataclasses import dataclass, field
 import grpc
 from google.protobuf.message import DecodeError
 
-from weeble.core.events import ClientPublish, ClientSubscribe, ClientUnsubscribe, Event
-from weeble.core.filters import Filter, Value
-from weeble.core.messages import Notification
-from weeble.proto.v1 import client_pb2
-from weeble.runtime.clientauth import TOKEN_KEY, token_matches
-from weeble.runtime.metrics import Metrics
-from weeble.runtime.quiet import clipped, rate_limited
-from weeble.runtime.wire import (
+from weeble.codec.wire import (
     DEFAULT_LIMITS,
     Limits,
     WireError,
@@ -51,6 +44,13 @@ from weeble.runtime.wire import (
     sub_id_field,
     subscription_event,
 )
+from weeble.core.events import ClientPublish, ClientSubscribe, ClientUnsubscribe, Event
+from weeble.core.filters import Filter, Value
+from weeble.core.messages import Notification
+from weeble.proto.v1 import client_pb2
+from weeble.runtime.clientauth import TOKEN_KEY, token_matches
+from weeble.runtime.metrics import Metrics
+from weeble.runtime.quiet import clipped, rate_limited
 from weeble.trace.writer import LiveSink
 
 log = rate_limited(logging.getLogger(__name__))

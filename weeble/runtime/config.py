@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from weeble.codec.wire import Limits
 from weeble.core.rom import (
     Algorithm,
     AntiEntropy,
@@ -49,7 +50,6 @@ from weeble.core.rom import (
 )
 from weeble.runtime.linkshaper import LinkShape
 from weeble.runtime.private import write_private
-from weeble.runtime.wire import Limits
 
 _ADDRESS = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
 

@@ -52,13 +52,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from tenacity import AsyncRetrying, RetryCallState, wait_exponential, wait_random
 
-from weeble.core.messages import Message, Notify
-from weeble.proto.v1 import link_pb2
-from weeble.runtime.config import BrokerConfig, TlsConfig
-from weeble.runtime.linkshaper import Fate, LinkShape, ShapedQueue
-from weeble.runtime.metrics import Metrics
-from weeble.runtime.quiet import clipped, rate_limited
-from weeble.runtime.wire import (
+from weeble.codec.wire import (
     WireError,
     batch_bytes,
     check_notification_size,
@@ -71,6 +65,12 @@ from weeble.runtime.wire import (
     notify_envelope,
     with_ack,
 )
+from weeble.core.messages import Message, Notify
+from weeble.proto.v1 import link_pb2
+from weeble.runtime.config import BrokerConfig, TlsConfig
+from weeble.runtime.linkshaper import Fate, LinkShape, ShapedQueue
+from weeble.runtime.metrics import Metrics
+from weeble.runtime.quiet import clipped, rate_limited
 from weeble.trace.writer import LiveSink, message_ids
 
 LINK_SERVICE = "weeble.v1.Link"

@@ -327,7 +327,7 @@ def _broker_tracer(trace: SimSink) -> Any:
 
 
 def _link_tracer(trace: SimSink) -> Any:
-    from weeble.runtime.wire import wire_size
+    from weeble.codec.wire import wire_size
 
     def observe(now: float, kind: str, src: str, dst: str, msg: Message) -> None:
         node = dst if kind == "receive" else src

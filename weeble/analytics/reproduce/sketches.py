@@ -142,10 +142,10 @@ def one_run(*, seed: int, timer: str, period: float, publish_interval: float, do
     `fail`, at t = 60 s the middle edge fails for `downtime` s (both ends are told, as the chaos
     module's `cut` does). The workload is fixed by the seed: the same with and without failure.
     """
+    from weeble.codec.wire import wire_size
     from weeble.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
     from weeble.core.rom import Algorithm, AntiEntropy, Params
     from weeble.model import topology as topo
-    from weeble.runtime.wire import wire_size
     from weeble.sim.simulation import Simulation
 
     checks = (AeObserve, AeReply, AeCorrect)
@@ -338,12 +338,12 @@ def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
 def sketch_size(bits_per_element: float, n: int = ELEMENTS) -> dict[str, float]:
     """Spec C.2-5 on the wire: a round's reply with the sketch and with the whole table, for n
     subscriptions whose canonical form is 32 bytes."""
+    from weeble.codec.wire import wire_size
     from weeble.core.filters import Filter
     from weeble.core.messages import AeReply
     from weeble.core.rom import AntiEntropy
     from weeble.core.routing.edges import encode
     from weeble.core.sketch.bloom import BloomFilter
-    from weeble.runtime.wire import wire_size
 
     ae = AntiEntropy(bits_per_element=bits_per_element, hashes=2)
     keys = [Filter.parse(f'topic == "news/{i:05d}/abcdefghi"') for i in range(n)]

@@ -20,6 +20,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from weeble.codec.wire_skipring import SKIP_RING_TYPES, SkipRingWireError
+from weeble.codec.wire_skipring import from_pb as skip_ring_from_pb
+from weeble.codec.wire_skipring import to_pb as skip_ring_to_pb
 from weeble.core.filters import Filter, FilterLimitError, FilterSyntaxError, Value
 from weeble.core.messages import (
     Adv,
@@ -51,9 +54,6 @@ from weeble.core.messages import (
 )
 from weeble.core.sketch.bloom import BloomFilter
 from weeble.proto.v1 import client_pb2, link_pb2
-from weeble.runtime.wire_skipring import SKIP_RING_TYPES, SkipRingWireError
-from weeble.runtime.wire_skipring import from_pb as skip_ring_from_pb
-from weeble.runtime.wire_skipring import to_pb as skip_ring_to_pb
 
 PROTOCOL_VERSION = 1
 _INT64 = (-(2**63), 2**63 - 1)
