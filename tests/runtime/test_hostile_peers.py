@@ -11,10 +11,11 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.runtime.helpers import run
+from tests.runtime.helpers import run, wait_until
 from weeble.proto.v1 import client_pb2
 from weeble.runtime.client_service import ACCEPTED_KEY
 from weeble.runtime.config import BrokerConfig
+from weeble.runtime.links import CONNECT_METHOD
 from weeble.runtime.quiet import BURST, LIMIT
 from weeble.runtime.server import BrokerServer
 from weeble.runtime.wire import publish_request
@@ -86,3 +87,71 @@ def test_grpc_servicer_errors_are_rate_limited_with_a_count(
     lines = [r for r in caplog.records if r.name == "grpc._cython.cygrpc"]
     assert len(lines) <= BURST + 1
     assert LIMIT.suppressed - suppressed >= 100 - BURST - 1
+
+
+# ---- finding 2: unauthenticated streams were never closed -----------------------------------
+
+
+def test_a_publish_stream_that_never_says_who_it_is_is_closed(configs: Configs) -> None:
+    # The probe: 5,000 PublishStreams with no request stayed open (3,668 after 60 s, RSS
+    # 72 -> 154 MB). Like a link stream without a hello, it is closed after hello_timeout_s.
+    cfg = configs("b1", trace=False, tuning={"hello_timeout_s": 0.3})
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                grpc.aio.insecure_channel(cfg.listen_address) as ch:
+            call = ch.stream_stream(PUBLISH_STREAM, request_serializer=None,
+                                    response_deserializer=client_pb2.PublishAck.FromString)(
+                timeout=20)  # a guard: the broker must end it long before
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call.read()
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert "hello_timeout_s" in (err.value.details() or ""), err.value.details()
+            assert server.metrics.counters["client_timed_out"] == 1
+            assert server.clients.open_streams() == []
+
+    run(scenario())
+
+
+def test_a_peer_may_hold_only_so_many_streams_whatever_the_service(configs: Configs) -> None:
+    cap = 4
+    cfg = configs("b1", trace=False, tuning={"max_streams_per_peer": cap})
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                grpc.aio.insecure_channel(cfg.listen_address) as ch:
+            subscribe = ch.unary_stream(
+                "/weeble.v1.Client/Subscribe", request_serializer=None,
+                response_deserializer=client_pb2.SubscriptionEvent.FromString)
+            held = []
+            for i in range(cap):
+                call = subscribe(client_pb2.SubscribeRequest(
+                    client="c", sub_id=f"s{i}", filter="k == 1").SerializeToString())
+                assert (await call.read()).HasField("subscribed")
+                held.append(call)
+            # one more of any kind: a subscribe stream, a PublishStream, a link stream
+            more = [subscribe(client_pb2.SubscribeRequest(
+                        client="c", sub_id="s9", filter="k == 1").SerializeToString()),
+                    ch.stream_stream(PUBLISH_STREAM)(),
+                    ch.stream_stream(CONNECT_METHOD)()]
+            for call in more:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await call.read()
+                assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "max_streams_per_peer = 4" in (err.value.details() or "")
+            assert server.metrics.counters["streams_refused"] == 3
+            # unary calls are not streams: still answered
+            refresh = ch.unary_unary("/weeble.v1.Client/Refresh", request_serializer=None,
+                                     response_deserializer=client_pb2.RefreshReply.FromString)
+            await refresh(client_pb2.SubscribeRequest(
+                client="c", sub_id="s0", filter="k == 1").SerializeToString())
+            # a stream that ends makes room for another
+            held.pop().cancel()
+            await wait_until(lambda: len(server.clients.open_streams()) == cap - 1)
+            call = subscribe(client_pb2.SubscribeRequest(
+                client="c", sub_id="s8", filter="k == 1").SerializeToString())
+            assert (await call.read()).HasField("subscribed")
+            for c in (*held, call):
+                c.cancel()
+
+    run(scenario())

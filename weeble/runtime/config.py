@@ -127,7 +127,13 @@ class Tuning(_Strict):
     reconnect_max_s: float = Field(default=2.0, gt=0)
     # a dynamic link (reconfiguration) nobody needs is closed after this long without traffic
     link_idle_s: float = Field(default=5.0, gt=0)
+    # A stream must say who it is within this long (a link's hello, a PublishStream's first
+    # request), else it is closed: an unauthenticated stream costs memory and nothing else.
     hello_timeout_s: float = Field(default=5.0, gt=0)
+    # Streams one peer host may hold open at once, per server (listen, admin), whatever the
+    # service; one more is refused (RESOURCE_EXHAUSTED naming this). A local run's clients
+    # all come from one host: keep it above the clients' subscribe streams.
+    max_streams_per_peer: int = Field(default=4096, ge=1)
     drain_timeout_s: float = Field(default=2.0, ge=0)
     trace_flush_interval_s: float = Field(default=0.2, gt=0)
     # The trace file stops growing at this size (a `trace_capped` record, then counted only);

@@ -49,6 +49,7 @@ _PLAIN: dict[str, str] = {
     "weeble_deliveries": "Notifications delivered to local clients (written to their stream).",
     "weeble_publishes": "Notifications published by local clients.",
     "weeble_lease_expiries": "Routing entries removed by lease expiry (SC-2).",
+    "weeble_streams_refused": "Streams refused: their peer had max_streams_per_peer open.",
 }
 
 
@@ -117,6 +118,10 @@ class Metrics:
     def client_request(self, op: str) -> None:
         self.labelled["weeble_client_requests"][(op,)] += 1
         self._counters[f"client_{op}"] += 1
+
+    def stream_refused(self) -> None:
+        self.plain["weeble_streams_refused"] += 1
+        self._counters["streams_refused"] += 1
 
     def expiries(self, n: int) -> None:
         self.plain["weeble_lease_expiries"] += n

@@ -57,6 +57,7 @@ from weeble.runtime.links import (
     tls_credentials,
 )
 from weeble.runtime.metrics import Metrics
+from weeble.runtime.peercap import PeerStreamCap
 from weeble.runtime.quiet import rate_limited
 from weeble.trace.writer import LiveSink
 
@@ -114,7 +115,7 @@ class BrokerServer:
             config.broker_id, frozenset(config.neighbors), self.step, self.trace, self.metrics,
             queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
             max_message_bytes=t.max_message_bytes, limits=config.limits(),
-            client_secret=config.client_secret,
+            client_secret=config.client_secret, hello_timeout=t.hello_timeout_s,
         )
         self.health = health_aio.HealthServicer()
         self.admin_health = health_aio.HealthServicer()
@@ -422,7 +423,9 @@ class BrokerServer:
     async def _start_servers(self) -> None:
         cfg = self.config
         options = server_options(cfg)
-        server = grpc.aio.server(options=options)
+        cap = cfg.tuning.max_streams_per_peer
+        server = grpc.aio.server(options=options, interceptors=(
+            PeerStreamCap(cap, self.metrics.stream_refused),))
         server.add_generic_rpc_handlers(
             (LinkService(cfg, self.links, self.metrics, self.accept_link).handler(),
              self.clients.handler())
@@ -441,8 +444,9 @@ class BrokerServer:
                                  "listen_address")
         self._server = server
 
-        admin = grpc.aio.server(options=options,
-                                interceptors=(BearerTokenInterceptor(cfg.admin_token),))
+        admin = grpc.aio.server(options=options, interceptors=(
+            PeerStreamCap(cap, self.metrics.stream_refused),
+            BearerTokenInterceptor(cfg.admin_token)))
         admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self), admin)
         health_pb2_grpc.add_HealthServicer_to_server(self.admin_health, admin)
         reflection.enable_server_reflection(
