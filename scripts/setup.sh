@@ -97,10 +97,13 @@ fi
 # its log in /var/log/weeble-dockerd.log; then the broker image is built if missing (minutes
 # the first time, cached after: python -m weeble.orchestrator.backends.image).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+    # docker-registry: `weeble image push` is tested against a real registry on loopback
+    if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 \
+            || ! command -v docker-registry >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
-        apt-get install -y -qq --no-install-recommends docker.io debootstrap >/dev/null
+        apt-get install -y -qq --no-install-recommends docker.io debootstrap docker-registry \
+            >/dev/null
     fi
     if ! docker info >/dev/null 2>&1; then
         nohup dockerd >/var/log/weeble-dockerd.log 2>&1 &

@@ -70,11 +70,13 @@ def test_overlay_renders_valid_objects_equal_to_the_backends(overlay: str) -> No
     container = statefulset["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] and container["livenessProbe"]["grpc"]
     assert container["resources"]["limits"]["memory"]
+    # the image by kustomize's `images:` (a user's overlay points it at their registry)
+    assert container["image"] == k8s.RELEASE_IMAGE and not k8s.RELEASE_IMAGE.endswith("latest")
     labels = statefulset["spec"]["template"]["metadata"]["labels"]
     assert labels["app.kubernetes.io/instance"] == overlay
     # the backend applies the same objects (the tokens are the run's there)
     ours = k8s.scenario_manifests(scenario, instance=overlay, namespace=f"weeble-{overlay}",
-                                  image="weeble-broker:latest", tokens=TOKENS)
+                                  image=k8s.RELEASE_IMAGE, tokens=TOKENS)
     key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
     assert sorted(map(json.dumps, (_sorted(o) for o in rendered))) == \
         sorted(map(json.dumps, (_sorted(o) for o in ours)))

@@ -8,14 +8,24 @@ Two images, each cached by what goes into it, so a code change rebuilds seconds,
         wheelhouse (pip --no-index); `docker import`ed: no registry is involved anywhere.
     weeble-broker:<hash of the weeble package's files>
         FROM weeble-base, the weeble wheel installed from the same wheelhouse, checked by
-        importing the broker's entry point.
+        importing the broker's entry point; with the Kubernetes client (`ORCHESTRATOR`), so
+        the same image runs the in-cluster orchestrator (`weeble run --backend k8s`), and a
+        user of fixed non-root UID `UID` (the pods run as it; the Docker backend's containers
+        keep root, since they write into the run directory of the host user).
+
+The content tag names exactly what is in the image; `build(release=...)` also tags it with a
+release name (the k8s/ overlays name `weeble-broker:<VERSION>` through kustomize's `images:`),
+`push` copies it to a registry, `save` writes an archive for `kind load image-archive`,
+`k3d image import` or `ctr images import`.
 
 The wheelhouse is filled on the host with `pip download`/`pip wheel` from the package index
 the host reaches (the same pins as the venv runs), so the container runs the same library
 versions as a local broker. Only the broker's runtime libraries go in: not the analytics
 (PySpark, pandas), which run in the orchestrator.
 
-    python -m weeble.orchestrator.backends.image       # build if missing; print tag and time
+    weeble image build [--release NAME]     # build if missing; print the tags
+    weeble image push --registry R [--release NAME]
+    weeble image save FILE [--release NAME]
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -42,13 +53,21 @@ PYTHON = f"{VENV}/bin/python"
 RUNTIME = ("grpcio", "grpcio-health-checking", "grpcio-reflection", "protobuf", "pydantic",
            "pyyaml", "orjson", "tenacity", "prometheus-client", "cryptography", "rich",
            "mmh3", "numpy")  # the core's Bloom filters (sketch) and the optimizer (optimize)
+# What the in-cluster orchestrator adds to it (the broker's own libraries are in the base).
+ORCHESTRATOR = ("kubernetes",)
+NAME = "weeble-broker"
+UID = 10001  # the image's user `weeble` (and its group): a pod's runAsUser
 REPO = Path(__file__).resolve().parents[3]
 CACHE = Path(os.environ.get("WEEBLE_CACHE", Path.home() / ".cache" / "weeble"))
 
 
-def _pins() -> list[str]:
-    """The runtime libraries at the versions this Python runs."""
-    return [f"{name}=={metadata.version(name)}" for name in RUNTIME]
+def _pins(names: tuple[str, ...] = RUNTIME) -> list[str]:
+    """These libraries at the versions this Python runs."""
+    try:
+        return [f"{name}=={metadata.version(name)}" for name in names]
+    except metadata.PackageNotFoundError as e:
+        raise BackendError(f"image: {e.name} is not installed here (bash scripts/setup.sh)"
+                           ) from None
 
 
 def _digest(*parts: bytes) -> str:
@@ -73,7 +92,9 @@ def base_tag() -> str:
 
 
 def broker_tag() -> str:
-    parts = [base_tag().encode(), (REPO / "pyproject.toml").read_bytes()]
+    """The content tag: the base, the orchestrator's pins, the package's files."""
+    parts = [base_tag().encode(), "\n".join(_pins(ORCHESTRATOR)).encode(),
+             str(UID).encode(), (REPO / "pyproject.toml").read_bytes()]
     parts += [str(p.relative_to(REPO)).encode() + p.read_bytes() for p in _source_files()]
     return "weeble-broker:" + _digest(*parts)
 
@@ -85,12 +106,13 @@ def _run(cmd: list[str], what: str, **kw: Any) -> None:
                            f"{(result.stdout + result.stderr)[-2000:]}")
 
 
-def _wheelhouse() -> Path:
-    """The runtime wheels at the pinned versions (downloaded once, kept in the cache)."""
-    house = CACHE / "wheelhouse"
+def _wheelhouse(pins: list[str] | None = None, name: str = "wheelhouse") -> Path:
+    """These wheels (default: the runtime's) at the pinned versions, with what they need
+    (downloaded once, kept in the cache folder `name`)."""
+    house = CACHE / name
     house.mkdir(parents=True, exist_ok=True)
     _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d",
-          str(house), *_pins()], "pip download of the runtime wheels")
+          str(house), *(pins or _pins())], "pip download of the image's wheels")
     return house
 
 
@@ -153,14 +175,29 @@ def build_base(client: Any, tag: str, log: Any) -> None:
 
 
 def build_broker(client: Any, base: str, tag: str) -> None:
+    extra = _pins(ORCHESTRATOR)
+    # a folder of its own: the build context (and a layer of the image) holds only these
+    house = _wheelhouse(extra, "wheelhouse-orchestrator")
     with tempfile.TemporaryDirectory(prefix="weeble-image-") as tmp:
         wheel = _project_wheel(Path(tmp))
         dockerfile = (f"FROM {base}\n"
                       f"COPY {wheel.name} /tmp/\n"
+                      "COPY wheelhouse /tmp/wheelhouse\n"
                       f"RUN {VENV}/bin/pip install -q --no-index --no-deps /tmp/{wheel.name}"
-                      f" && rm /tmp/{wheel.name}"
-                      f" && {PYTHON} -c 'import weeble.runtime.__main__'\n"
-                      f'LABEL weeble.image="broker"\n')
+                      f" && {VENV}/bin/pip install -q --no-index --find-links /tmp/wheelhouse"
+                      f" {' '.join(extra)}"
+                      f" && rm -rf /tmp/{wheel.name} /tmp/wheelhouse"
+                      # the pods' user: fixed ids, so runAsUser/fsGroup can name them
+                      f" && echo 'weeble:x:{UID}:{UID}:weeble:/var/lib/weeble:/usr/sbin/nologin'"
+                      " >> /etc/passwd"
+                      f" && echo 'weeble:x:{UID}:' >> /etc/group"
+                      f" && mkdir -p /var/lib/weeble/traces"
+                      f" && chown -R {UID}:{UID} /var/lib/weeble"
+                      f" && {PYTHON} -c 'import weeble.runtime.__main__, kubernetes'"
+                      f" && {PYTHON} -m weeble.orchestrator.backends.podinit --check\n"
+                      # a read-only root file system: no bytecode written at run time
+                      "ENV PYTHONDONTWRITEBYTECODE=1\n"
+                      f'LABEL weeble.image="broker" weeble.uid="{UID}"\n')
         context = io.BytesIO()
         with tarfile.open(fileobj=context, mode="w") as tar:
             data = dockerfile.encode()
@@ -168,6 +205,7 @@ def build_broker(client: Any, base: str, tag: str) -> None:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
             tar.add(wheel, arcname=wheel.name)
+            tar.add(house, arcname="wheelhouse")
         context.seek(0)
         try:
             client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True,
@@ -192,14 +230,85 @@ def ensure_image(log: Any = None) -> str:
     return tag
 
 
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_REGISTRY = re.compile(r"[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*")
+
+
+def release_tag(release: str) -> str:
+    """`weeble-broker:<release>`; a bad name is said."""
+    if not _TAG.fullmatch(release) or release == "latest":
+        raise BackendError(f"image: release {release!r}: a tag is letters, digits, '_', '.',"
+                           " '-' (at most 128, not starting with '.' or '-'), and not"
+                           " 'latest' (a manifest names what it runs)")
+    return f"{NAME}:{release}"
+
+
+def build(release: str | None = None, log: Any = None) -> list[str]:
+    """Build the image if this engine lacks it; its tags: the content tag, and the release's
+    when one is given."""
+    tags = [ensure_image(log)]
+    if release is not None:
+        target = release_tag(release)
+        _client().images.get(tags[0]).tag(NAME, release.split(":")[-1])
+        tags.append(target)
+    return tags
+
+
+def push_target(registry: str, tag: str) -> str:
+    """Where `push` puts `tag` in `registry` (host[:port][/path])."""
+    registry = registry.rstrip("/")
+    if not _REGISTRY.fullmatch(registry):
+        raise BackendError(f"image: registry {registry!r}: host[:port][/path] expected"
+                           " (e.g. localhost:5000 or ghcr.io/me)")
+    return f"{registry}/{tag}"
+
+
+def push(registry: str, release: str | None = None, log: Any = None) -> list[str]:
+    """Build if need be, tag each of the image's tags under `registry`, push them; the pushed
+    references."""
+    client = _client()
+    pushed = []
+    for tag in build(release, log):
+        target = push_target(registry, tag)
+        repo, version = target.rsplit(":", 1)
+        client.images.get(tag).tag(repo, version)
+        errors = [line.get("error") or line.get("errorDetail", {}).get("message")
+                  for line in client.images.push(repo, version, stream=True, decode=True)
+                  if "error" in line or "errorDetail" in line]
+        if errors:
+            raise BackendError(f"image: push of {target} failed: {errors[-1]}")
+        pushed.append(target)
+    return pushed
+
+
+def save(path: Path | str, release: str | None = None, log: Any = None) -> str:
+    """Build if need be and write the image as a `docker save` archive (what `kind load
+    image-archive`, `k3d image import` and `ctr images import` read) naming the release tag
+    if given, else the content tag; the tag it names."""
+    tags = build(release, log)
+    named = tags[-1]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    try:
+        with tmp.open("wb") as out:
+            for chunk in _client().images.get(named).save(named=named):
+                out.write(chunk)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return named
+
+
 def main() -> int:
+    """`python -m weeble.orchestrator.backends.image`: `weeble image build`."""
     t0 = time.monotonic()
     try:
-        tag = ensure_image(log=lambda m: print(m, file=sys.stderr))
+        tags = build(log=lambda m: print(m, file=sys.stderr))
     except BackendError as e:
         print(f"weeble image: {e}", file=sys.stderr)
         return 1
-    print(f"{tag} ready in {time.monotonic() - t0:.1f} s")
+    print(f"{tags[0]} ready in {time.monotonic() - t0:.1f} s")
     return 0
 
 

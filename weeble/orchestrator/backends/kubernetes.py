@@ -55,7 +55,7 @@ from weeble.orchestrator.backend import (
     Placement,
     Ports,
 )
-from weeble.orchestrator.backends.image import PYTHON
+from weeble.orchestrator.backends.image import NAME, PYTHON
 from weeble.orchestrator.local import LocalBackend, wait_serving
 from weeble.runtime.config import BrokerConfig
 from weeble.trace.schema import TRACE_DIR as RUN_TRACE_DIR
@@ -63,6 +63,8 @@ from weeble.trace.schema import TRACE_DIR as RUN_TRACE_DIR
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+IMAGE_NAME = NAME  # the image kustomize's `images:` sets (never `latest`)
+RELEASE_IMAGE = f"{IMAGE_NAME}:{VERSION}"  # what the committed overlays deploy
 STATEFULSET, SERVICE = "broker", "brokers"
 CONFIGS, TOKENS = "broker-configs", "broker-tokens"
 CONFIG_DIR, TRACE_DIR = "/etc/weeble/brokers", "/var/lib/weeble/traces"
@@ -362,8 +364,7 @@ class _Layout:
         return self.places[broker_id].reach.listen
 
 
-def render_overlay(scenario: Any, name: str, *, image: str = "weeble-broker:latest") -> dict[
-        str, str]:
+def render_overlay(scenario: Any, name: str, *, image: str = RELEASE_IMAGE) -> dict[str, str]:
     """The files of k8s/overlays/<name>: the scenario's topology and link policies, over the
     shared base. Tokens are placeholders: set real ones before deploying (README)."""
     namespace = f"weeble-{name}"
@@ -390,8 +391,10 @@ def render_overlay(scenario: Any, name: str, *, image: str = "weeble-broker:late
                     "includeTemplates": True}],
         "resources": ["../../base", *sorted(f for f in files if f != "kustomization.yaml")],
         "replicas": [{"name": STATEFULSET, "count": statefulset["spec"]["replicas"]}],
-        "images": [{"name": "weeble-broker", "newName": image.split(":")[0],
-                    "newTag": image.split(":")[1]}],
+        # the image by kustomize's transformer: a user points it at their registry's copy
+        # (`weeble image push`) in an overlay of their own (docs/guide/kubernetes.md)
+        "images": [{"name": IMAGE_NAME, "newName": image.rsplit(":", 1)[0],
+                    "newTag": image.rsplit(":", 1)[1]}],
     }, sort_keys=False)
     return {k: _HEADER.format(name=name) + v for k, v in files.items()}
 
@@ -407,7 +410,7 @@ def render_base() -> dict[str, str]:
                           "timing": {"pi": 2, "rho": 1, "delta_min": 0, "delta_max": 0.1}},
                          source="<k8s base>")
     objects = scenario_manifests(one, instance="base", namespace="default",
-                                 image="weeble-broker:latest",
+                                 image=RELEASE_IMAGE,
                                  tokens=("x" * 16, "x", "x" * 16))
     keep = [o for o in objects if o["kind"] in ("Service", "StatefulSet", "PodDisruptionBudget")
             or o["metadata"]["name"] in ("broker-default-deny", "broker-orchestrator")]
@@ -492,11 +495,11 @@ class KubernetesBackend(LocalBackend):
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *, run_id: str,
                  log_level: str = "INFO", api: Any = None,
-                 image: str = "weeble-broker:latest") -> None:
+                 image: str | None = None) -> None:
         super().__init__(workdir, access, log_level=log_level)
         self.instance = run_id.lower().replace("_", "-")[:40].strip("-")
         self.namespace = f"weeble-{self.instance}"[:63].strip("-")
-        self.image = image
+        self.image = image or default_image()
         self._api = api  # the kubernetes.client.ApiClient to use
         self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
         self._pods: dict[str, str] = {}  # broker -> its pod
@@ -1032,6 +1035,20 @@ class KubernetesBackend(LocalBackend):
             self._call("delete namespace", self._core().delete_namespace, self.namespace)
             self._applied = False
         self._drop_admins(list(self._admins))
+
+
+def default_image() -> str:
+    """The image a run's brokers run: $WEEBLE_IMAGE, else this source tree's content tag
+    (`weeble image build`), else (an installed package, as in the orchestrator's pod) the
+    release's."""
+    if os.environ.get("WEEBLE_IMAGE"):
+        return os.environ["WEEBLE_IMAGE"]
+    from weeble.orchestrator.backends import image
+
+    try:
+        return image.broker_tag()
+    except (OSError, BackendError):  # no source tree (pyproject.toml) here
+        return RELEASE_IMAGE
 
 
 def api_client() -> Any:
