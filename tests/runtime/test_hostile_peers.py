@@ -12,13 +12,13 @@ import grpc
 import pytest
 
 from tests.runtime.helpers import run, wait_until
+from weeble.codec.wire import publish_request
 from weeble.proto.v1 import client_pb2
 from weeble.runtime.client_service import ACCEPTED_KEY
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.links import CONNECT_METHOD
 from weeble.runtime.quiet import BURST, LIMIT
 from weeble.runtime.server import BrokerServer
-from weeble.runtime.wire import publish_request
 
 Configs = Callable[..., BrokerConfig]
 PUBLISH_STREAM = "/weeble.v1.Client/PublishStream"
