@@ -11,9 +11,10 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.runtime.helpers import run, wait_until
+from tests.runtime.helpers import ADMIN_TOKEN, address, dial_as, next_host, run, wait_until
 from weeble.codec.wire import publish_request
-from weeble.proto.v1 import client_pb2
+from weeble.proto.v1 import client_pb2, link_pb2
+from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.client_service import ACCEPTED_KEY
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.links import CONNECT_METHOD
@@ -153,5 +154,57 @@ def test_a_peer_may_hold_only_so_many_streams_whatever_the_service(configs: Conf
             assert (await call.read()).HasField("subscribed")
             for c in (*held, call):
                 c.cancel()
+
+    run(scenario())
+
+
+# ---- finding 3: four envelopes broke admin Snapshot for good ---------------------------------
+
+U64_MAX = 2**64 - 1
+
+
+def test_sequence_numbers_at_the_edge_of_uint64_leave_snapshot_working(
+        configs: Configs) -> None:
+    # The probe: seq 1, 2^64-1, 1, 2^64-1 from a link peer with the token; seq_gap grew past
+    # the uint64 range and every later Snapshot failed ("Value out of range"), for good.
+    cfg = configs("b1", neighbors={"b0": address(next_host())}, trace=False)
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                AdminClient(cfg.admin_address, ADMIN_TOKEN) as admin:
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await wait_until(lambda: server.links["b0"].connected)
+            seqs = [1, U64_MAX, 1, U64_MAX, 2, U64_MAX]
+            for seq in seqs:
+                await call.write(link_pb2.Envelope(
+                    seq=seq, sub=link_pb2.SubMsg(sub_id="s", filter="k == 1")
+                ).SerializeToString())
+            link = server.links["b0"]
+            await wait_until(lambda: link.counters["received"] == len(seqs))
+            snap = await admin.snapshot()
+            b0 = next(x for x in snap["links"] if x["neighbor"] == "b0")
+            assert int(b0["counters"]["seq_gap"]) == U64_MAX  # saturated, not wrapped
+            call.cancel()
+            await channel.close()
+            await wait_until(lambda: not link.connected)
+            assert (await admin.snapshot())["broker_id"] == "b1"
+
+    run(scenario())
+
+
+def test_snapshot_reports_any_counter_within_uint64(configs: Configs) -> None:
+    # whatever a counter holds (a bug elsewhere, a corrupted value), Snapshot still answers
+    cfg = configs("b1", neighbors={"b0": address(next_host())}, trace=False)
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                AdminClient(cfg.admin_address, ADMIN_TOKEN) as admin:
+            server.links["b0"].counters["seq_repeat_or_reorder"] = 3 * U64_MAX
+            server.metrics._counters["publishes"] = 2**70
+            snap = await admin.snapshot()
+            assert int(snap["counters"]["publishes"]) == U64_MAX
+            b0 = next(x for x in snap["links"] if x["neighbor"] == "b0")
+            assert int(b0["counters"]["seq_repeat_or_reorder"]) == U64_MAX
 
     run(scenario())

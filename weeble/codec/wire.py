@@ -58,7 +58,7 @@ from weeble.proto.v1 import client_pb2, link_pb2
 PROTOCOL_VERSION = 1
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT32 = 2**32 - 1
-_UINT64 = 2**64 - 1
+UINT64_MAX = 2**64 - 1
 
 
 class WireError(ValueError):
@@ -90,7 +90,7 @@ def value_from_pb(value: client_pb2.Value, field: str) -> Any:
 
 
 def notification_to_pb(n: Notification) -> client_pb2.Notification:
-    if not 0 <= n.seq <= _UINT64:
+    if not 0 <= n.seq <= UINT64_MAX:
         raise WireError(f"notification.seq: {n.seq} out of range")
     pb = client_pb2.Notification(publisher=n.publisher, seq=n.seq, published_at=n.published_at)
     for name, value in n.attributes.items():

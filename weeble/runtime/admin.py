@@ -17,12 +17,12 @@ import hmac
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import grpc
 
-from weeble.codec.wire import WireError, envelope_to_message
+from weeble.codec.wire import UINT64_MAX, WireError, envelope_to_message
 from weeble.core.corruption import CorruptionError
 from weeble.core.events import (
     AddNeighbor,
@@ -146,7 +146,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             broker_id=t.config.broker_id,
             core_json=json.dumps(t.core_snapshot(), default=str),
             links=[link_status(link) for link in t.links.values()],
-            counters={k: v for k, v in counters.items() if v >= 0},
+            counters=uint64_counters(counters),
             now=t.now,
             client_streams=t.client_streams(),
         )
@@ -338,6 +338,12 @@ def _decode_fault(request: admin_pb2.CorruptRequest) -> tuple[Any, dict[str, Any
     return value, args, ""
 
 
+def uint64_counters(counters: Mapping[str, int]) -> dict[str, int]:
+    """Counters as Snapshot's map<string, uint64> can carry them: negative ones left out,
+    larger ones at the maximum (one value out of range fails the whole reply)."""
+    return {k: min(int(v), UINT64_MAX) for k, v in counters.items() if v >= 0}
+
+
 def link_status(link: Link) -> admin_pb2.LinkStatus:
     s = link.status()
     return admin_pb2.LinkStatus(
@@ -347,7 +353,7 @@ def link_status(link: Link) -> admin_pb2.LinkStatus:
         dialer=s["dialer"],
         shape=admin_pb2.LinkShape(**s["shape"]),
         queued=s["queued"],
-        counters={k: v for k, v in s["counters"].items() if v >= 0},
+        counters=uint64_counters(s["counters"]),
     )
 
 

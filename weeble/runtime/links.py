@@ -53,6 +53,7 @@ from google.protobuf.message import DecodeError
 from tenacity import AsyncRetrying, RetryCallState, wait_exponential, wait_random
 
 from weeble.codec.wire import (
+    UINT64_MAX,
     WireError,
     batch_bytes,
     check_notification_size,
@@ -574,10 +575,16 @@ class Link:
         self._receive(self.neighbor, message, wire)
 
     def _sequence_anomaly(self, seq: int) -> None:
+        # the peer chooses seq (any uint64): the counters saturate at the uint64 maximum, what
+        # Snapshot can report (the probe: seq 1, 2^64-1, 1, 2^64-1 broke Snapshot for good)
+        counters = self.counters
         if seq <= self._last_in_seq:
-            self.counters["seq_repeat_or_reorder"] += 1  # duplicates or a peer restart
+            key, n = "seq_repeat_or_reorder", 1  # duplicates or a peer restart
         elif self._last_in_seq:
-            self.counters["seq_gap"] += seq - self._last_in_seq - 1  # loss upstream
+            key, n = "seq_gap", seq - self._last_in_seq - 1  # loss upstream
+        else:
+            return
+        counters[key] = min(UINT64_MAX, counters[key] + n)
 
     def _malformed(self, kind: str | None, error: WireError) -> None:
         self._drop("malformed")
