@@ -1,0 +1,144 @@
+"""`weeble explore`: the random nemesis (a generator of the one fault vocabulary), the seeds'
+verdicts grouped by rule, coverage, determinism; an ablation found, the shipped code passing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from weeble.chaos.explore import broken_rules, explore, run_seed
+from weeble.chaos.nemesis import (
+    FAMILIES,
+    Nemesis,
+    NemesisError,
+    draw,
+    parse_mix,
+    targets_of,
+    window,
+)
+from weeble.cli import main
+from weeble.model.faults import KINDS
+from weeble.model.scenario import Scenario, load_scenario, parse_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+ABLATION = ROOT / "scenarios" / "explore" / "ablation-flag-rule.yaml"
+# seeds the flag-rule ablation fails (with the default nemesis), and the first of them
+FAILING_SEEDS = range(1, 13)
+
+
+def small(**change: Any) -> Scenario:
+    data: dict[str, Any] = {
+        "name": "tiny", "seed": 1, "duration": 40,
+        "topology": {"kind": "kary", "m": 2, "levels": 3},
+        "routing": {"algorithm": "identity"},
+        "timing": {"pi": 6.5, "rho": 6, "delta_min": 0.01, "delta_max": 0.05},
+        "workload": {"filter_classes": 4, "subscriptions": 8, "mean_lifetime": 20,
+                     "publish_rate": 5, "subscriber_placement": "all"},
+        "check_every": 0.5,
+    }
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) and key in data \
+            else value
+    return parse_scenario(data)
+
+
+def test_a_nemesis_is_the_scenario_data_with_faults_of_the_vocabulary_and_is_seeded() -> None:
+    s = small()
+    first, last = window(s)
+    assert 0 < first < last < s.duration - s.bound
+    kinds: set[str] = set()
+    for seed in range(1, 80):
+        data = draw(s, seed, Nemesis(rate=20))
+        assert data == draw(s, seed, Nemesis(rate=20))  # the same seed, the same schedule
+        assert data["seed"] == seed  # the workload's seed varies with it
+        parsed = parse_scenario(data)  # a scenario `weeble simulate` runs
+        for f in parsed.chaos.faults if parsed.chaos else []:
+            assert f.kind in KINDS
+            assert first <= f.at <= last
+            kinds.add(f.kind)
+        kinds.update("reconfigure" for _ in parsed.reconfigurations.operations)
+    every = {k for family in FAMILIES.values() for k in family}
+    assert kinds == every, every - kinds
+    assert draw(s, 1) != draw(s, 2)
+
+
+def test_the_state_faults_follow_the_layers_the_brokers_have() -> None:
+    plain = set(targets_of(small(), reconfigures=False))
+    assert {"entry.insert", "table.clear", "entry.flag"} <= plain
+    assert not any(t.startswith(("overlay.", "exchange.", "merger.", "colour.", "sketch.",
+                                 "skipring.", "adv.")) for t in plain)
+    assert {"overlay.parent", "exchange.locked"} <= set(targets_of(small(), reconfigures=True))
+    merging = targets_of(small(routing={"algorithm": "merging1"}), reconfigures=False)
+    assert "merger.insert" in merging
+    coloured = targets_of(small(overlay={"kind": "coloured", "xi": 8.0}), reconfigures=True)
+    assert "colour.c_new" in coloured and "recolor.flags" in coloured
+    assert not any(t.startswith("exchange.") for t in coloured)
+    ae = targets_of(small(mode="anti_entropy"), reconfigures=False)
+    assert "sketch.bits" in ae
+
+
+def test_a_mix_names_known_families_and_a_too_short_run_is_refused() -> None:
+    assert parse_mix("state=2,link") == {"state": 2.0, "link": 1.0}
+    with pytest.raises(NemesisError, match="unknown family nope"):
+        parse_mix("nope=1")
+    with pytest.raises(NemesisError, match="leaves no window"):
+        draw(small(duration=10), 1)
+
+
+def test_broken_rules_name_the_rule_of_each_failing_part() -> None:
+    summary = {"verdict": {"parts": [
+        {"part": "before the first fault", "status": "fail", "reason": "3 fifo"},
+        {"part": "episode 0 (f0)", "status": "fail", "episode": 0,
+         "reason": "service: 30 s > bound 13 s; state: not stabilized"},
+        {"part": "episode 1 (f1)", "status": "assumptions violated", "episode": 1,
+         "reason": "timing"},
+        {"part": "reconfiguration r1 (exchange)", "status": "fail", "reason": "2 reordered"},
+    ]}}
+    rules = [(r["rule"], r["episode"]) for r in broken_rules(summary)]
+    assert rules == [("R7 per-publisher FIFO", None),
+                     ("R11 service-level stabilization > Δ", 0),
+                     ("R12 state-level stabilization > Δ", 0),
+                     ("R15 reconfiguration lost/duplicated/reordered", None)]
+
+
+def test_explore_finds_the_flag_rule_ablation_and_the_shipped_code_passes_the_same_seeds(
+        tmp_path: Path) -> None:
+    ablation = load_scenario(ABLATION)
+    found = explore(ablation, list(FAILING_SEEDS), out=tmp_path / "ablation")
+    assert found.failing, [r.status for r in found.results]
+    first = found.failing[0]
+    assert first.rules[0]["rule"].startswith(("R11", "R12", "R5"))
+    assert first.episodes  # the first failing episode comes with it
+    written = tmp_path / "ablation" / f"seed-{first.seed}" / "scenario.yaml"
+    assert load_scenario(written).chaos is not None  # `weeble simulate` takes it
+    fixed = ablation.model_copy(update={"routing": ablation.routing.model_copy(
+        update={"flag_rule": True})})
+    report = explore(fixed, [r.seed for r in found.failing], out=tmp_path / "fixed")
+    assert not report.failing, [r.rules for r in report.failing]
+    coverage = found.coverage(ablation)
+    assert coverage["faults"] > 0 and coverage["kinds"]
+
+
+def test_check_determinism_runs_a_seed_twice_and_compares_its_digests() -> None:
+    s = small()
+    data = s.model_dump(mode="json", exclude_unset=True)
+    result = run_seed(data, 3, Nemesis(), check_determinism=True)
+    assert result.deterministic is True and len(result.digest) == 64
+    assert run_seed(data, 3, Nemesis()).digest != run_seed(data, 4, Nemesis()).digest
+
+
+def test_the_command_reports_failing_seeds_by_rule_and_coverage(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["explore", str(ABLATION), "--seeds", str(len(FAILING_SEEDS)), "--jobs", "2",
+                   "--out", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 1  # a failing seed
+    assert "coverage:" in out and "weeble shrink" in out
+    report = json.loads((tmp_path / "explore.json").read_text())
+    assert report["failing"] >= 1 and report["by_rule"]
+    (_rule, seeds), *_ = report["by_rule"].items()
+    assert (tmp_path / f"seed-{seeds[0]['seed']}" / "result.json").is_file()
+    assert main(["explore", str(ABLATION), "--seeds", "1", "--mix", "bogus=1"]) == 2
