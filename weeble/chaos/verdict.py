@@ -59,19 +59,31 @@ def verdict_rows(outcomes: Sequence[Outcome], analysis: dict[str, Any] | None) -
             continue
         # the chaos evidence decides "took effect"; the analytics' view can only add a failure
         took = o.took_effect and v.get("took_effect") is not False
-        passed = bool(took and v.get("pass"))
-        note = o.error or ""
-        if v.get("episode_end") is not None:
-            note = (f"{note}; " if note else "") + (
-                f"stabilization measured from {v['measured_from']}")
-        rows.append(Row(o.fault_id, o.kind, target, took, v.get("service_time"),
-                        "" if v.get("service_time") is not None else
-                        str(v.get("service_status") or "not stabilized"),
-                        v.get("bound"), v.get("ratio"), v.get("lost"), v.get("duplicated"),
-                        v.get("reordered"), passed, note, state=v.get("state_time"),
-                        state_status=str(v.get("state_status") or ""),
-                        verdict=str(v.get("status") or "")))
+        rows.append(_judged(v, o.kind, target, took, bool(took and v.get("pass")),
+                            o.error or ""))
     return rows
+
+
+def analysis_rows(analysis: dict[str, Any]) -> list[Row]:
+    """The rows of an analysis alone (`weeble analyze`, which has no chaos outcomes): whether
+    each fault took effect is the analytics' view (None: unknown)."""
+    return [_judged(f, f.get("type") or "?", f["target"], f.get("took_effect"),
+                    bool(f.get("pass")), "") for f in analysis.get("faults", [])]
+
+
+def _judged(v: dict[str, Any], kind: str, target: str, took: bool | None, passed: bool,
+            note: str) -> Row:
+    """The row of a fault the analytics judged (`v`: its entry in the analysis' faults)."""
+    if v.get("episode_end") is not None:
+        note = (f"{note}; " if note else "") + (
+            f"stabilization measured from {v['measured_from']}")
+    return Row(v["fault_id"], kind, target, took, v.get("service_time"),
+               "" if v.get("service_time") is not None else
+               str(v.get("service_status") or "not stabilized"),
+               v.get("bound"), v.get("ratio"), v.get("lost"), v.get("duplicated"),
+               v.get("reordered"), passed, note,
+               state=v.get("state_time"), state_status=str(v.get("state_status") or ""),
+               verdict=str(v.get("status") or ""))
 
 
 def run_passes(rows: Sequence[Row], analysis: dict[str, Any] | None) -> bool:
@@ -95,14 +107,13 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
                   file: Any = None, measured_from: str | None = None,
                   reconfigurations: Sequence[dict[str, Any]] = (),
                   status: str | None = None) -> None:
-    """The table as plain text (stdout by default), readable in a CI log and by a parser;
-    below it, one row per reconfiguration (R15) when the run had any. `status`: the
-    analytics' run status; "assumptions violated" is named as such (not a pass, and not a
-    failure of the algorithm: the run broke the timing model its bounds assume)."""
+    """The verdict table, the one printer of it (`weeble run`, `weeble analyze`): plain text
+    (stdout by default), readable in a CI log and by a parser; below it, one row per
+    reconfiguration (R15) when the run had any. `status`: the analytics' run status;
+    "assumptions violated" is named as such (not a pass, and not a failure of the algorithm:
+    the run broke the timing model its bounds assume)."""
     from rich.console import Console
     from rich.table import Table
-
-    from weeble.check.reconfig import TABLE_COLUMNS, table_cells
 
     table = Table(title="verdict per fault", title_justify="left", show_lines=False)
     for name, justify in (("fault", "left"), ("kind", "left"), ("target", "left"),
@@ -122,24 +133,17 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
                       _num(r.bound), _num(r.ratio), _int(r.lost), _int(r.duplicated),
                       _int(r.reordered), verdict)
     console = Console(file=file or sys.stdout, width=160, no_color=True, highlight=False)
-    console.print(table)
-    if measured_from:
+    if rows:
+        console.print(table)
+    else:
+        console.print("no faults in this run: no stabilization time")
+    if rows and measured_from:
         console.print(f"  stabilization (service and state level) is measured from "
                       f"{measured_from}")
     for r in rows:
         if r.note:
             console.print(f"  {r.fault_id}: {r.note}")
-    if reconfigurations:
-        table = Table(title="verdict per reconfiguration", title_justify="left")
-        for name in TABLE_COLUMNS:
-            table.add_column(name, justify="left" if name in (
-                "reconfiguration", "operation", "outcome", "verdict") else "right")
-        for x in reconfigurations:
-            table.add_row(*table_cells(x))
-        console.print(table)
-        for x in reconfigurations:
-            if x.get("reason"):
-                console.print(f"  {x['rid']}: {x['verdict']}: {x['reason']}")
+    print_reconfigurations(reconfigurations, console)
     for reason in reasons:
         console.print(f"  why: {reason}")
     if not passed and status == "assumptions violated":
@@ -147,6 +151,28 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
                       "model its bound assumes; see why)")
     else:
         console.print(f"run verdict: {'PASS' if passed else 'FAIL'}")
+
+
+def print_reconfigurations(reconfigurations: Sequence[dict[str, Any]], console: Any,
+                           title: str = "verdict per reconfiguration") -> None:
+    """One row per reconfiguration (the R15 rows of a checker's or the analytics' report),
+    then why each one that has a reason failed; nothing when there are none."""
+    from rich.table import Table
+
+    from weeble.check.reconfig import TABLE_COLUMNS, table_cells
+
+    if not reconfigurations:
+        return
+    table = Table(title=title, title_justify="left")
+    for name in TABLE_COLUMNS:
+        table.add_column(name, justify="left" if name in (
+            "reconfiguration", "operation", "outcome", "verdict") else "right")
+    for x in reconfigurations:
+        table.add_row(*table_cells(x))
+    console.print(table)
+    for x in reconfigurations:
+        if x.get("reason"):
+            console.print(f"  {x['rid']}: {x['verdict']}: {x['reason']}")
 
 
 def outcome_table(outcomes: Sequence[Outcome], file: Any = None) -> None:

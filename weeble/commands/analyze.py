@@ -47,67 +47,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_verdict(summary: dict[str, Any]) -> None:
-    """The per-fault verdict table, the totals, and where the report is."""
-    from rich.console import Console
-    from rich.table import Table
+    """The run's totals, the verdict table (the one printer of it, as `weeble run` shows it),
+    and where the report is."""
+    from weeble.chaos.verdict import analysis_rows
+    from weeble.chaos.verdict import print_verdict as print_table
 
-    console = Console()
-    if not console.is_terminal:  # piped or captured: do not squeeze the table into 80 columns
-        console = Console(width=160)
     v, d = summary["verdict"], summary["deliveries"]
-    table = Table(title=f"{summary['run']['name']}: bound Δ = {v['bound']:.4g} s")
-    for column in ("fault", "kind", "target", "took effect", "stabilization", "state level",
-                   "bound", "ratio", "lost", "duplicated", "reordered", "pass"):
-        table.add_column(column, justify="right" if column in (
-            "stabilization", "state level", "bound", "ratio", "lost", "duplicated", "reordered")
-            else "left")
-    for f in summary["faults"]:
-        table.add_row(
-            f["fault_id"], f["type"] or "?", f["target"],
-            "unknown" if f["took_effect"] is None else ("yes" if f["took_effect"] else "NO"),
-            _time(f["service_time"], f["service_status"]),
-            _time(f["state_time"], f["state_status"]),
-            f"{f['bound']:.3g} s", "-" if f["ratio"] is None else f"{f['ratio']:.2f}",
-            f"{f['lost']:,}", f"{f['duplicated']:,}", f"{f['reordered']:,}",
-            "[green]yes[/]" if f["pass"] else "[red]NO[/]")
-    if summary["faults"]:
-        console.print(table)
-        console.print(f"stabilization is measured from {v['stabilization_measured_from']}")
-    else:
-        console.print("no faults in this run: no stabilization time")
-    reconfigurations = (summary.get("reconfigurations") or {}).get("operations") or []
-    if reconfigurations:
-        from weeble.check.reconfig import TABLE_COLUMNS, table_cells
-
-        table = Table(title="verdict per reconfiguration")
-        for column in TABLE_COLUMNS:
-            table.add_column(column, justify="left" if column in (
-                "reconfiguration", "operation", "outcome", "verdict") else "right")
-        for r in reconfigurations:
-            cells = table_cells(r)
-            if r["verdict"] == "fail":
-                cells[-1] = "[red]FAIL[/]"
-            table.add_row(*cells)
-        console.print(table)
-        for r in reconfigurations:
-            if r.get("reason"):
-                console.print(f"  {r['rid']}: {r['verdict']}: {r['reason']}")
-    console.print(
-        f"publications {d['publications']:,} (judged {d['judged']:,}, correct {d['correct']:,}); "
-        f"deliveries expected {d['expected']:,}, missing {d['missing']:,}, in a window "
-        f"{d['window']:,}, spurious {d['spurious']:,}, duplicate {d['duplicate']:,}, phantom "
-        f"{d['phantom']:,}; FIFO violations {summary['ordering']['violations']:,}")
-    for reason in v["reasons"]:
-        console.print(f"  [red]-[/] {reason}")
-    status = "[green]PASS[/]" if v["pass"] else f"[red]{v['status'].upper()}[/]"
-    console.print(f"verdict: {status}")
+    print(f"{summary['run']['name']}: bound Δ = {v['bound']:.4g} s")
+    print(f"publications {d['publications']:,} (judged {d['judged']:,}, correct "
+          f"{d['correct']:,}); deliveries expected {d['expected']:,}, missing "
+          f"{d['missing']:,}, in a window {d['window']:,}, spurious {d['spurious']:,}, "
+          f"duplicate {d['duplicate']:,}, phantom {d['phantom']:,}; FIFO violations "
+          f"{summary['ordering']['violations']:,}")
+    print_table(analysis_rows(summary), bool(v["pass"]), v["reasons"],
+                measured_from=v.get("stabilization_measured_from"),
+                reconfigurations=(summary.get("reconfigurations") or {}).get("operations") or [],
+                status=v.get("status"))
     if summary.get("report"):
-        console.print(f"report: {summary['report']}")
-
-
-_SHORT = {"fault never ended": "never ended", "not stabilized": "not stable",
-          "no checks observed": "no checks", "no publications observed": "no data"}
-
-
-def _time(t: float | None, status: str) -> str:
-    return f"{t:.3g} s" if t is not None else _SHORT.get(status, status)
+        print(f"report: {summary['report']}")

@@ -46,6 +46,8 @@ def print_report(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from weeble.chaos.verdict import print_reconfigurations
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
@@ -73,19 +75,9 @@ def print_report(report: dict[str, Any]) -> None:
         console.print(f"[bold]warning:[/bold] {node}'s trace reached its size cap at t = {t:.3f} s:"
                       " its later records are missing, and what depends on them is not judged"
                       " correctly")
-    operations = report.get("operations") or []
-    if operations:
-        from weeble.check.reconfig import TABLE_COLUMNS, table_cells
-
-        ops = Table(title="reconfigurations (R15: lost, duplicated, reordered in each window)")
-        for column in TABLE_COLUMNS:
-            ops.add_column(column)
-        for r in operations:
-            ops.add_row(*table_cells(r))
-        console.print(ops)
-        for r in operations:
-            if r.get("reason"):
-                console.print(f"  {r['rid']}: {r['verdict']}: {r['reason']}")
+    print_reconfigurations(report.get("operations") or [], console,
+                           title="reconfigurations (R15: lost, duplicated, reordered in each "
+                                 "window)")
     overlay = report.get("overlay")
     if overlay:
         console.print(f"overlay: {overlay['checks']} checks, {overlay['illegitimate']} "
