@@ -22,9 +22,13 @@ and the backend deploy the same thing (tests/orchestrator/test_kubernetes.py che
     StatefulSet leaf-<id>   a broker added at run time: a set of one pod of its own
     probes                  gRPC health (readiness and liveness) on the link port
 
-Faults: a crash deletes the pod (the StatefulSet starts a fresh one: empty RAM); a cut takes
-each end out of the other's link NetworkPolicy; a pause SIGSTOPs the broker through exec
-(the pod shares its process namespace, so the broker is not pid 1, which ignores SIGSTOP).
+Faults: a crash deletes the pod at once (SIGKILL; the StatefulSet starts a fresh one: empty
+RAM); a cut takes each end out of the other's link NetworkPolicy; a pause SIGSTOPs the broker
+through exec, as the pod's own non-root user: the broker is the child of a tiny init
+(podinit.py), not pid 1, which SIGSTOP cannot stop; no shared process namespace, no root, no
+capability. The pods run as the image's user weeble (10001), read-only root file system,
+every capability dropped, seccomp RuntimeDefault, no service-account token: the Pod Security
+"restricted" profile, which the namespace enforces.
 Traces are read from the pods (exec), logs from the API.
 
 No cluster runs on the machines this project is built on: the manifests are validated offline
@@ -55,7 +59,7 @@ from weeble.orchestrator.backend import (
     Placement,
     Ports,
 )
-from weeble.orchestrator.backends.image import NAME, PYTHON
+from weeble.orchestrator.backends.image import NAME, PYTHON, UID
 from weeble.orchestrator.local import LocalBackend, wait_serving
 from weeble.runtime.config import BrokerConfig
 from weeble.trace.schema import TRACE_DIR as RUN_TRACE_DIR
@@ -70,6 +74,9 @@ CONFIGS, TOKENS = "broker-configs", "broker-tokens"
 CONFIG_DIR, TRACE_DIR = "/etc/weeble/brokers", "/var/lib/weeble/traces"
 TOKEN_PLACEHOLDER = "from-secret-broker-tokens"  # the config's token: the Secret's wins
 DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
+# the namespace enforces the Pod Security "restricted" profile: a pod that is not is refused
+PSS_LABELS = {"pod-security.kubernetes.io/enforce": "restricted",
+              "pod-security.kubernetes.io/enforce-version": "latest"}
 POD_LABEL = "statefulset.kubernetes.io/pod-name"  # set on each pod by its StatefulSet
 SET_LABEL = "weeble/set"  # which StatefulSet a broker pod is of (the selectors must not overlap)
 
@@ -203,6 +210,17 @@ def topology_json(root: str, pods: dict[str, str], edges: list[tuple[str, str]])
                       indent=2)
 
 
+# Secure by default: what the Pod Security "restricted" profile asks (the tests check every pod
+# template against its rules), as the image's fixed non-root user.
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+    "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+    "privileged": False, "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def broker_set(instance: str, name: str, *, replicas: int, image: str,
                container_ports: list[dict[str, Any]], listen: int) -> dict[str, Any]:
     """A StatefulSet of broker pods (`name`-0, -1, ...); pod P runs the ConfigMap's P.json."""
@@ -216,13 +234,17 @@ def broker_set(instance: str, name: str, *, replicas: int, image: str,
             "template": {
                 "metadata": {"labels": lab},
                 "spec": {
-                    # the broker must not be pid 1 (which ignores SIGSTOP): a pause works
-                    "shareProcessNamespace": True,
                     "terminationGracePeriodSeconds": 15,
+                    # a broker needs no API access; no Service environment (names by DNS)
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": POD_SECURITY,
                     "containers": [{
                         "name": "broker", "image": image, "imagePullPolicy": "IfNotPresent",
+                        # podinit as pid 1, the broker its child: a pause can stop it (podinit)
                         "command": [PYTHON],
-                        "args": ["-m", "weeble.runtime", "--tokens-from-env",
+                        "args": ["-m", "weeble.orchestrator.backends.podinit",
+                                 PYTHON, "-m", "weeble.runtime", "--tokens-from-env",
                                  "--config", f"{CONFIG_DIR}/$(POD_NAME).json"],
                         "env": [
                             {"name": "POD_NAME",
@@ -241,11 +263,16 @@ def broker_set(instance: str, name: str, *, replicas: int, image: str,
                                           "initialDelaySeconds": 10, "failureThreshold": 6},
                         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
                                       "limits": {"cpu": "500m", "memory": "128Mi"}},
+                        "securityContext": CONTAINER_SECURITY,
+                        # the root file system is read-only: the traces and /tmp are not
                         "volumeMounts": [{"name": "configs", "mountPath": CONFIG_DIR,
                                           "readOnly": True},
-                                         {"name": "traces", "mountPath": TRACE_DIR}]}],
+                                         {"name": "traces", "mountPath": TRACE_DIR},
+                                         {"name": "tmp", "mountPath": "/tmp"}]}],
                     "volumes": [{"name": "configs", "configMap": {"name": CONFIGS}},
-                                {"name": "traces", "emptyDir": {}}]}}}}
+                                {"name": "traces", "emptyDir": {}},
+                                {"name": "tmp", "emptyDir": {"medium": "Memory",
+                                                             "sizeLimit": "16Mi"}}]}}}}
 
 
 def _container_ports(ports: tuple[int, int, int | None]) -> list[dict[str, Any]]:
@@ -270,7 +297,8 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
     container_ports = _container_ports(ports)
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": {"name": namespace, "labels": labels(instance, "namespace")}},
+         "metadata": {"name": namespace, "labels": {**labels(instance, "namespace"),
+                                                     **PSS_LABELS}}},
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": CONFIGS, "labels": labels(instance, "topology")},
          "data": {**{f"{pod(i)}.json": stored_config(c) for i, c in enumerate(configs)},
