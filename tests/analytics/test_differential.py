@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.analytics import handmade
-from tests.trace.test_trace_contract import KEYS, run, scenario
+from tests.trace.test_trace_contract import KEYS, edge_scenario, run, scenario
 from weeble.check.history import check_run
 
 
@@ -51,6 +51,14 @@ def test_checker_and_spark_agree_on_generated_runs(spark: Any, tmp_path: Path, a
     assert theirs["ingest"]["torn_lines"] == ["b4.jsonl"]
     assert len(ours["episodes"]) == 1 and len(ours["episodes"][0]["faults"]) == 3
 
+
+def test_checker_and_spark_agree_on_the_edges_of_the_value_space(spark: Any,
+                                                                 tmp_path: Path) -> None:
+    """Huge, tiny and subnormal floats, ints beyond 2**53, bool/int/float mixes, unicode and
+    empty strings under string order and prefix, publications at the same instant."""
+    run(edge_scenario("merging1", seed=5), tmp_path)
+    ours, _ = compare(spark, tmp_path)
+    assert ours["deliveries"]["delivered"] > 100
 
 def test_checker_and_spark_agree_on_the_handmade_run(spark: Any, handmade_run: Path) -> None:
     ours, _ = compare(spark, handmade_run)

@@ -6,6 +6,8 @@ clients, for every algorithm."""
 
 from __future__ import annotations
 
+import json
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -130,6 +132,121 @@ def test_float_attributes_and_self_publications_are_judged_correctly(tmp_path: P
     theirs = independent_checker.check(tmp_path)
     assert {k: theirs[k] for k in KEYS} == {k: d[k] for k in KEYS}
 
+
+
+# Values at the edges of the contract's value space (finite: ±inf and NaN are refused at every
+# entry, test_non_finite_numbers_are_refused_at_every_entry): huge, tiny and subnormal floats,
+# -0.0, ints beyond 2**53 next to the float they round to, bools next to 1 and 0, unicode
+# (accents, CJK, astral plane) and empty strings; strings ordered by code point.
+EDGE_VALUES: list[dict[str, Any]] = [
+    {"price": 1e308, "n": 9007199254740993, "flag": True, "name": ""},
+    {"price": -1e308, "n": 9007199254740992.0, "flag": False, "name": "é"},
+    {"price": 5e-324, "n": 1, "flag": 1, "name": "日本"},
+    {"price": -0.0, "n": True, "flag": 0, "name": "\U0001F600 smile"},
+    {"price": 2.5e-310, "n": 1.0, "flag": True, "name": "b"},
+    {"price": 0, "n": 0, "flag": "true", "name": "a\u00e9"},
+]
+EDGE_FILTERS = [
+    "price > 1e300", "price < -1e300", "price range [0, 1e-300]", "price == 0",
+    "n == 9007199254740993", "n == 9007199254740992", "n == 1", "flag == true", "flag == 1",
+    'name == ""', 'name < "b"', 'name prefix "日"', 'name range ["a", "é"]', 'name > "z"',
+    'name prefix ""', "flag is bool",
+]
+
+
+def edge_scenario(algorithm: str, seed: int) -> dict[str, Any]:
+    """Every edge value published from three brokers, two and three publications at the same
+    instant (one publisher and several), a fault in the middle."""
+    rng = random.Random(seed)
+    publications = []
+    for i in range(60):
+        at = round(3 + (i // 3) * 1.5, 3)  # three at each instant
+        who = ["alice", None, None][i % 3]
+        broker = "b4" if who else rng.choice(["b0", "b7", "b12"])
+        publications.append({"at": at, "broker": broker, "attributes": EDGE_VALUES[i % 6],
+                             **({"client": who} if who else {})})
+    subscriptions = [{"client": f"edge{i}", "broker": f"b{(i * 5) % 13}", "filter": f}
+                     for i, f in enumerate(EDGE_FILTERS)]
+    subscriptions.append({"client": "alice", "broker": "b4", "filter": 'name prefix ""'})
+    return {
+        "name": f"edges-{algorithm}", "seed": seed, "duration": 40,
+        "topology": {"kind": "kary", "m": 3, "levels": 3},
+        "routing": {"algorithm": algorithm},
+        "timing": {"pi": 5.5, "rho": 5.0, "delta_min": 0.01, "delta_max": 0.05},
+        "subscriptions": subscriptions, "publications": publications,
+        "chaos": {"faults": [{"name": "clear", "kind": "corrupt", "field": "table.clear",
+                              "target": "b1", "at": 15}]},
+        "check_every": 1.0,
+    }
+
+
+@pytest.mark.parametrize("algorithm", ["identity", "covering2", "merging1", "merging2"])
+def test_the_checkers_agree_on_the_edges_of_the_value_space(algorithm: str,
+                                                            tmp_path: Path) -> None:
+    s = run(edge_scenario(algorithm, seed=5), tmp_path)
+    ours = check_run(tmp_path)
+    theirs = independent_checker.check(tmp_path)
+    summary = {k: s.deliveries[k] for k in KEYS}
+    assert summary == {k: ours["deliveries"][k] for k in KEYS}
+    assert summary == {k: theirs[k] for k in KEYS}
+    assert summary["delivered"] > 100 and len(ours["episodes"]) == 1
+    assert [x["service_time"] for x in ours["episodes"]] == pytest.approx(
+        [x["service"] for x in theirs["episodes"]], abs=1e-6)
+    assert ours["verdict"]["status"] == s.verdict["status"]
+    # the trace keeps every value exactly (ints beyond 2**53, -0.0, subnormals, astral chars)
+    published = {json.dumps(r["attributes"], sort_keys=True)
+                 for f in (tmp_path / "trace").glob("*.jsonl")
+                 for r in map(json.loads, f.read_text(encoding="utf-8").splitlines())
+                 if r["kind"] == "publish"}
+    assert published == {json.dumps(v, sort_keys=True) for v in EDGE_VALUES}
+
+
+def test_same_instant_publications_are_one_moment() -> None:
+    """R11/R12: publications (checks) at the same instant are one moment, correct only if all
+    of them are; the order the trace lists them in does not matter."""
+    from weeble.check.episodes import Episode, service_stabilization
+
+    e = Episode(0, 1.0, 2.0, 20.0, ["f"])
+    for order in ((1, 0), (0, 1)):
+        times, ok = [3.0, 5.0, 5.0, 7.0], [0, *order, 1]
+        assert service_stabilization(e, times, ok, 0.5) == (5.0, "stabilized")
+        times, ok = [3.0, 5.0, 5.0], [0, *order]
+        assert service_stabilization(e, times, ok, 0.5) == (None, "not stabilized")
+    assert service_stabilization(e, [3.0, 3.0], [1, 1], 0.5) == (0.0, "stable")
+
+
+@pytest.mark.parametrize(("value", "expect"), [(math.inf, "inf"), (-math.inf, "-inf"),
+                                               (math.nan, "nan")])
+def test_non_finite_numbers_are_refused_at_every_entry(value: float, expect: str) -> None:
+    """Issue 23 item 1: ±inf and NaN are refused (not carried) wherever a notification enters:
+    scenario files, experiments' injected messages, `weeble publish`, the client library's
+    encoding, the brokers' decoding (publications, links, the admin API's Inject). Each error
+    names the attribute."""
+    from weeble.commands import UsageError
+    from weeble.commands.publish import parse_attribute
+    from weeble.core.messages import Notification
+    from weeble.model.faults import Message
+    from weeble.model.scenario import ScenarioError
+    from weeble.proto.v1 import client_pb2
+    from weeble.codec.wire import WireError, notification_from_pb, notification_to_pb
+
+    named = f"attribute 'price': {expect} is not a finite number"
+    data = scenario("identity", False, False, seed=1)
+    data["publications"][3]["attributes"]["price"] = value
+    with pytest.raises(ScenarioError, match=rf"publications\[3\]\.attributes: {named}"):
+        parse_scenario(data)
+    with pytest.raises(ValueError, match=named):
+        Message(type="notify", attributes={"price": value})
+    if expect != "nan":  # the command line spells numbers only: 1e999 overflows to inf
+        with pytest.raises(UsageError, match=named):
+            parse_attribute(f"price={'-' if value < 0 else ''}1e999")
+    assert parse_attribute("price=inf") == ("price", "inf")  # a word is a string
+    with pytest.raises(WireError, match=named):
+        notification_to_pb(Notification("p", 1, {"class": 3, "price": value}))
+    pb = client_pb2.Notification(publisher="p", seq=1)
+    pb.attributes["price"].d = value
+    with pytest.raises(WireError, match=rf"notification\.attributes\.price: {named}"):
+        notification_from_pb(pb)
 
 
 def test_a_failure_while_the_timing_model_is_broken_names_that_cause(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def service_stabilization(e: Episode, pub_times: Sequence[float], pub_ok: Sequen
         return None, "fault never ended"
     window = [(t, ok) for t, ok in zip(pub_times, pub_ok, strict=True)
               if e.end - EPS <= t and t + deactivation <= e.observed_until + EPS]
-    return _tail(window, e.end, "no publications observed")
+    return stabilization_tail(window, e.end, "no publications observed")
 
 
 def state_stabilization(e: Episode, checks: Sequence[Check]) -> tuple[float | None, str]:
@@ -121,18 +121,20 @@ def state_stabilization(e: Episode, checks: Sequence[Check]) -> tuple[float | No
     if e.end is None:
         return None, "fault never ended"
     window = [(c.t, c.ok) for c in checks if e.end - EPS <= c.t < e.observed_until - EPS]
-    return _tail(window, e.end, "no checks observed")
+    return stabilization_tail(window, e.end, "no checks observed")
 
 
-def _tail(window: list[tuple[float, Any]], end: float, empty: str) -> tuple[float | None, str]:
+def stabilization_tail(window: Sequence[tuple[float, Any]], end: float,
+                       empty: str) -> tuple[float | None, str]:
+    """R11/R12 over (time, ok) pairs. Pairs at the same instant (within EPS) are one moment,
+    ok only if all of them are: the order a trace lists them in must not decide."""
     if not window:
         return None, empty
-    window.sort(key=lambda x: x[0])
-    if not window[-1][1]:
-        return None, "not stabilized"
-    i = len(window)
-    while i > 0 and window[i - 1][1]:
-        i -= 1
-    if i == 0:
+    bad = [t for t, ok in window if not ok]
+    if not bad:
         return 0.0, "stable"
-    return max(0.0, window[i][0] - end), "stabilized"
+    last_bad = max(bad)
+    after = [t for t, _ in window if t > last_bad + EPS]
+    if not after:
+        return None, "not stabilized"
+    return max(0.0, min(after) - end), "stabilized"

@@ -86,13 +86,16 @@ begins, or the run's end.
 **R11 Service-level stabilization of an episode** (measured from the episode's end E, the end
 of its last fault): take the judged publications with E ≤ t_p and t_p + D ≤ the episode's
 observed-until time, in time order. None: "no publications observed", no time. All correct:
-0 s ("stable"). The last one incorrect: "not stabilized", no time. Otherwise the time is
-t_first − E, where t_first is the first correct publication after the last incorrect one.
+0 s ("stable"). Publications at the same instant are one *moment*, correct only if all of
+them are (the order files list them in does not matter). The last moment incorrect: "not
+stabilized", no time. Otherwise the time is t_first − E, where t_first is the first moment
+after the last incorrect one.
 An episode that never ends: "fault never ended", no time.
 
 **R12 State-level stabilization of an episode** (from E, as R11): take the checks (R8) with
-E ≤ t < observed-until. None: "no checks observed". All ok: 0 s. The last one not ok: "not
-stabilized". Otherwise: the time of the first ok check after the last failing one, minus E.
+E ≤ t < observed-until. None: "no checks observed". All ok: 0 s. Checks at the same instant
+are one moment, as in R11. The last moment not ok: "not stabilized". Otherwise: the time of the
+first moment after the last failing one, minus E.
 A run without faults has no episode and no stabilization time.
 
 **R13 The timing model.** The algorithms' bounds assume that a message crosses a link in

@@ -13,6 +13,7 @@ by concatenating protobuf records (tag, length, bytes), never re-encoding the no
 
 from __future__ import annotations
 
+import math
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,7 +24,13 @@ from google.protobuf.message import DecodeError
 from weeble.codec.wire_skipring import SKIP_RING_TYPES, SkipRingWireError
 from weeble.codec.wire_skipring import from_pb as skip_ring_from_pb
 from weeble.codec.wire_skipring import to_pb as skip_ring_to_pb
-from weeble.core.filters import Filter, FilterLimitError, FilterSyntaxError, Value
+from weeble.core.filters import (
+    Filter,
+    FilterLimitError,
+    FilterSyntaxError,
+    Value,
+    attribute_error,
+)
 from weeble.core.messages import (
     Adv,
     AeCorrect,
@@ -76,6 +83,8 @@ def value_to_pb(value: Any, field: str) -> client_pb2.Value:
             raise WireError(f"{field}: integer {value} does not fit in 64 bits")
         return client_pb2.Value(i=value)
     if isinstance(value, float):
+        if not math.isfinite(value):  # refused at every entry (filters.attribute_error)
+            raise WireError(f"{field}: {attribute_error(field.rpartition('.')[2], value)}")
         return client_pb2.Value(d=value)
     if isinstance(value, str):
         return client_pb2.Value(s=value)
@@ -113,7 +122,9 @@ def _attributes(pb: client_pb2.Notification, field: str) -> dict[str, Value]:
         kind = v.WhichOneof("kind")
         if kind is None:
             raise WireError(f"{field}.attributes.{k}: value has no member set")
-        attrs[k] = getattr(v, kind)
+        value = attrs[k] = getattr(v, kind)
+        if kind == "d" and not math.isfinite(value):
+            raise WireError(f"{field}.attributes.{k}: {attribute_error(k, value)}")
     return attrs
 
 

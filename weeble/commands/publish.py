@@ -44,7 +44,13 @@ def parse_attribute(text: str) -> tuple[str, Any]:
     if raw in ("true", "false"):
         return name, raw == "true"
     if _NUMBER.match(raw):
-        return name, float(raw) if any(c in raw for c in ".eE") else int(raw)
+        from weeble.core.filters import attribute_error
+
+        value = float(raw) if any(c in raw for c in ".eE") else int(raw)
+        why = attribute_error(name, value)  # 1e999 is inf
+        if why is not None:
+            raise UsageError(f"attribute {text!r}: {why}")
+        return name, value
     if len(raw) >= 2 and raw[0] == raw[-1] == '"':
         try:
             return name, json.loads(raw)

@@ -21,8 +21,16 @@ Semantics
   so ``True`` never matches ``x == 1``.
 * A predicate is typed by its constant: ``x != 2`` means "x is a number other than 2", so a
   string, a bool or a missing ``x`` fails it. A missing attribute fails every predicate.
-* NaN matches no numeric predicate (only ``exists``); ±inf are ordinary numbers. Constants in
-  filters must be finite.
+* Strings compare by Unicode code point, character by character (Python's ``str`` order, not
+  UTF-16 code units, not a locale's collation); a proper prefix is less than the longer string,
+  and the empty string is less than every other. ``prefix p`` holds for every string that
+  starts with p (``prefix ""`` for every string).
+* Attribute values and constants are finite: a notification whose attribute is ±inf or NaN is
+  refused at every entry (the client library, ``weeble publish``, scenario files, the admin
+  API and the brokers' wire), with an error naming the attribute. JSON, the trace's encoding,
+  has no form for them, so a trace could not say what was published. (A value that reached a
+  broker anyway, by a fault, is matched as follows: NaN matches no numeric predicate, only
+  ``exists``; ±inf are ordinary numbers.)
 
 Text form
 ---------
@@ -65,6 +73,7 @@ __all__ = [
     "FilterSyntaxError",
     "IndexKey",
     "Value",
+    "attribute_error",
     "index_value",
     "merge",
     "normalize_value",
@@ -136,6 +145,20 @@ def normalize_value(v: Value) -> Value:
     if isinstance(v, str):
         return str(v)
     raise TypeError(f"not a filter value: {v!r}")
+
+
+def attribute_error(name: str, value: object) -> str | None:
+    """Why `value` cannot be the attribute `name` of a notification; None when it can. The one
+    rule every entry applies (module docstring, Semantics): a str, an int, a bool or a finite
+    float."""
+    if type(value) is float or (isinstance(value, float) and not isinstance(value, bool)):
+        if math.isfinite(value):
+            return None
+        return (f"attribute {name!r}: {value!r} is not a finite number (a notification's "
+                f"numbers are finite: the trace, JSON, has no form for ±inf or NaN)")
+    if isinstance(value, str | int):  # bool is an int
+        return None
+    return f"attribute {name!r}: {type(value).__name__} is not a str, int, float or bool"
 
 
 def index_value(v: Value) -> Value | tuple[str, bool]:

@@ -37,13 +37,21 @@ from __future__ import annotations
 import difflib
 import json
 import random
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from weeble.core.broker import Broker
 from weeble.core.corruption import TARGETS, random_fault
-from weeble.core.filters import Filter, FilterSyntaxError
+from weeble.core.filters import Filter, FilterSyntaxError, attribute_error
 from weeble.core.messages import Message as CoreMessage
 from weeble.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.core.rom import Params, Rom
@@ -344,6 +352,19 @@ class ClockFault(OnBrokers):
 # ---- message faults -------------------------------------------------------------------------
 
 
+def _finite(attributes: dict[str, int | float | str | bool]) -> dict[str, int | float | str | bool]:
+    for name, value in attributes.items():
+        why = attribute_error(name, value)
+        if why is not None:
+            raise ValueError(why)
+    return attributes
+
+
+# A notification's attributes, as scenario files and experiments give them: ±inf and NaN (valid
+# YAML: .inf, .nan) are refused with the attribute's name (filters.attribute_error)
+Attributes = Annotated[dict[str, int | float | str | bool], AfterValidator(_finite)]
+
+
 class Message(_Model):
     """A link message to inject, in the core's terms (messages.py)."""
 
@@ -353,7 +374,7 @@ class Message(_Model):
     tag: int = Field(default=0, ge=0)
     publisher: str = "chaos"
     seq: int = Field(default=1, ge=0)
-    attributes: dict[str, int | float | str | bool] = {}
+    attributes: Attributes = {}
 
     _filter = field_validator("filter")(lambda value: _parses(value))
 

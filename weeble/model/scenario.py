@@ -103,6 +103,7 @@ from weeble.core.rom import (
 from weeble.model import topology as topo
 from weeble.model.errors import problems
 from weeble.model.experiment import Experiment, ExperimentError, tree_of_scenario
+from weeble.model.faults import Attributes
 from weeble.model.topology import Topology
 
 _WORKLOAD_CLIENT = re.compile(r"c\d+")  # the workload's clients (model/workload.py)
@@ -210,7 +211,7 @@ class Subscription(_Model):
 class Publication(_Model):
     at: float = Field(ge=0)
     broker: str
-    attributes: dict[str, int | float | str | bool]
+    attributes: Attributes
     client: str | None = None  # default: p<broker>, the workload's publisher at that broker
 
 

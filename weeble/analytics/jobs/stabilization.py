@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs.context import Context
+from weeble.check.episodes import stabilization_tail
 from weeble.core.filters import Filter, FilterSyntaxError
 from weeble.core.legitimacy import LiveSub, SnapshotView, check
 
@@ -72,7 +73,7 @@ def _service(window: DataFrame, end: float) -> tuple[float | None, str]:
     if last_bad is None:
         seen = window.limit(1).count()
         return (0.0, "stable") if seen else (None, "no publications observed")
-    first_good = (window.where(F.col("correct") & (F.col("ts") > last_bad))
+    first_good = (window.where(F.col("correct") & (F.col("ts") > last_bad + EPS))
                   .agg(F.min("ts")).first()[0])  # type: ignore[index]
     if first_good is None:
         return None, "not stabilized"
@@ -82,16 +83,7 @@ def _service(window: DataFrame, end: float) -> tuple[float | None, str]:
 def _state(checks: list[tuple[float, bool]], end: float, until: float) -> tuple[float | None, str]:
     # A check at the instant the next episode begins may already see it: not this episode's.
     later = [(t, ok) for t, ok in checks if end - EPS <= t < until - EPS]
-    if not later:
-        return None, "no checks observed"
-    if not later[-1][1]:
-        return None, "not stabilized"
-    i = len(later)
-    while i > 0 and later[i - 1][1]:
-        i -= 1
-    if i == 0:
-        return 0.0, "stable"
-    return max(0.0, later[i][0] - end), "stabilized"
+    return stabilization_tail(later, end, "no checks observed")
 
 
 def _checks(ctx: Context) -> DataFrame:
