@@ -222,13 +222,13 @@ def test_non_finite_numbers_are_refused_at_every_entry(value: float, expect: str
     scenario files, experiments' injected messages, `weeble publish`, the client library's
     encoding, the brokers' decoding (publications, links, the admin API's Inject). Each error
     names the attribute."""
+    from weeble.codec.wire import WireError, notification_from_pb, notification_to_pb
     from weeble.commands import UsageError
     from weeble.commands.publish import parse_attribute
     from weeble.core.messages import Notification
     from weeble.model.faults import Message
     from weeble.model.scenario import ScenarioError
     from weeble.proto.v1 import client_pb2
-    from weeble.codec.wire import WireError, notification_from_pb, notification_to_pb
 
     named = f"attribute 'price': {expect} is not a finite number"
     data = scenario("identity", False, False, seed=1)
