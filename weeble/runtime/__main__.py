@@ -30,17 +30,31 @@ async def serve(config: BrokerConfig) -> None:
     await server.wait_stopped()
 
 
+# The stand-in a ConfigMap's config holds for each token, and the prefix of example values:
+# a broker started with one of them would run with a token anyone can read.
+TOKEN_PLACEHOLDER = "from-secret-broker-tokens"
+EXAMPLE_PREFIX = "change-me"
+
+
+def _unusable(value: str | None) -> str | None:
+    """Why this token cannot be used (None: it can)."""
+    if not value:
+        return "not set or empty"
+    if value == TOKEN_PLACEHOLDER or value.lower().startswith(EXAMPLE_PREFIX):
+        return f"a placeholder ({value[:40]!r}): generate one (weeble k8s secrets)"
+    return None
+
+
 def tokens_from_env(config: BrokerConfig) -> BrokerConfig:
-    tokens = {field: os.environ.get(var) for field, var in
-              (("admin_token", "WEEBLE_ADMIN_TOKEN"), ("link_token", "WEEBLE_LINK_TOKEN"))}
-    missing = [f for f, v in tokens.items() if not v]
-    if missing:
-        raise ConfigError(f"--tokens-from-env: {', '.join(missing)} not set (environment"
-                          " WEEBLE_ADMIN_TOKEN, WEEBLE_LINK_TOKEN)")
+    names = [("admin_token", "WEEBLE_ADMIN_TOKEN"), ("link_token", "WEEBLE_LINK_TOKEN")]
     # the client secret too, unless the config says the broker is open to any client
-    client_secret = os.environ.get("WEEBLE_CLIENT_SECRET")
-    if client_secret and not config.open_clients:
-        tokens["client_secret"] = client_secret
+    if not config.open_clients and config.client_secret is not None:
+        names.append(("client_secret", "WEEBLE_CLIENT_SECRET"))
+    tokens = {field: os.environ.get(var) for field, var in names}
+    bad = [f"{var} is {why}" for field, var in names
+           if (why := _unusable(tokens[field])) is not None]
+    if bad:
+        raise ConfigError(f"--tokens-from-env: {'; '.join(bad)}")
     try:
         return BrokerConfig.model_validate({**config.model_dump(), **tokens})
     except ValidationError as e:
