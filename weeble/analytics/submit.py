@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     shown = result if only else {k: result[k] for k in ("verdict", "faults", "timings")}
     print(json.dumps(shown, indent=2, default=str))
-    return 0 if only or result["verdict"]["pass"] else 1
+    from weeble.check.status import exit_code
+
+    return 0 if only else exit_code(result["verdict"]["status"])
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from weeble.check import status
 from weeble.check.rules import RULES, TIMING_TOLERANCE
 from weeble.core import filters, legitimacy
 from weeble.trace import schema
@@ -184,6 +185,14 @@ def render() -> str:
         "## Correctness",
         "",
         RULES.strip(),
+        "",
+        "### Verdict statuses and exit codes",
+        "",
+        "A run's `verdict.status` (and each part's `status`) is one of these; `weeble check`, "
+        "`weeble analyze` and `weeble run` exit with its code (`weeble run` also exits 1 when "
+        "a fault it injected did not take effect). The names and codes are stable.",
+        "",
+        status.document(),
         "",
         "### The legitimate routing configuration (R9 in detail)",
         "",

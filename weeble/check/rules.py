@@ -139,8 +139,13 @@ after K (Δ itself when none do). The episode is late if there is a Δ̂ and a p
 against it counted from K: a stabilization time with E + time > K + Δ̂, or "not stabilized"
 although the episode was observed past K + Δ̂ (observed-until − D for the service level,
 observed-until for the state level). Such an episode, or a prefix that fails anyway, fails;
-the run then does not pass. An "assumptions violated" part does not pass either: the run's
-status is then "assumptions violated".
+the run then does not pass. An "assumptions violated" part does not pass either. An episode
+that never ends (R10) is *not judged*: it has no stabilization time, is reported on its own
+row, and the other parts keep their own verdicts. An episode that passes at the service level
+but had no state-level check (R12: "no checks observed") has the status *no checks observed*,
+which is not a pass. The run's status is the first of fail, assumptions violated, not judged,
+no checks observed that a part has, else pass; "Verdict statuses and exit codes" below gives
+each its exit code.
 
 **R15 Reconfigurations** (chapter 4). A reconfiguration is the `reconfiguration` records with
 the same `rid`: it starts at its `started` record and ends at its `finished` one (none: pending

@@ -18,9 +18,11 @@ from typing import Any
 
 from weeble.check.deliveries import EPS
 from weeble.check.episodes import Episode, Fault
+from weeble.check.status import Status, worst
 from weeble.check.timing import Violation, describe, overlapping
 
-PASS, FAIL, ASSUMPTIONS = "pass", "fail", "assumptions violated"
+PASS, FAIL, ASSUMPTIONS = Status.PASS.value, Status.FAIL.value, Status.ASSUMPTIONS_VIOLATED.value
+NOT_JUDGED, NO_CHECKS = Status.NOT_JUDGED.value, Status.NO_CHECKS_OBSERVED.value
 
 SERVICE_FROM = ("service level: from the end of the episode's last fault (t = {end:.6g} s) to "
                 "the first publication after which every publication was delivered correctly")
@@ -97,11 +99,7 @@ def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence
             parts.append(_part(f"reconfiguration {r['rid']} ({r['op']})", r["start"],
                                r["end"] if r["end"] is not None else run_end, [r["reason"]],
                                violations, hard=True))
-    status = PASS
-    if any(p["status"] == FAIL for p in parts):
-        status = FAIL
-    elif any(p["status"] == ASSUMPTIONS for p in parts):
-        status = ASSUMPTIONS
+    status = worst(p["status"] for p in parts).value
     reasons = [f"{p['part']}: {p['reason']}" for p in parts if p["status"] != PASS]
     rows = []
     for f in faults:
@@ -151,8 +149,14 @@ def _episode(name: str, e: Episode, bound: float, deactivation: float,
     The milder ones after K stretch the bound: Δ̂, R13e of the violations after K. The part
     fails if it is late against Δ̂ counted from K; otherwise the bound did not apply:
     "assumptions violated", with the figures."""
+    if e.end is None:  # judged alone: the other episodes keep their own verdicts
+        return {"part": name, "begin": e.begin, "end": e.observed_until, "status": NOT_JUDGED,
+                "reason": "a fault never ended: no stabilization time can be measured"}
     problems = episode_problems(e, bound)
     part = _part(name, e.begin, e.observed_until, problems, violations)
+    if part["status"] == PASS and e.state_status == NO_CHECKS:
+        return {**part, "status": NO_CHECKS,
+                "reason": "state: no checks observed (its stabilization was not measured)"}
     if part["status"] != ASSUMPTIONS or retime is None or e.end is None:
         return part
     inside = overlapping(violations, e.begin, e.observed_until)

@@ -1,7 +1,8 @@
 """`weeble analyze RUN_DIR`: the PySpark analysis of a run, its verdict table and report.
 
-Exit status: 0 when the verdict passes, 1 when it fails, 2 for bad input (no such run, a trace
-of another schema version, ...), as for every weeble command.
+Exit status: one per verdict status (weeble.check.status): 0 pass, 1 fail, 3 assumptions
+violated, 4 not judged, 5 no checks observed; 2 for bad input (no such run, a trace of another
+schema version, ...), as for every weeble command.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not args.quiet:
         print_verdict(summary)
-    return 0 if summary["verdict"]["pass"] else 1
+    from weeble.check.status import exit_code
+
+    return exit_code(summary["verdict"]["status"])
 
 
 def print_verdict(summary: dict[str, Any]) -> None:

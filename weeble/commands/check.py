@@ -2,7 +2,9 @@
 
 It applies the rules R1-R15 of docs/trace-schema.md to RUN_DIR/trace/ and prints the verdict
 per fault episode; `weeble analyze` computes the same with PySpark at any scale. Exit status:
-0 when the verdict passes, 1 when it does not, 2 for bad input.
+one per verdict status (weeble.check.status, docs/trace-schema.md "Verdict
+statuses and exit codes"): 0 pass, 1 fail, 3 assumptions violated, 4 not judged, 5 no checks
+observed; 2 for bad input.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ def register(subparsers: Any) -> None:
         description="Read RUN_DIR/trace/*.jsonl and apply the correctness rules of "
                     "docs/trace-schema.md: expected, missing, spurious, duplicate and FIFO "
                     "deliveries, legitimacy, stabilization per fault episode, the timing "
-                    "model. Prints the verdict; exits 1 if it fails.",
+                    "model. Prints the verdict; the exit status is the verdict's: 0 pass, 1"
+                    " fail, 3 assumptions violated, 4 not judged, 5 no checks observed (2: bad"
+                    " input).",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (simulated or live)")
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
@@ -39,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, default=str))
     else:
         print_report(report)
-    return 0 if report["verdict"]["pass"] else 1
+    from weeble.check.status import exit_code
+
+    return exit_code(report["verdict"]["status"])
 
 
 def print_report(report: dict[str, Any]) -> None:

@@ -4,8 +4,8 @@ experiment for the duration, down, analysis, verdict.
 The traces land in runs/<id>/trace/ (with chaos.jsonl, the evidence of every injected fault),
 a summary in runs/<id>/summary.json; a short version of it is printed. Then the analytics
 (weeble.analytics, in this process) judge the run: the verdict table per fault goes to stdout
-with the report's path, and the exit status is 1 when a verdict fails. The brokers are stopped
-on every way out (normal end, error, Ctrl-C, SIGTERM).
+with the report's path, and the exit status is the verdict's (weeble.check.status). The
+brokers are stopped on every way out (normal end, error, Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ def register(subparsers: Any) -> None:
                     " against them for the duration while its chaos experiment (or --chaos"
                     " FILE) injects faults, stop the brokers and collect the traces into the run"
                     " directory, then analyze them (PySpark) and print the verdict per fault"
-                    " with the report's path. Exit status 1 if a verdict fails, 2 on a user"
-                    " error.",
+                    " with the report's path. Exit status: the verdict's (0 pass, 1 fail, 3"
+                    " assumptions violated, 4 not judged, 5 no checks observed; 1 also when a"
+                    " fault did not take effect), 2 on a user error.",
     )
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--duration", type=float, metavar="S",
@@ -172,6 +173,7 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
     import subprocess
 
     from weeble.chaos.verdict import print_verdict, run_passes, verdict_rows
+    from weeble.check.status import BAD_INPUT, Status, exit_code
     from weeble.commands import UsageError
     from weeble.trace.schema import ANALYSIS_DIR
 
@@ -181,7 +183,7 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
     # evidence of each fault)
     done = subprocess.run(command, stdout=subprocess.DEVNULL, check=False)
     summary = run_dir / ANALYSIS_DIR / "summary.json"
-    if done.returncode not in (0, 1) or not summary.exists():
+    if done.returncode == BAD_INPUT or not summary.exists():
         raise UsageError(f"analysis of {run_dir} failed (exit status {done.returncode}); "
                          f"run `weeble analyze {run_dir}` to see why")
     analysis = json.loads(summary.read_text())
@@ -193,4 +195,5 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
                       "operations", []),
                   status=analysis["verdict"].get("status"))
     print(f"report: {analysis.get('report') or run_dir / 'analysis'}")
-    return 0 if passed else 1
+    code = exit_code(analysis["verdict"].get("status") or Status.PASS)
+    return 1 if code == 0 and not passed else code  # a fault that did not take effect fails
