@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 # Adding a subcommand: write weeble/commands/<name>.py with `register`, add its name here.
 COMMANDS = ("simulate", "up", "status", "down", "clean", "run", "chaos", "publish", "subscribe",
-            "check", "analyze", "reproduce", "reconfigure", "image", "explore", "k8s")
+            "check", "analyze", "reproduce", "reconfigure", "image", "explore", "k8s", "shrink")
 
 
 def build_parser() -> argparse.ArgumentParser:

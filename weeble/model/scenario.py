@@ -206,6 +206,9 @@ class Subscription(_Model):
     filter: str
     start: float = Field(default=0.0, ge=0)
     end: float | None = None  # None: until the end of the run
+    # when its first refresh is due (then every ρ); default start + ρ. A workload subscription
+    # written out (`weeble shrink`) keeps its phase with it; live clients refresh every ρ.
+    first_refresh: float | None = Field(default=None, ge=0)
 
 
 class Publication(_Model):
@@ -818,6 +821,10 @@ def _check(s: Scenario) -> None:
             raise _Invalid(f"subscriptions[{i}].filter", f"{sub.filter!r}: {exc}") from None
         if sub.end is not None and sub.end <= sub.start:
             raise _Invalid(f"subscriptions[{i}].end", f"{sub.end} is not after start {sub.start}")
+        if sub.first_refresh is not None and not \
+                sub.start <= sub.first_refresh <= sub.start + s.timing.rho:
+            raise _Invalid(f"subscriptions[{i}].first_refresh", f"{sub.first_refresh} is not in"
+                           f" [start, start + rho] = [{sub.start}, {sub.start + s.timing.rho}]")
     for i, pub in enumerate(s.publications):
         known(f"publications[{i}].broker", pub.broker)
         if pub.client in brokers:

@@ -241,7 +241,8 @@ def _explicit_subscriptions(scenario: Scenario, until: float) -> Iterator[Subscr
                 t=spec.start, client=spec.client, broker=spec.broker,
                 sub_id=f"{spec.client}/{k}", filter=Filter.parse(spec.filter), cls=None,
                 end=INF if spec.end is None else spec.end, crashes=False,
-                first_refresh=spec.start + rho))
+                first_refresh=(spec.start + rho if spec.first_refresh is None
+                               else spec.first_refresh)))
     planned.sort(key=_time)  # stable: a client's subscriptions keep their order at equal times
     yield from planned
 
