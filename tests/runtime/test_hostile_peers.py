@@ -12,7 +12,8 @@ import grpc
 import pytest
 
 from tests.runtime.helpers import ADMIN_TOKEN, address, dial_as, next_host, run, wait_until
-from weeble.codec.wire import publish_request
+from weeble.codec.wire import MAX_BATCH, publish_request
+from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES
 from weeble.proto.v1 import client_pb2, link_pb2
 from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.client_service import ACCEPTED_KEY
@@ -206,5 +207,41 @@ def test_snapshot_reports_any_counter_within_uint64(configs: Configs) -> None:
             assert int(snap["counters"]["publishes"]) == U64_MAX
             b0 = next(x for x in snap["links"] if x["neighbor"] == "b0")
             assert int(b0["counters"]["seq_repeat_or_reorder"]) == U64_MAX
+
+    run(scenario())
+
+
+# ---- finding 4: cost parameters a peer sends -------------------------------------------------
+
+
+def test_a_link_peer_over_a_cost_bound_costs_a_counter_not_the_loop(configs: Configs) -> None:
+    # The probe: an AeObserve with m = 2^27 and k = 1,000 stalled the loop 14 s. Every cost
+    # parameter is bounded at decode time (tests/codec/test_bounds.py, each one); here the
+    # sketch's k and m and a batch's size over their bounds, live: dropped, counted, the
+    # link stays and the next envelope is handled
+    cfg = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
+                  mode="anti_entropy")
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server:
+            channel, call = await dial_as(cfg, "b0")
+            await call.read()
+            await wait_until(lambda: server.links["b0"].connected)
+            await call.write(link_pb2.Envelope(seq=1, ae_observe=link_pb2.AeObserveMsg(
+                round=1, m=64, k=MAX_HASHES + 1, seed=3)).SerializeToString())
+            await call.write(link_pb2.Envelope(seq=2, ae_observe=link_pb2.AeObserveMsg(
+                round=2, m=MAX_BITS + 1, k=7, seed=3)).SerializeToString())
+            batch = link_pb2.Envelope(batch=link_pb2.Batch(envelopes=[
+                link_pb2.Envelope(seq=3 + i, bye=link_pb2.ByeMsg())
+                for i in range(MAX_BATCH + 1)]))
+            await call.write(batch.SerializeToString())
+            await wait_until(lambda: server.metrics.counters["dropped_malformed"] == 3)
+            await call.write(link_pb2.Envelope(seq=3, sub=link_pb2.SubMsg(
+                sub_id="s", filter="k == 1")).SerializeToString())
+            await wait_until(lambda: server.links["b0"].counters["received"] == 1)
+            assert server.links["b0"].connected
+            assert server.metrics.counters["core_errors"] == 0
+            call.cancel()
+            await channel.close()
 
     run(scenario())

@@ -59,7 +59,7 @@ from weeble.core.messages import (
     Unlock,
     Unsub,
 )
-from weeble.core.sketch.bloom import BloomFilter
+from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES, BloomFilter
 from weeble.proto.v1 import client_pb2, link_pb2
 
 PROTOCOL_VERSION = 1
@@ -70,6 +70,25 @@ UINT64_MAX = 2**64 - 1
 
 class WireError(ValueError):
     """A message that cannot cross the wire in this direction; the text names the field."""
+
+
+# ---- bounds: what one envelope may make a broker do ----------------------------------------
+# Every count a peer chooses is checked when its envelope is decoded, before the core sees it;
+# over a bound, WireError names the field and the bound (the link drops the envelope and
+# counts it, dropped_malformed). The sizes of filters and notifications are `Limits` (Tuning);
+# a sketch's m and k are the core's (core/sketch/bloom.py: MAX_BITS, MAX_HASHES).
+# docs/limits.md lists them all.
+MAX_BATCH = 4096  # envelopes in one Batch (Tuning.link_batch_max is at most this)
+MAX_PATH = 4096  # brokers in a lock's path, a separator, an optimizer broadcast or cycle
+MAX_MOVES = 4096  # moves of one recolor or reconfigure
+MAX_RIDS = 1024  # reconfiguration ids of one recolor
+MAX_ITEMS = 16384  # subscriptions of one anti-entropy list; skip-ring entries, publications
+
+
+def check_count(n: int, field: str, bound: str, limit: int) -> None:
+    """WireError when a peer-chosen count `n` of `field` is over `bound` (= `limit`)."""
+    if n > limit:
+        raise WireError(f"{field}: {n}, over the bound {bound} = {limit}")
 
 
 # ---- values and notifications --------------------------------------------------------------
@@ -396,6 +415,7 @@ def _items_pb(items: Any) -> list[link_pb2.AeItem]:
 
 
 def _items_from(pbs: Any, field: str, limits: Limits) -> tuple[tuple[str, Filter], ...]:
+    check_count(len(pbs), field, "MAX_ITEMS", MAX_ITEMS)
     return tuple((m.sub_id, parse_filter(m.filter, f"{field}.filter", limits)) for m in pbs)
 
 
@@ -405,11 +425,17 @@ def _sketch_pb(pb: Any, f: BloomFilter, field: str) -> None:
     setattr(pb, f"has_{field}", True)
 
 
+def _check_sketch(m: int, k: int, field: str) -> None:
+    if not 8 <= m <= MAX_BITS:
+        raise WireError(f"{field}.m: {m} bits, outside 8 .. MAX_BITS = {MAX_BITS}")
+    if not 1 <= k <= MAX_HASHES:
+        raise WireError(f"{field}.k: {k} hashes, outside 1 .. MAX_HASHES = {MAX_HASHES}")
+
+
 def _sketch_from(pb: Any, field: str) -> BloomFilter | None:
     if not getattr(pb, f"has_{field}"):
         return None
-    if not 8 <= pb.m <= 1 << 27 or not 1 <= pb.k <= 64:
-        raise WireError(f"{field}: a filter of {pb.m} bits and {pb.k} hashes")
+    _check_sketch(pb.m, pb.k, field)
     try:
         return BloomFilter.from_bytes(getattr(pb, field), m=pb.m, k=pb.k, seed=pb.seed)
     except ValueError as e:
@@ -434,6 +460,7 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
         return Switch(env.switch.tag)
     if kind == "lock":
         m = env.lock
+        check_count(len(m.path), "lock.path", "MAX_PATH", MAX_PATH)
         path = tuple(m.path)
         if len(path) < 2 or not m.edge_a or not m.edge_b:
             raise WireError("lock: needs a path and both ends of the link to remove")
@@ -451,6 +478,7 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
         return Reroute(_rid(m.rid, kind), control)
     if kind == "separator":
         m = env.separator
+        check_count(len(m.brokers), "separator.brokers", "MAX_PATH", MAX_PATH)
         return Separator(_rid(m.rid, kind), frozenset(m.brokers), m.relayed)
     if kind == "end":
         return End(_rid(env.end.rid, kind))
@@ -460,6 +488,8 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
         return Bye()
     if kind == "recolor":
         m = env.recolor
+        check_count(len(m.moves), "recolor.moves", "MAX_MOVES", MAX_MOVES)
+        check_count(len(m.rids), "recolor.rids", "MAX_RIDS", MAX_RIDS)
         return Recolor(m.color, _moves_from(m.moves, "recolor.moves"), tuple(m.rids), m.round,
                        m.activating)
     if kind == "recolor_ack":
@@ -472,13 +502,14 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
         return Place(env.place.pointer)
     if kind == "reconfigure":
         m = env.reconfigure
+        check_count(len(m.moves), "reconfigure.moves", "MAX_MOVES", MAX_MOVES)
         return Reconfigure(_rid(m.rid, kind), _moves_from(m.moves, "reconfigure.moves"))
     if kind == "opt_broadcast":
         m = env.opt_broadcast
+        check_count(len(m.path), "opt_broadcast.path", "MAX_PATH", MAX_PATH)
         if not m.path or len(m.p) != len(m.path) or len(m.c) != len(m.path) - 1:
             raise WireError("opt_broadcast: needs a path, one p per broker, one c per link")
-        if not 8 <= m.m <= 1 << 24 or not 1 <= m.k <= 64:
-            raise WireError(f"opt_broadcast: a filter of {m.m} bits and {m.k} hashes")
+        _check_sketch(m.m, m.k, "opt_broadcast")
         try:
             summary = BloomFilter.from_bytes(m.summary, m=m.m, k=m.k, seed=m.seed)
         except ValueError as e:
@@ -487,12 +518,15 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
     if kind == "opt_propose":
         m = env.opt_propose
         n = len(m.path)
+        check_count(n, "opt_propose.path", "MAX_PATH", MAX_PATH)
         if n < 3 or not len(m.p) == len(m.c) == len(m.cost) == n:
             raise WireError("opt_propose: a cycle of 3 or more, one p, c and cost per broker")
         return Propose(_rid(m.rid, kind), tuple(m.path), tuple(m.p), tuple(m.c),
                        tuple(m.cost))
     if kind == "ae_observe":
         m = env.ae_observe
+        if not m.full:  # an exact round names no sketch
+            _check_sketch(m.m, m.k, "ae_observe")
         return AeObserve(m.round, m.full, m.m, m.k, m.seed)
     if kind == "ae_reply":
         m = env.ae_reply
@@ -504,6 +538,11 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
                          _items_from(m.unsubscribe, "ae_correct.unsubscribe", limits),
                          _sketch_from(m, "probe"))
     if kind == "skip_ring":
+        sr = env.skip_ring
+        check_count(len(sr.check_trie.entries), "skip_ring.check_trie.entries", "MAX_ITEMS",
+                    MAX_ITEMS)
+        check_count(len(sr.deliver_publications.pubs), "skip_ring.deliver_publications.pubs",
+                    "MAX_ITEMS", MAX_ITEMS)
         try:
             return skip_ring_from_pb(env.skip_ring)  # type: ignore[no-any-return]
         except SkipRingWireError as e:

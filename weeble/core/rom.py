@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES
+
 
 class Algorithm(StrEnum):
     FLOODING = "flooding"
@@ -251,9 +253,9 @@ class AntiEntropy:
         if self.bits_per_element <= 0:
             raise ConfigError(f"anti_entropy.bits_per_element: must be > 0, "
                               f"got {self.bits_per_element}")
-        if self.hashes < 1 or self.min_bits < 8:
-            raise ConfigError(f"anti_entropy: hashes >= 1 and min_bits >= 8, got "
-                              f"{self.hashes} and {self.min_bits}")
+        if not 1 <= self.hashes <= MAX_HASHES or not 8 <= self.min_bits <= MAX_BITS:
+            raise ConfigError(f"anti_entropy: 1 <= hashes <= {MAX_HASHES} and 8 <= min_bits <="
+                              f" {MAX_BITS}, got {self.hashes} and {self.min_bits}")
         if self.full_every < 0:
             raise ConfigError(f"anti_entropy.full_every: must be >= 0 (0: never), "
                               f"got {self.full_every}")
@@ -262,7 +264,7 @@ class AntiEntropy:
 
     def bits_for(self, cardinality: int) -> int:
         """m of a sketch of `cardinality` elements: m/n bits each, at least min_bits."""
-        return max(self.min_bits, math.ceil(self.bits_per_element * cardinality))
+        return min(MAX_BITS, max(self.min_bits, math.ceil(self.bits_per_element * cardinality)))
 
     def rounds(self) -> int:
         """Rounds within which an edge's difference is found: K with an exact round every K;
@@ -371,9 +373,11 @@ class Optimizer:
         if self.eta < 2:
             raise ConfigError(f"optimizer.eta: a broadcast must reach brokers 2 hops away "
                               f"(eta >= 2), got {self.eta}")
-        if self.cache_size < 1 or self.filter_size < 8 or self.hashes < 1:
-            raise ConfigError(f"optimizer: cache_size >= 1, filter_size >= 8 and hashes >= 1, "
-                              f"got {self.cache_size}, {self.filter_size}, {self.hashes}")
+        if (self.cache_size < 1 or not 8 <= self.filter_size <= MAX_BITS
+                or not 1 <= self.hashes <= MAX_HASHES):
+            raise ConfigError(f"optimizer: cache_size >= 1, 8 <= filter_size <= {MAX_BITS} and"
+                              f" 1 <= hashes <= {MAX_HASHES}, got {self.cache_size},"
+                              f" {self.filter_size}, {self.hashes}")
         if self.processing_cost < 0 or any(c < 0 for _, c in self.link_costs):
             raise ConfigError("optimizer: costs must be >= 0")
         if self.measure_every < 0 or self.cost_per_ms <= 0 or self.resolution_ms <= 0:

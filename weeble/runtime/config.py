@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from weeble.codec.wire import Limits
+from weeble.codec.wire import MAX_BATCH, Limits
 from weeble.core.rom import (
     Algorithm,
     AntiEntropy,
@@ -108,7 +108,7 @@ class Tuning(_Strict):
     # link_batch_bytes (and never above the peer's maximum message size); nothing is held
     # back to fill a batch unless link_linger_s > 0, so by default this costs no latency.
     # 1 = one gRPC message per message.
-    link_batch_max: int = Field(default=64, ge=1)
+    link_batch_max: int = Field(default=64, ge=1, le=MAX_BATCH)  # a peer refuses more
     link_batch_bytes: int = Field(default=1024 * 1024, ge=1024)
     # Seconds the link writer waits for more messages when a batch is not full: more
     # throughput per gRPC message, that much more latency. 0 for latency runs.

@@ -53,9 +53,11 @@ from google.protobuf.message import DecodeError
 from tenacity import AsyncRetrying, RetryCallState, wait_exponential, wait_random
 
 from weeble.codec.wire import (
+    MAX_BATCH,
     UINT64_MAX,
     WireError,
     batch_bytes,
+    check_count,
     check_notification_size,
     decode_notification,
     envelope_seq,
@@ -493,6 +495,13 @@ class Link:
             self._on_ack(env.ack)
         kind = env.WhichOneof("kind")
         envelopes = env.batch.envelopes if kind == "batch" else (env,)
+        if len(envelopes) > MAX_BATCH and not self.cut:
+            # each envelope costs a step of the loop: 4 MB of empty ones would be a million
+            try:
+                check_count(len(envelopes), "batch.envelopes", "MAX_BATCH", MAX_BATCH)
+            except WireError as e:
+                self._malformed("batch", e)
+                return
         if self.cut:
             # dropped here, and counted here: acknowledged, so the sender does not count them
             # again as unacked

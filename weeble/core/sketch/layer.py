@@ -40,7 +40,7 @@ from weeble.core.overlay import Topology
 from weeble.core.rom import AntiEntropy, Rom
 from weeble.core.routing.edges import Edges, Key, encode
 from weeble.core.routing.layer import Routing
-from weeble.core.sketch.bloom import BloomFilter, round_seed
+from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES, BloomFilter, round_seed
 
 TIMER = "ae/"  # + neighbour: the round timer of one directed edge
 MAX_SUSPEND = 10  # periods an adaptive suspension lasts at most
@@ -266,7 +266,7 @@ class AntiEntropyLayer:
         if msg.full:
             items = tuple(sorted(map(self.scheme.wire, held), key=_order))
             return [Send(frm, AeReply(msg.round_no, len(held), None, items))]
-        if msg.m < 1 or msg.k < 1 or msg.m > 1 << 27:
+        if not 1 <= msg.m <= MAX_BITS or not 1 <= msg.k <= MAX_HASHES:
             return [Trace("garbage", {"from": frm, "why": f"AeObserve with m={msg.m}, "
                                                           f"k={msg.k}"})]
         f = self._sketch(held, m=msg.m, k=msg.k, seed=msg.seed)
