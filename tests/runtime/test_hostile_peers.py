@@ -16,11 +16,13 @@ from weeble.codec.wire import MAX_BATCH, publish_request
 from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES
 from weeble.proto.v1 import client_pb2, link_pb2
 from weeble.runtime.admin_client import AdminClient
+from weeble.runtime.client import Publisher
 from weeble.runtime.client_service import ACCEPTED_KEY
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.links import CONNECT_METHOD
 from weeble.runtime.quiet import BURST, LIMIT
 from weeble.runtime.server import BrokerServer
+from weeble.trace.reader import read_trace
 
 Configs = Callable[..., BrokerConfig]
 PUBLISH_STREAM = "/weeble.v1.Client/PublishStream"
@@ -245,3 +247,47 @@ def test_a_link_peer_over_a_cost_bound_costs_a_counter_not_the_loop(configs: Con
             await channel.close()
 
     run(scenario())
+
+
+# ---- finding 7: what a stream still queued vanished at its end --------------------------------
+
+
+def test_every_notification_for_a_stream_is_delivered_or_recorded_as_let_go(
+        configs: Configs) -> None:
+    # The probe: of 3,000 notifications for a slow subscriber that cancelled, 1,023 were
+    # cleared from its queue at the end (`items.clear()`) with no record and no counter. Now
+    # each is an `undeliverable` record (reason stream_ended) and counted.
+    cfg = configs("b1", tuning={"client_queue_limit": 50})
+    count = 400  # of 50 KB each: 20 MB, far beyond what gRPC buffers for a stream
+
+    async def scenario() -> dict[str, int]:
+        async with BrokerServer(cfg) as server, \
+                grpc.aio.insecure_channel(cfg.listen_address) as ch:
+            call = ch.unary_stream("/weeble.v1.Client/Subscribe", request_serializer=None,
+                                   response_deserializer=client_pb2.SubscriptionEvent.FromString)(
+                client_pb2.SubscribeRequest(client="sloth", sub_id="sloth.1", filter="k >= 0",
+                                            max_batch=1).SerializeToString())
+            assert (await call.read()).HasField("subscribed")  # and then never reads again
+            stream = server.clients.streams["sloth"]["sloth.1"]
+            async with Publisher(cfg.listen_address, "pub") as pub:
+                for k in range(count):
+                    await pub.publish({"k": k, "pad": "x" * 50_000})
+            queued = len(stream.items)
+            assert queued > 0, server.metrics.counters  # the probe's case: some still queued
+            call.cancel()
+            await wait_until(lambda: server.client_streams() == [])
+            counters = server.metrics.counters
+            assert counters["undeliverable_stream_ended"] >= queued - 1  # (one may be in flight)
+            return {k: int(v) for k, v in counters.items()}
+
+    counters = run(scenario())
+    let_go = sum(v for k, v in counters.items() if k.startswith("undeliverable_"))
+    assert counters["deliveries"] + let_go == count, counters
+    assert cfg.trace_path is not None
+    records = list(read_trace(cfg.trace_path))
+    delivered = [r["nid"] for r in records if r["kind"] == "deliver"]
+    undelivered = [r["nid"] for r in records if r["kind"] == "undeliverable"]
+    assert sorted(delivered + undelivered) == sorted(f"pub#{k + 1}" for k in range(count))
+    reasons = {r["reason"] for r in records if r["kind"] == "undeliverable"}
+    assert "stream_ended" in reasons and reasons <= {"stream_full", "stream_ended",
+                                                     "write_failed"}

@@ -89,7 +89,11 @@ KIND_LIST = [
          "sim, live",
          {"client": S, "broker": S, "nid": S, "publisher": S, "seq": N, "attributes": J},
          {"published_at": F}),
-    Kind("deliver", "the broker handed notification (publisher, seq) to its local client",
+    Kind("deliver", "the broker handed notification (publisher, seq) to its local client. "
+         "Live, this is written when gRPC accepted the write of it onto the client's "
+         "subscribe stream, the closest point a broker can observe: the bytes may still be "
+         "in the transport's buffers (megabytes, for a client that reads nothing) and are "
+         "lost if the client then cancels; `client_deliver` (client side) says it arrived",
          "sim, live",
          {"client": S, "broker": S, "nid": S, "publisher": S, "seq": N},
          {"sub_id": S, "published_at": F}),
@@ -238,7 +242,11 @@ KIND_LIST = [
     Kind("link_heal", "the link to `peer` was healed by the admin API", "live", {"peer": S}),
     Kind("error", "the runtime caught an error", "live", {"error": S},
          {"event": S, "effect": S}),
-    Kind("undeliverable", "a delivery found no client stream to go to", "live",
+    Kind("undeliverable", "a delivery for a local client that the broker let go without "
+         "writing it to a stream (`reason`): no_stream (none open), stream_full (its queue "
+         "was full), oversize (larger than the client accepts), unencodable, write_failed "
+         "(the write in flight when the stream broke), stream_ended (still queued when the "
+         "stream ended)", "live",
          {"client": S, "nid": S, "publisher": S, "seq": N},
          {"reason": S, "sub_id": S, "detail": S, "detail_sha256": S}),
     # ---- the client side (live client library and workload) ----
@@ -301,7 +309,8 @@ FIELD_DOC: Mapping[str, str] = {
             "queue; traces before issue 12 said sent), duplicated, corrupted (queued twice, "
             "garbled), lost, overflow, cut (dropped at once)",
     "reason": "why (a drop: lost, overflow, cut, in_flight, oversize, unacked; an "
-              "undeliverable delivery; the end of a run)",
+              "undeliverable delivery: no_stream, stream_full, oversize, unencodable, "
+              "write_failed, stream_ended; the end of a run)",
     "fault_id": "the fault's id, the same in its fault_begin, fault_end and fault records",
     "type": "the fault's kind in the chaos vocabulary (corrupt, clock, crash, cut, drop, ...)",
     "target": "what the fault hit, as text: broker ids, client ids or links `a-b`, "
