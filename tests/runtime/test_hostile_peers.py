@@ -14,6 +14,7 @@ import pytest
 from tests.runtime.helpers import ADMIN_TOKEN, address, dial_as, next_host, run, wait_until
 from weeble.codec.wire import MAX_BATCH, publish_request
 from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES
+from weeble.orchestrator.summary import summarize
 from weeble.proto.v1 import client_pb2, link_pb2
 from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.client import Publisher
@@ -291,3 +292,8 @@ def test_every_notification_for_a_stream_is_delivered_or_recorded_as_let_go(
     reasons = {r["reason"] for r in records if r["kind"] == "undeliverable"}
     assert "stream_ended" in reasons and reasons <= {"stream_full", "stream_ended",
                                                      "write_failed"}
+    # the run's summary reports them per reason
+    summary = summarize(cfg.trace_path.parent, ["b1"])
+    assert summary["undeliverable_by_reason"]["stream_ended"] == \
+        counters["undeliverable_stream_ended"]
+    assert sum(summary["undeliverable_by_reason"].values()) == len(undelivered)

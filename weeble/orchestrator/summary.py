@@ -1,8 +1,10 @@
 """The short summary of a live run, read back from its traces (`weeble run` prints it).
 
 Counts only: publications and deliveries as the clients saw them (and as the brokers did),
-duplicate deliveries, link messages by kind, drops and errors. Whether the run was *correct* is
-the analytics' verdict, not this module's; this is what a person glances at after a run.
+duplicate deliveries, link messages by kind, drops (link messages) and undeliverable
+deliveries (notifications a broker let go for a local client), each by reason, and errors.
+Whether the run was *correct* is the analytics' verdict, not this module's; this is what a
+person glances at after a run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
     kinds: Counter[str] = Counter()
     sent: Counter[str] = Counter()
     dropped: Counter[str] = Counter()
+    let_go: Counter[str] = Counter()  # undeliverable records by reason
     seen: Counter[tuple[str, str]] = Counter()  # (client, notification id) -> deliveries
     unreadable: list[str] = []
     broker_set = set(brokers)
@@ -40,6 +43,8 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
                         dropped[fate] += 1
                 elif kind == "drop":
                     dropped[rec.get("reason", "?")] += 1
+                elif kind == "undeliverable":
+                    let_go[rec.get("reason", "?")] += 1
         except (OSError, TraceError) as e:
             unreadable.append(f"{path.name}: {e}")
     return {
@@ -49,6 +54,7 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
         "broker_publishes": kinds["publish"],
         "broker_deliveries": kinds["deliver"],
         "undeliverable": kinds["undeliverable"],
+        "undeliverable_by_reason": dict(sorted(let_go.items())),
         "subscriptions": kinds["client_subscribe"],
         "unsubscriptions": kinds["client_unsubscribe"],
         "crashes": kinds["crash"],
