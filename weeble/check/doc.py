@@ -19,7 +19,7 @@ from types import ModuleType
 
 from weeble.check import status
 from weeble.check.rules import RULES, TIMING_TOLERANCE
-from weeble.core import filters, legitimacy
+from weeble.core import filters, legitimacy, rom
 from weeble.trace import schema
 from weeble.trace.header import RUN_FIELDS
 from weeble.trace.writer import CLIP_CHARS, LiveSink
@@ -86,6 +86,35 @@ def _fields(kind: schema.Kind) -> str:
     return "| field | type | | meaning |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
+def _bounds() -> str:
+    """The formulas of Δ, rendered from the expressions weeble.core.rom evaluates for the
+    header (`Formula`): the text cannot state another bound than the one the runs use."""
+    rows = [f"| `{a.value}` | {f.text()} | {f.source} |" for a, f in rom.ROUTING_BOUNDS.items()]
+    w, a, c = rom.WRAPPER_BOUND, rom.ADVERTS_BOUND, rom.COLOURS_BOUND
+    e = rom.ANTI_ENTROPY_BOUND
+    return "\n".join([
+        "It is the value of these formulas (weeble.core.rom computes the header's `bound` "
+        "from the same expressions this table is printed from):",
+        "",
+        "| routing (`algorithm`) | Δ | source |",
+        "|---|---|---|",
+        *rows,
+        f"| any, under the periodic-rebuild wrapper (`wrapper: true`) | {w.text()} | "
+        f"{w.source} |",
+        "",
+        f"With advertisements (`adverts: true`): Δ_a = {a.text()} {a.source}, Δ of the row "
+        "above (the advertisement and the subscription layers stabilize one after the other). "
+        "With the coloured overlay (the header has `recolor_period` ξ): the header's "
+        f"`overlay_bound` is ∆r = {c.text()} ({c.source}; h is the bound on the tree's "
+        f"height), and the run's Δ is {rom.COLOURED_RUN_BOUND.text()}. In mode "
+        f"`anti_entropy`: Δ = {e.text()} ({e.source}), T = `anti_entropy.period`, K the rounds "
+        "within which an edge finds a difference (`full_every` when it is > 0, 1 for "
+        "`sketch: full`, else the rounds after which a single difference escapes every "
+        "re-salted sketch with probability below 10⁻⁶); its windows A, D, L and the rules are "
+        "those of mode `leasing`.",
+    ])
+
+
 def render() -> str:
     """The document, as text."""
     flush = LiveSink.__init__.__kwdefaults__["flush_interval"]  # type: ignore[index]
@@ -139,18 +168,16 @@ def render() -> str:
         "",
         "The `run` record's fields, in order: " + ", ".join(f"`{f}`" for f in RUN_FIELDS) + ". "
         "`topology` is `{\"brokers\": [...], \"links\": [[a, b], ...], \"root\": r}` (a tree). "
-        "`bound` is Δ, the worst-case stabilization time of the algorithm, given so that a "
-        "checker need not know the algorithms: Δ = 2π + d·δmax for simple, identity and "
-        "covering1 routing and under the periodic-rebuild wrapper, 2π + ρ + d·δmax for "
-        "covering2, 4π + d·δmax for merging (weeble's fix of the printed bound), and "
-        "max(2π, d·δmax) for flooding.",
+        "`bound` is Δ, the worst-case stabilization time of the run, given so that a "
+        "checker need not know the algorithms. " + _bounds(),
         "",
         "`mode` (absent: `leasing`) says how the brokers keep their state correct. In mode "
         "`skip_ring` (seed 003: topics on a supervised skip ring; subscriptions are "
         "`topic == \"<name>\"`, publications carry `topic`), `skip_ring` is `{\"interval\": "
-        "T, \"supervisor_interval\": S}` and, with n brokers and L = ⌈log₂ n⌉: Δ = 2n·S + "
-        "(L + 2)·T + π; the path window d·δmax of the rules becomes P = (L + 2)·δmax + 2T (a "
-        "flood over ≤ L ring hops after the supervisor's hand-off, or an anti-entropy repair) "
+        "T, \"supervisor_interval\": S}` and, with n brokers and L = ⌈log₂ n⌉: "
+        f"Δ = {rom.SKIP_RING_BOUND.text()}; the path window d·δmax of the rules becomes "
+        "P = (L + 2)·δmax + 2T (a flood over ≤ L ring hops after the supervisor's hand-off, "
+        "or an anti-entropy repair) "
         "and holds for every pair of brokers; A = P + ρ + (L + 2)·T (the broker's join "
         "settles); D = P; a subscription is required in the state (R9) once A old and allowed "
         "2π + A after it ended. A delivery to a client whose subscription is younger than A "

@@ -10,6 +10,7 @@ change it and faults may corrupt it, like the initial routing configuration of t
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -54,6 +55,61 @@ class OverlayKind(StrEnum):
 
     STATIC = "static"  # the tree of chapter 3, changed only by managed reconfigurations (4.2, 4.4)
     COLOURED = "coloured"  # the self-stabilizing 3-colour tree of 4.5 (seed 001)
+
+
+# ---- the bounds: each formula written once --------------------------------------------------
+#
+# A bound is an arithmetic expression over named constants. The same text is evaluated for a
+# run (Params.bound and the bounds below, hence the run header's `bound`, the simulator's and
+# every checker's Δ) and rendered for the contract (docs/trace-schema.md, weeble.check.doc), so
+# the document cannot state another bound than the one the runs use.
+
+_SYMBOLS = {"pi": "π", "rho": "ρ", "delta_max": "δmax", "delta_min": "δmin", "xi": "ξ",
+            "Delta": "Δ", "Delta_r": "∆r", "Delta_a": "Δ_a"}
+
+
+@dataclass(frozen=True, slots=True)
+class Formula:
+    """A bound: `expr` is Python arithmetic over constant names (and max); `source` says where
+    it comes from (an equation of the thesis, a spec section)."""
+
+    expr: str
+    source: str
+
+    def __call__(self, **values: float) -> float:
+        # a constant of this module, never user input: eval with nothing but max in scope
+        return float(eval(self.expr, {"__builtins__": {}, "max": max}, values))
+
+    def text(self) -> str:
+        """The formula as the contract prints it: 2*pi + d*delta_max -> 2π + d·δmax."""
+        out = re.sub(r"(\d)\*(?=[A-Za-z(])", r"\1", self.expr).replace("*", "·")
+        return re.sub(r"[A-Za-z_]+", lambda m: _SYMBOLS.get(m.group(), m.group()), out)
+
+
+ROUTING_BOUNDS: dict[Algorithm, Formula] = {
+    Algorithm.FLOODING: Formula("max(2*pi, d*delta_max)", "(3.2)"),
+    Algorithm.SIMPLE: Formula("2*pi + d*delta_max", "(3.4)"),
+    Algorithm.IDENTITY: Formula("2*pi + d*delta_max", "(3.5)"),
+    Algorithm.COVERING1: Formula("2*pi + d*delta_max", "(3.6)"),
+    Algorithm.COVERING2: Formula("2*pi + rho + d*delta_max", "(3.7)"),
+    # A merger is dissolved (and withdrawn upstream) the moment one of its constituents expires,
+    # and a constituent outlives no lease of its own (core/routing/merging.py): (3.8) holds.
+    Algorithm.MERGING1: Formula("2*pi + d*delta_max", "(3.8)"),
+    Algorithm.MERGING2: Formula("2*pi + rho + d*delta_max", "(3.9)"),
+}
+WRAPPER_BOUND = Formula("2*pi + d*delta_max", "(3.10), Theorem 1")
+# With advertisements the two routing layers stabilize one after the other (fair composition)
+ADVERTS_BOUND = Formula("2*Delta", "(3.11)")
+COLOURS_BOUND = Formula("4*xi + h*(2*delta_max - delta_min)", "Eq. 4.3")
+COLOURED_RUN_BOUND = Formula("max(Delta, Delta_r)", "routing and overlay, whichever is longer")
+ANTI_ENTROPY_BOUND = Formula("2*pi + (K + 1)*T + 2*delta_max + 2*d*delta_max", "spec D.2")
+SKIP_RING_BOUND = Formula("2*n*S + (L + 2)*T + pi", "spec C.1-10, A.7")
+
+
+def run_bound(routing: float, overlay: float | None) -> float:
+    """Δ of a run: its routing's bound, or with a coloured overlay (∆r = `overlay`) the longer
+    of the two (COLOURED_RUN_BOUND)."""
+    return routing if overlay is None else COLOURED_RUN_BOUND(Delta=routing, Delta_r=overlay)
 
 
 # Keyword-only: several fields of one type in a row, where a positional call that skips one
@@ -103,18 +159,9 @@ class Params:
         With advertisements the two routing layers stabilize one after the other (fair
         composition): Δ_a = 2·Δ, which is (3.11) for the wrapper.
         """
-        if adverts:
-            return 2 * self.bound(algorithm, wrapper)
-        pi, rho, dd = self.pi, self.rho, self.d * self.delta_max
-        if wrapper:
-            return 2 * pi + dd  # (3.10)
-        if algorithm is Algorithm.FLOODING:
-            return max(2 * pi, dd)  # (3.2)
-        if algorithm is Algorithm.COVERING2 or algorithm is Algorithm.MERGING2:
-            return 2 * pi + rho + dd  # (3.7), (3.9)
-        # (3.4), (3.5), (3.6), (3.8). Merging meets (3.8) because a merger is dissolved (and
-        # withdrawn upstream) the moment one of its constituents expires (core/routing/merging.py).
-        return 2 * pi + dd
+        formula = WRAPPER_BOUND if wrapper else ROUTING_BOUNDS[algorithm]
+        delta = formula(pi=self.pi, rho=self.rho, d=self.d, delta_max=self.delta_max)
+        return ADVERTS_BOUND(Delta=delta) if adverts else delta
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,7 +250,8 @@ class Colours:
     def bound(self, params: Params) -> float:
         """∆r = 4ξ + h(2δmax − δmin) (Eq. 4.3): the overlay is legitimate again this long after
         a partition (detection, parent search, dissemination, activation)."""
-        return 4 * self.xi + self.height * (2 * params.delta_max - params.delta_min)
+        return COLOURS_BOUND(xi=self.xi, h=self.height, delta_max=params.delta_max,
+                             delta_min=params.delta_min)
 
 
 class Mode(StrEnum):
@@ -283,8 +331,8 @@ class AntiEntropy:
         by its edge within rounds()+1 periods (+ a reply's round trip) and the correction
         crosses the tree in d·δmax. Conservatively the sum (spec D.2: the expected bound is
         (rounds to detect) × T + diameter × δ)."""
-        dd = params.d * params.delta_max
-        return 2 * params.pi + (self.rounds() + 1) * self.period + 2 * params.delta_max + 2 * dd
+        return ANTI_ENTROPY_BOUND(pi=params.pi, K=self.rounds(), T=self.period,
+                                  delta_max=params.delta_max, d=params.d)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -329,8 +377,8 @@ class SkipRing:
         supervisor Timeouts of a clean database, ring neighbours within 2n, the shortcuts about
         one member interval per level after that; plus π for the local leases and two intervals
         of message delay and anti-entropy."""
-        return (2 * n * self.supervisor_interval + (self.levels(n) + 2) * self.interval
-                + params.pi)
+        return SKIP_RING_BOUND(n=n, S=self.supervisor_interval, L=self.levels(n),
+                               T=self.interval, pi=params.pi)
 
 
 class Heuristic(StrEnum):

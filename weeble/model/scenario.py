@@ -99,6 +99,7 @@ from weeble.core.rom import (
     Rom,
     SkipRing,
     leased_like,
+    run_bound,
 )
 from weeble.model import topology as topo
 from weeble.model.errors import problems
@@ -677,7 +678,7 @@ class Scenario(_Model):
             routing = self.params.bound(self.routing.algorithm, self.routing.wrapper,
                                         self.routing.adverts)
         colours = self.colours
-        return routing if colours is None else max(routing, colours.bound(self.params))
+        return run_bound(routing, None if colours is None else colours.bound(self.params))
 
     def reconfiguration_plan(self) -> list[Step]:
         """The operations as the simulator's Reconfigurator takes them: elementary (at, op),

@@ -50,6 +50,7 @@ from weeble.core.rom import (
     OverlayKind,
     Params,
     Rom,
+    run_bound,
 )
 from weeble.model.topology import Topology
 from weeble.sim.engine import Engine, Node
@@ -138,11 +139,9 @@ class Simulation:
             seed=seed if isinstance(seed, int) else 0, backend="sim", clock="virtual",
             mode="leasing" if anti_entropy is None else "anti_entropy",
             anti_entropy=anti_entropy)
-        if self.header.anti_entropy is not None:
-            self.bound = self.header.anti_entropy.bound(params)
-        else:
-            self.bound = (params.bound(algorithm, wrapper, adverts) if colours is None
-                          else colours.bound(params))
+        routing = (self.header.anti_entropy.bound(params) if self.header.anti_entropy
+                   is not None else params.bound(algorithm, wrapper, adverts))
+        self.bound = run_bound(routing, None if colours is None else colours.bound(params))
         self.observers = Observers(self.header, sink, retention=retention)
         self.keep_history = keep_history
         self.rng = random.Random(f"{seed}:clients")

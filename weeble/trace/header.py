@@ -22,6 +22,7 @@ from weeble.core.rom import (
     Params,
     SkipRing,
     leased_like,
+    run_bound,
 )
 from weeble.trace.schema import VERSION
 
@@ -151,7 +152,7 @@ class RunHeader:
             routing = self.anti_entropy.bound(self.params)
         else:
             routing = self.params.bound(self.algorithm, self.wrapper, self.adverts)
-        return routing if self.overlay_bound is None else max(routing, self.overlay_bound)
+        return run_bound(routing, self.overlay_bound)
 
     @property
     def path(self) -> float:
