@@ -74,6 +74,18 @@ if ! command -v kubectl >/dev/null 2>&1; then
         echo "setup: 'kubectl' is not on PATH; install it (Debian: apt-get install kubernetes-client)" >&2
     fi
 fi
+# report.html is checked in a real browser (tests/analytics/test_html_report.py renders it in
+# headless Chromium and takes a screenshot): Debian's chromium. The test fails, never skips,
+# without it.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+        echo "setup: 'chromium' is not on PATH; install it (Debian: apt-get install chromium)" >&2
+    fi
+fi
 # The Mininet backend: Debian's mininet (mnexec, and its Python API for the system Python).
 # Only its `mininet` package is made importable in .venv (a .pth naming a folder that holds
 # just a link to it), so nothing else of the system's dist-packages shadows the venv's.

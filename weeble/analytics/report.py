@@ -1,4 +1,9 @@
-"""The report: RUN/analysis/report.md with PNG plots beside it.
+"""The report: RUN/analysis/report.html (one self-contained page), report.md (its text twin)
+and PNG plots beside them.
+
+The time series both draw from are collected once (`collect_series`): per bin, publications,
+deliveries, losses and duplicates, latency percentiles, messages by kind, and per broker the
+routing-table size (from the snapshot records) and the messages sent.
 
 Plots: the correct-delivery ratio over time with the fault windows shaded, stabilization time
 (service and state level) against the bound Δ per fault, the deliveries and losses with the
@@ -21,18 +26,89 @@ if TYPE_CHECKING:
 REPORT = "report.md"
 
 
+REPORT_HTML = "report.html"
+
+
 def write_report(ctx: Context, summary: dict[str, Any]) -> Path:
+    """report.md with its plots, and report.html; returns report.md's path (the HTML page is
+    beside it)."""
     import matplotlib
+
+    from weeble.analytics.html import write_html
 
     matplotlib.use("Agg")  # no display; also safe inside Spark's Python workers
     out = ctx.out
-    plots = [p for p in (_correctness_plot(ctx, summary), _stabilization_plot(ctx, summary),
-                         _reconfigurations_plot(ctx, summary), _optimizer_plot(ctx, summary),
-                         _timing_plot(ctx, summary), _overhead_plot(ctx), _latency_plot(ctx))
+    series = collect_series(ctx, summary)
+    plots = [p for p in (_correctness_plot(ctx, summary, series),
+                         _stabilization_plot(ctx, summary),
+                         _reconfigurations_plot(ctx, summary, series),
+                         _optimizer_plot(ctx, summary),
+                         _timing_plot(ctx, summary), _overhead_plot(ctx, series),
+                         _latency_plot(ctx, series))
              if p is not None]
     path = out / REPORT
     path.write_text(_markdown(summary, plots), encoding="utf-8")
+    write_html(out / REPORT_HTML, summary, series)
     return path
+
+
+# ---- the time series (one Spark pass each; the PNGs and the HTML page draw from them) ------
+
+
+def collect_series(ctx: Context, summary: dict[str, Any]) -> dict[str, Any]:
+    """Everything over time the report shows, as plain lists (JSON-able). Times are bin starts
+    in s since the run's origin; counts are per bin of `bin` s."""
+    from pyspark.sql import functions as F
+
+    judged = F.col("judged")
+    pubs = ctx.rows(ctx.table("publications").groupBy(ctx.bins()).agg(
+        F.count(F.lit(1)).alias("published"),
+        F.sum(judged.cast("long")).alias("judged"),
+        F.avg(F.when(judged, F.col("correct").cast("double"))).alias("correct"),
+        *[F.sum(F.when(judged, F.col(c)).otherwise(0)).alias(c)
+          for c in ("expected", "delivered", "missing", "duplicate")]).orderBy("bin"))
+    delivered = ctx.rows(ctx.table("deliveries").where(F.col("first_ts").isNotNull())
+                         .groupBy(ctx.bins("first_ts")).agg(F.sum("n").alias("deliveries"))
+                         .orderBy("bin"))
+    latency = ctx.rows(ctx.table("latency").orderBy("bin"))
+    overhead = ctx.rows(ctx.table("overhead").orderBy("bin", "msg"))
+    sent = ctx.rows(ctx.events("send", "node").groupBy("node", ctx.bins())
+                    .agg(F.count(F.lit(1)).alias("n")))
+    # a snapshot's routing tables: a list of tables, each a list of entries
+    size = F.expr("aggregate(transform(from_json(tables, 'array<array<string>>'), "
+                  "t -> coalesce(size(t), 0)), 0, (a, b) -> a + b)")
+    tables = ctx.rows(ctx.events("snapshot", "broker", "tables")
+                      .where(F.col("tables").isNotNull())
+                      .select("broker", ctx.bins(), size.alias("entries"))
+                      .groupBy("broker", "bin").agg(F.max("entries").alias("entries")))
+    recolours = ctx.rows(ctx.events("recolor", "node").groupBy(ctx.bins())
+                         .agg(F.count(F.lit(1)).alias("n")).orderBy("bin"))
+    evidence = {r["fault_id"]: r["evidence"] for r in ctx.rows(
+        ctx.table("faults").select("fault_id", "evidence"))}
+    brokers: dict[str, dict[str, dict[float, int]]] = {}
+    for r in sent:
+        brokers.setdefault(r["node"], {"sent": {}, "entries": {}})["sent"][r["bin"]] = r["n"]
+    for r in tables:
+        brokers.setdefault(r["broker"], {"sent": {}, "entries": {}})["entries"][r["bin"]] = \
+            r["entries"]
+    topology = summary["run"]["header"].get("topology") or {}
+    order = {b: i for i, b in enumerate(topology.get("brokers") or [])}
+    return {
+        "bin": ctx.bin, "end": ctx.end,
+        "publications": [{k: (float(v) if isinstance(v, float) else v) for k, v in r.items()}
+                         for r in pubs],
+        "deliveries": [{"bin": r["bin"], "deliveries": int(r["deliveries"] or 0)}
+                       for r in delivered],
+        "latency": [{k: r.get(k) for k in ("bin", "deliveries", "p50", "p90", "p99", "p999",
+                                           "max")} for r in latency],
+        "overhead": [{"bin": r["bin"], "msg": str(r["msg"]), "messages": int(r["messages"])}
+                     for r in overhead],
+        "brokers": {b: {k: sorted(([t, n] for t, n in v.items()), key=lambda x: x[0])
+                        for k, v in brokers[b].items()}
+                    for b in sorted(brokers, key=lambda b: (order.get(b, len(order)), b))},
+        "recolours": [{"bin": r["bin"], "n": int(r["n"])} for r in recolours],
+        "evidence": evidence,
+    }
 
 
 # ---- plots ----------------------------------------------------------------------------------
@@ -55,13 +131,15 @@ def _shade_faults(ax: Axes, summary: dict[str, Any]) -> None:
                        label="fault end + Δ" if i == 0 else None)
 
 
-def _correctness_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
-    from pyspark.sql import functions as F
+def _frame(rows: list[dict[str, Any]]) -> Any:
+    import pandas as pd
 
-    df = (ctx.table("publications").where(F.col("judged")).groupBy(ctx.bins())
-          .agg(F.avg(F.col("correct").cast("double")).alias("correct"),
-               F.sum("expected").alias("expected"), F.sum("delivered").alias("delivered"))
-          .orderBy("bin").toPandas())
+    return pd.DataFrame(rows)
+
+
+def _correctness_plot(ctx: Context, summary: dict[str, Any],
+                      series: dict[str, Any]) -> str | None:
+    df = _frame([r for r in series["publications"] if r["judged"]])
     if df.empty:
         return None
     import matplotlib.pyplot as plt
@@ -97,18 +175,14 @@ def _shade_reconfigurations(ax: Axes, ops: list[dict[str, Any]], end: float) -> 
                         fontsize="x-small", rotation=90, va="top", ha="right")
 
 
-def _reconfigurations_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
+def _reconfigurations_plot(ctx: Context, summary: dict[str, Any],
+                           series: dict[str, Any]) -> str | None:
     """The delivery timeline with every reconfiguration window on it: deliveries expected and
     made per bin, and the lost ones, so that a window that loses shows where."""
-    from pyspark.sql import functions as F
-
     ops = summary["reconfigurations"]["operations"]
-    if not ops:
+    df = _frame([r for r in series["publications"] if r["judged"]])
+    if not ops or df.empty:
         return None
-    df = (ctx.table("publications").where(F.col("judged")).groupBy(ctx.bins())
-          .agg(F.sum("expected").alias("expected"), F.sum("delivered").alias("delivered"),
-               F.sum("missing").alias("missing"), F.sum("duplicate").alias("duplicate"))
-          .orderBy("bin").toPandas())
     import matplotlib.pyplot as plt
 
     end = summary["run"]["end"]
@@ -134,8 +208,8 @@ def _reconfigurations_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
         bottom.text(0.5, 0.5, "nothing lost or duplicated", transform=bottom.transAxes,
                     ha="center", va="center", color="tab:gray",
                     bbox={"facecolor": "white", "edgecolor": "none"})
-    else:
-        bottom.set_ylim(bottom=0)
+    else:  # the stacked bars' top: lost + duplicated, not lost alone
+        bottom.set_ylim(0, float((df["missing"] + df["duplicate"]).max()) * 1.1)
     bottom.set_ylabel(f"per {ctx.bin:g} s")
     bottom.set_xlabel("publication time since run start (s); dotted: a fault began")
     bottom.set_xlim(0, end)
@@ -231,8 +305,8 @@ def _timing_plot(ctx: Context, summary: dict[str, Any]) -> str | None:
     return _save(fig, ctx.out / "timing.png")
 
 
-def _overhead_plot(ctx: Context) -> str | None:
-    df = ctx.table("overhead").toPandas()
+def _overhead_plot(ctx: Context, series: dict[str, Any]) -> str | None:
+    df = _frame(series["overhead"])
     if df.empty:
         return None
     import matplotlib.pyplot as plt
@@ -247,18 +321,20 @@ def _overhead_plot(ctx: Context) -> str | None:
     return _save(fig, ctx.out / "overhead.png")
 
 
-def _latency_plot(ctx: Context) -> str | None:
-    df = ctx.table("latency").toPandas()
+def _latency_plot(ctx: Context, series: dict[str, Any]) -> str | None:
+    df = _frame(series["latency"])
     if df.empty:
         return None
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 4))
     x = df["bin"] + ctx.bin / 2
-    for column in ("p50", "p99", "max"):
+    for column in ("p50", "p90", "p99", "max"):
         ax.plot(x, df[column] * 1000, label=column)
+    # log scale: p99 is orders of magnitude above p50 under faults, and hid under max
+    ax.set_yscale("log")
     ax.set_xlabel("delivery time since run start (s)")
-    ax.set_ylabel("end-to-end latency (ms)")
+    ax.set_ylabel("end-to-end latency (ms, log scale)")
     ax.set_title("Latency")
     ax.legend(fontsize="small")
     return _save(fig, ctx.out / "latency.png")
@@ -317,8 +393,7 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
             "publications", "judged", "correct", "expected", "delivered", "missing", "window",
             "spurious", "duplicate", "phantom")) + " |",
         "",
-        f"Per-publisher FIFO violations: {s['ordering']['violations']:,} "
-        f"({s['ordering']['subscribers_affected']:,} subscribers).",
+        _fifo_line(s["ordering"]),
         "",
     ]
     lat = s["latency"]
@@ -350,6 +425,15 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
               "`legitimacy`, `stabilization`, `verdict`, `ordering`, `reorderings`, "
               "`overhead`, `latency`, `reconfigurations`, `tree_cost` (when recorded).", ""]
     return "\n".join(lines)
+
+
+def _fifo_line(o: dict[str, Any]) -> str:
+    """FIFO (R7) in one sentence: how many were checked, then how many broke it."""
+    checked = (f" in {o['deliveries']:,} first deliveries to {o['subscribers']:,} subscribers"
+               if "subscribers" in o else "")
+    affected = (f" ({o['subscribers_affected']:,} subscribers affected)"
+                if o["violations"] else "")
+    return f"Per-publisher FIFO violations{checked}: {o['violations']:,}{affected}."
 
 
 def _reconfigurations_section(r: dict[str, Any]) -> list[str]:

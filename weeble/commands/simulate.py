@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from weeble.commands import add_mode_option
@@ -42,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
         scenario = with_chaos(scenario, args.chaos)
     summary = simulate(scenario, args.out, progress=not args.quiet,
                        faults=in_simulation(scenario))
+    # the scenario as it ran (with --mode and --chaos applied), as a live run keeps it: the
+    # report's commands run it again from here
+    (Path(args.out) / "scenario.json").write_text(
+        json.dumps(scenario.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
     if not args.quiet:
         d = summary.deliveries
         digest = {
