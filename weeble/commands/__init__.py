@@ -39,6 +39,14 @@ def add_mode_option(p: Any) -> None:
                         " (seed 003); overrides the scenario's `mode:`")
 
 
+def add_junit_option(p: Any) -> None:
+    """`--junit FILE`: the verdict as JUnit XML too (weeble.commands.junit)."""
+    p.add_argument("--junit", metavar="FILE",
+                   help="also write the verdict as JUnit XML to FILE: one test case per fault"
+                        " episode, per reconfiguration and per run-level rule, the reason as"
+                        " the failure message (docs/guide/results.md)")
+
+
 OPEN_CLIENTS_NOTE = ("weeble: note: OPEN client mode (scenario live.open_clients): the brokers"
                      " do not authenticate clients, any client may use any client id; for"
                      " local play only")

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from weeble.commands import UsageError
+from weeble.commands import UsageError, add_junit_option
 
 
 def register(subparsers: Any) -> None:
@@ -26,6 +26,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--master", help="Spark master (default: $WEEBLE_SPARK_MASTER or local[*])")
     p.add_argument("--no-report", action="store_true", help="skip report.md and the plots")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_junit_option(p)
     p.set_defaults(handler=run)
 
 
@@ -42,11 +43,26 @@ def run(args: argparse.Namespace) -> int:
                           progress=progress)
     except USER_ERRORS as exc:
         raise UsageError(str(exc)) from None
+    if args.junit:
+        write_summary_junit(args.junit, summary)
     if not args.quiet:
         print_verdict(summary)
     from weeble.check.status import exit_code
 
     return exit_code(summary["verdict"]["status"])
+
+
+def write_summary_junit(path: str, summary: dict[str, Any],
+                        not_effective: dict[str, str] | None = None) -> None:
+    """The analysis' verdict as JUnit XML (`weeble analyze` and `weeble run`)."""
+    from weeble.commands.junit import write_junit
+
+    write_junit(path, suite=summary["run"]["name"], verdict=summary["verdict"],
+                faults=summary["faults"],
+                reconfigurations=(summary.get("reconfigurations") or {}).get("operations") or [],
+                timing=summary["timing"], not_effective=not_effective,
+                properties={"run": summary["run"]["dir"], "judged by": "weeble analyze",
+                            "report": summary.get("report")})
 
 
 def print_verdict(summary: dict[str, Any]) -> None:

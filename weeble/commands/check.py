@@ -13,6 +13,8 @@ import argparse
 import json
 from typing import Any
 
+from weeble.commands import add_junit_option
+
 
 def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
@@ -27,6 +29,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (simulated or live)")
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    add_junit_option(p)
     p.set_defaults(handler=run)
 
 
@@ -39,6 +42,13 @@ def run(args: argparse.Namespace) -> int:
         report = check_run(args.run_dir)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
+    if args.junit:
+        from weeble.commands.junit import write_junit
+
+        write_junit(args.junit, suite=report["run"]["scenario"], verdict=report["verdict"],
+                    faults=report["verdict"]["faults"],
+                    reconfigurations=report.get("operations") or [], timing=report["timing"],
+                    properties={"run": args.run_dir, "judged by": "weeble check"})
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:

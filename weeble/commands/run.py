@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from weeble.commands import add_mode_option
+from weeble.commands import add_junit_option, add_mode_option
 from weeble.commands.up import add_placement_options
 
 
@@ -46,6 +46,7 @@ def register(subparsers: Any) -> None:
                    help="do not apply any chaos experiment")
     p.add_argument("--no-analysis", action="store_true",
                    help="stop after collecting the traces (no Spark analysis, no verdict)")
+    add_junit_option(p)
     add_placement_options(p)
     p.set_defaults(handler=run)
 
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from weeble.orchestrator.testbed import Testbed
     from weeble.orchestrator.workload import LiveWorkload, WorkloadStats
 
+    if args.junit and args.no_analysis:
+        raise UsageError("--junit needs the analysis' verdict: drop --no-analysis (or judge"
+                         " the run later: weeble check RUN_DIR --junit FILE)")
     scenario = load_scenario(args.scenario)
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration: must be > 0, got {args.duration}")
@@ -135,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"weeble: warning: last client error: {stats.last_error}", file=sys.stderr)
     if args.no_analysis:
         return 0
-    return judge(bed.run_dir, outcomes, quiet=args.quiet)
+    return judge(bed.run_dir, outcomes, quiet=args.quiet, junit=args.junit)
 
 
 async def _drive(workload: Any, chaos: Any, duration: float,
@@ -164,7 +168,7 @@ async def _drive(workload: Any, chaos: Any, duration: float,
     return stats, chaos.results() if chaos is not None else []
 
 
-def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
+def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool, junit: str | None = None) -> int:
     """Analyze the run, print the verdict table and the report's path; 1 if a verdict fails.
 
     The analysis runs in a fresh process (`weeble analyze`): this one has held thousands of
@@ -189,6 +193,14 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool) -> int:
     analysis = json.loads(summary.read_text())
     rows = verdict_rows(outcomes, analysis)
     passed = run_passes(rows, analysis)
+    if junit:
+        from weeble.commands.analyze import write_summary_junit
+
+        # a fault the chaos evidence does not show taking effect fails its episode's case
+        write_summary_junit(junit, analysis, not_effective={
+            r.fault_id: r.note or ("no evidence that it did" if r.took_effect is None
+                                   else "its evidence says it did not")
+            for r in rows if r.passed is False and r.took_effect is not True})
     print_verdict(rows, passed, analysis["verdict"].get("reasons", []),
                   measured_from=analysis["verdict"].get("stabilization_measured_from"),
                   reconfigurations=(analysis.get("reconfigurations") or {}).get(

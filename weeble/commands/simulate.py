@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from weeble.commands import add_mode_option
+from weeble.commands import add_junit_option, add_mode_option
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +27,9 @@ def register(subparsers: Any) -> None:
                    help="run this chaos experiment (a `weeble chaos` file) instead of the"
                         " scenario's own")
     add_mode_option(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary on stdout")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar, no summary or verdict table on stdout")
+    add_junit_option(p)
     p.set_defaults(handler=run)
 
 
@@ -81,7 +83,18 @@ def run(args: argparse.Namespace) -> int:
                    "coordination": r["coordination"]["total"]}
                 for r in summary.reconfigurations]
         print(json.dumps(digest), file=sys.stdout)
-        for reason in summary.verdict["reasons"]:
-            print(f"  - {reason}", file=sys.stderr)
         print(f"wrote {args.out}/summary.json", file=sys.stderr)
-    return 0
+    v = summary.verdict
+    if args.junit:
+        from weeble.commands.junit import write_junit
+
+        write_junit(args.junit, suite=scenario.name, verdict=v, faults=v["faults"],
+                    reconfigurations=summary.reconfigurations, timing=summary.timing,
+                    properties={"run": args.out, "judged by": "weeble simulate"})
+    if not args.quiet:  # the same table as a live run, the verdict last
+        from weeble.chaos.verdict import analysis_rows, print_verdict
+
+        print_verdict(analysis_rows(v), bool(v["pass"]), v["reasons"],
+                      measured_from=v.get("stabilization_measured_from"),
+                      reconfigurations=summary.reconfigurations, status=v["status"])
+    return 0 if v["pass"] else 1
