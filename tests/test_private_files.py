@@ -57,6 +57,6 @@ def test_a_run_keeps_its_tokens_and_keys_private(tmp_path: Path, permissive_umas
 
 def test_certificate_keys_are_private_from_the_start(tmp_path: Path,
                                                     permissive_umask: None) -> None:
-    certs = generate_run_certs(tmp_path / "tls", ["127.0.0.1"])
+    certs = generate_run_certs(tmp_path / "tls", {"b1": ["127.0.0.1"]})
     assert mode(tmp_path / "tls") == 0o700
-    assert mode(certs.server_key) == 0o600 and mode(certs.client_key) == 0o600
+    assert mode(certs.brokers["b1"][1]) == 0o600 and mode(certs.client_key) == 0o600

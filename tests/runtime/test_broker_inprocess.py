@@ -24,6 +24,7 @@ from tests.runtime.helpers import (
 from weeble.codec.wire import hello
 from weeble.core.broker import Broker
 from weeble.core.events import ClientPublish, Effect, Event
+from weeble.orchestrator.backend import AdminAccess
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
 from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.certs import generate_run_certs
@@ -314,19 +315,35 @@ def test_admin_errors_name_what_is_wrong(configs: Configs) -> None:
     assert "fault" in recorded  # the core's evidence record
 
 
-def test_admin_over_tls(configs: Configs, tmp_path: Path) -> None:
-    host = next_host()
-    certs = generate_run_certs(tmp_path / "tls", [host, "localhost"])
-    cfg = configs("b1", host=host,
-                  tls={"cert": str(certs.server_cert), "key": str(certs.server_key),
-                       "ca": str(certs.ca)})
+def test_admin_over_tls_answers_with_the_certificate_of_its_broker(
+        configs: Configs, tmp_path: Path) -> None:
+    # Issue 24: every admin port presented one certificate naming every broker's admin host,
+    # so any broker's key could answer as any other broker's admin. Now each broker's own
+    # certificate names it, and a client asking for b1's admin refuses b2's certificate.
+    host, other = next_host(), next_host()
+    certs = generate_run_certs(tmp_path / "tls", {"b1": [host, "localhost"], "b2": [other]})
+
+    def tls(b: str) -> dict[str, str]:
+        cert, key = certs.brokers[b]
+        return {"cert": str(cert), "key": str(key), "ca": str(certs.ca)}
+
+    cfg = configs("b1", host=host, tls=tls("b1"))
+    # an impostor on b1's host, holding b2's certificate and key
+    impostor = configs("b1", host=host, tls=tls("b2"))
+    access = AdminAccess(ADMIN_TOKEN, certs.ca, certs.client_cert, certs.client_key)
 
     async def scenario() -> None:
+        async with BrokerServer(impostor), \
+                access.client(impostor.admin_address, timeout=3, broker="b1") as admin:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await admin.snapshot()
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # the handshake failed
         async with BrokerServer(cfg):
-            async with AdminClient(cfg.admin_address, ADMIN_TOKEN, ca=certs.ca,
-                                   client_cert=certs.client_cert,
-                                   client_key=certs.client_key) as admin:
+            async with access.client(cfg.admin_address, broker="b1") as admin:
                 assert (await admin.snapshot())["broker_id"] == "b1"
+            async with access.client(cfg.admin_address, timeout=3, broker="b2") as admin:
+                with pytest.raises(grpc.aio.AioRpcError):  # b1 cannot answer as b2
+                    await admin.snapshot()
             async with AdminClient(cfg.admin_address, ADMIN_TOKEN, ca=certs.ca,
                                    timeout=2) as admin:  # no client certificate
                 with pytest.raises(grpc.aio.AioRpcError):

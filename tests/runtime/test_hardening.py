@@ -491,7 +491,7 @@ def test_with_tls_a_link_session_needs_the_certificate_of_the_broker_it_claims(
     # each broker's certificate names it; b1 accepts a session as "b0" only from b0's
     # certificate, and b0 dials b1 only if the certificate there names b1.
     hosts = {b: next_host() for b in ("b0", "b1", "b2")}
-    certs = generate_run_certs(tmp_path / "tls", [], brokers={b: [h] for b, h in hosts.items()})
+    certs = generate_run_certs(tmp_path / "tls", {b: [h] for b, h in hosts.items()})
 
     def tls(b: str) -> dict[str, str]:
         cert, key = certs.brokers[b]
@@ -551,7 +551,7 @@ def test_with_tls_a_dialer_refuses_an_acceptor_that_is_not_its_neighbour(
         configs: Configs, tmp_path: Path) -> None:
     # b0 dials b1's address, but the broker there holds b2's certificate: no link.
     hosts = {b: next_host() for b in ("b0", "b2")}
-    certs = generate_run_certs(tmp_path / "tls", [], brokers={b: [h] for b, h in hosts.items()})
+    certs = generate_run_certs(tmp_path / "tls", {b: [h] for b, h in hosts.items()})
     b0_addr, fake_addr = address(hosts["b0"]), address(hosts["b2"])
 
     def tls(b: str) -> dict[str, str]:

@@ -133,6 +133,15 @@ def test_admin_over_tls_needs_the_run_certificates(tmp_path: Path) -> None:
         async def check() -> None:
             snap = await bed.snapshot("b0")  # the run's CA and client certificate: accepted
             assert snap["broker_id"] == "b0"
+            # each admin port presents its own broker's certificate (issue 24: one shared
+            # certificate let any broker's key answer as any other's admin): b0's admin
+            # cannot pass for b1's
+            async with bed.access.client(bed.address("b0").admin, timeout=3,
+                                         broker="b1") as other:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await other.snapshot()
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert not (bed.run_dir / "tls" / "server.key").exists()
             plain = AdminClient(bed.address("b0").admin, bed.access.token, timeout=3)
             try:
                 with pytest.raises(grpc.aio.AioRpcError):

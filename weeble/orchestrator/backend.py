@@ -98,10 +98,12 @@ class AdminAccess:
     client_cert: Path | None = None
     client_key: Path | None = None
 
-    def client(self, address: str, timeout: float = 10.0) -> AdminClient:
-        """An async AdminClient for one broker's management address."""
+    def client(self, address: str, timeout: float = 10.0, *,
+               broker: str | None = None) -> AdminClient:
+        """An async AdminClient for one broker's management address; over TLS, it accepts
+        only a certificate that names `broker` (each broker has its own, certs.py)."""
         return AdminClient(address, self.token, ca=self.ca, client_cert=self.client_cert,
-                           client_key=self.client_key, timeout=timeout)
+                           client_key=self.client_key, server_name=broker, timeout=timeout)
 
     def client_tls(self) -> ClientTls | None:
         """What a client of the run presents on a broker's listen port (None: plain)."""

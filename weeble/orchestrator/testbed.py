@@ -115,7 +115,8 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             link_token=link_token,
             client_secret=client_secret,
             open_clients=client_secret is None,
-            tls=tls,
+            # admin TLS: a shared `tls` if given, else the broker's own certificate
+            tls=tls if tls is not None or link_tls is None else link_tls.get(b),
             link_tls=link_tls.get(b) if link_tls is not None else None,
             trace_path=trace_path(b) if scenario.trace.enabled else None,
             metrics_address=places[b].metrics,
@@ -218,13 +219,12 @@ class Testbed:
         tls: TlsConfig | None = None
         link_tls: dict[str, TlsConfig] | None = None
         if live.tls:
-            hosts = sorted({split_address(p.reach.admin)[0] for p in places.values()}
-                           | {split_address(p.admin)[0] for p in places.values()})
-            # each broker's own certificate names it, for its links (and its listen port)
-            named = {b: sorted({split_address(p.listen)[0], split_address(p.reach.listen)[0]})
+            # each broker's own certificate names it, for its admin port, its listen port and
+            # its links: one broker's key cannot answer as another's admin
+            named = {b: sorted({split_address(a)[0] for a in (
+                         p.listen, p.reach.listen, p.admin, p.reach.admin)} - {"0.0.0.0"})
                      for b, p in places.items()}
-            certs = generate_run_certs(run_dir / "tls", hosts, run_id=run_id, brokers=named)
-            tls = TlsConfig(cert=certs.server_cert, key=certs.server_key, ca=certs.ca)
+            certs = generate_run_certs(run_dir / "tls", named, run_id=run_id)
             link_tls = {b: TlsConfig(cert=cert, key=key, ca=certs.ca)
                         for b, (cert, key) in certs.brokers.items()}
             access = AdminAccess(admin_token, certs.ca, certs.client_cert, certs.client_key)
@@ -338,7 +338,8 @@ class Testbed:
         return None if secret is None else client_token(secret, client)
 
     def admin(self, broker_id: str, timeout: float = 10.0) -> AdminClient:
-        return self.access.client(self.backend.address(broker_id).admin, timeout)
+        return self.access.client(self.backend.address(broker_id).admin, timeout,
+                                  broker=broker_id)
 
     async def snapshot(self, broker_id: str) -> dict[str, Any]:
         async with self.admin(broker_id) as admin:

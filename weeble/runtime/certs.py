@@ -1,14 +1,18 @@
-"""Per-run TLS material: a throwaway CA, the admin servers' certificate, a client certificate,
-and (for TLS on links) one certificate per broker that names it.
+"""Per-run TLS material: a throwaway CA, one certificate per broker that names it, and a
+client certificate.
 
 Generated fresh for every run (never committed, never reused), so a leaked key is worth one
-run. The server certificate names every host the brokers' management addresses use (IPs and
-DNS names), so clients verify it normally. A broker's certificate has the broker id as its
-common name and as a DNS name (beside its hosts), for both ends of a TLS link: the dialer
-checks that the acceptor's certificate names the neighbour it dialled, the acceptor that the
-dialer's certificate names the broker its hello claims to be (links.py). The client
-certificate (common name `<run> clients`) is what the run's clients present to a broker whose
-listen port requires certificates; it names no broker, so it cannot open a link.
+run. A broker's certificate has the broker id as its common name and as a DNS name, beside
+the hosts it is reached at (its admin, listen and link addresses), and it is the only one that
+broker presents: on its admin port, its listen port and its links. So a broker's key answers
+for that broker only: an admin client that asks for broker b's name (AdminAccess.client, the
+orchestrator's one way to a broker's admin) refuses any other broker's certificate, and so do
+both ends of a TLS link (the dialer checks that the acceptor's certificate names the neighbour
+it dialled, the acceptor that the dialer's certificate names the broker its hello claims to
+be, links.py). The probe of issue 24 found one certificate (with every broker's admin host)
+on every admin port: any broker's key could answer as any other's admin. The client
+certificate (common name `<run> clients`) is what the run's clients and its orchestrator
+present; it names no broker, so it cannot open a link.
 
 The CA's key stays in the run's `tls/` directory (0600, like every key there) for the run's
 life, so a broker added at run time gets a certificate naming it (`issue_broker_cert`).
@@ -34,18 +38,15 @@ from weeble.runtime.private import private_dir, write_private
 @dataclass(frozen=True)
 class RunCerts:
     ca: Path
-    server_cert: Path
-    server_key: Path
     client_cert: Path
     client_key: Path
     brokers: dict[str, tuple[Path, Path]] = field(default_factory=dict)  # id -> (cert, key)
 
 
-def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7,
-                       run_id: str = "weeble",
-                       brokers: dict[str, list[str]] | None = None) -> RunCerts:
-    """Write ca.crt, server.crt/key and client.crt/key (PEM) into `directory`, and for each
-    of `brokers` (id -> the hosts it is reached at) broker-<id>.crt/key naming it."""
+def generate_run_certs(directory: Path | str, brokers: dict[str, list[str]], *, days: int = 7,
+                       run_id: str = "weeble") -> RunCerts:
+    """Write ca.crt and client.crt/key (PEM) into `directory`, and for each of `brokers` (id ->
+    the hosts it is reached at: admin, listen) broker-<id>.crt/key naming it."""
     d = private_dir(directory)
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -68,18 +69,14 @@ def generate_run_certs(directory: Path | str, hosts: list[str], *, days: int = 7
 
     leaf = _signer(ca_name, ca_key, now, days)
 
-    server_cert, server_key = leaf(f"{run_id} brokers", ExtendedKeyUsageOID.SERVER_AUTH,
-                                   [_san(h) for h in dict.fromkeys(hosts)])
     client_cert, client_key = leaf(f"{run_id} clients", ExtendedKeyUsageOID.CLIENT_AUTH, [])
 
-    out = RunCerts(d / "ca.crt", d / "server.crt", d / "server.key", d / "client.crt",
-                   d / "client.key")
-    keys = [(out.server_key, server_key), (out.client_key, client_key)]
-    for broker, broker_hosts in (brokers or {}).items():
+    out = RunCerts(d / "ca.crt", d / "client.crt", d / "client.key")
+    keys = [(out.client_key, client_key)]
+    for broker, broker_hosts in brokers.items():
         out.brokers[broker] = _broker_cert(d, broker, broker_hosts, leaf)
     out.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     keys.append((d / "ca.key", ca_key))
-    out.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     out.client_cert.write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
     for path, key in keys:
         write_private(path, key.private_bytes(serialization.Encoding.PEM,
