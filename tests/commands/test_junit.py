@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.analytics import handmade
+from weeble.check.status import Status, exit_code
 from weeble.check.verdict import ASSUMPTIONS, FAIL, PASS
 from weeble.cli import main
 from weeble.commands.junit import junit_tree
@@ -51,17 +52,17 @@ def test_check_names_the_reason_of_each_failing_part(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = handmade.build(tmp_path / "run")
     xml = tmp_path / "check.xml"
-    assert main(["check", str(run), "--junit", str(xml)]) == 1  # the verdict fails
+    assert main(["check", str(run), "--junit", str(xml)]) == exit_code(Status.FAIL)
     capsys.readouterr()
     root = ET.parse(xml).getroot()
     found = cases(root)
-    assert root.get("failures") == "2"
+    assert (root.get("failures"), root.get("errors")) == ("1", "1")
     prefix = found["weeble.handmade.run::before the first fault"].find("failure")
     assert prefix is not None and prefix.get("message", "").startswith(
         "1 missing; 1 spurious; 1 duplicate; 1 fifo")
-    never = found["weeble.handmade.episode::episode 1 (f2)"].find("failure")
-    assert never is not None
-    assert never.get("message") == "service: fault never ended; state: fault never ended"
+    never = found["weeble.handmade.episode::episode 1 (f2)"].find("error")
+    assert never is not None and never.get("type") == Status.NOT_JUDGED
+    assert never.get("message") == "a fault never ended: no stabilization time can be measured"
     assert found["weeble.handmade.episode::episode 0 (f1)"].find("failure") is None
 
 

@@ -9,11 +9,12 @@ One test suite per run (`weeble.<scenario>`), one test case per part the verdict
   whether each took effect, and both stabilization levels beside the bound as properties;
 - per reconfiguration: `reconfiguration` cases, "r1 (exchange b1-b5 for b5-b7)".
 
-A part that failed is a `<failure>` whose message is the verdict's reason; a part judged
-"assumptions violated" (the run broke the timing model its bound assumes: not a failure of the
-algorithm, and not a pass) is an `<error>` with the reason. The same writer serves `weeble run`,
-`check`, `analyze` and `simulate`: each hands over the verdict of weeble.check.verdict.judge,
-its fault rows and the reconfigurations (R15 rows).
+The statuses are weeble.check.status's. A part that failed is a `<failure>` whose message is
+the verdict's reason; a part with another status that is not a pass ("assumptions violated":
+the run broke the timing model its bound assumes; "not judged": a fault never ended; "no checks
+observed": no state-level check) is an `<error>` of that type, with the reason. The same
+writer serves `weeble run`, `check`, `analyze` and `simulate`: each hands over the verdict of
+weeble.check.verdict.judge, its fault rows and the reconfigurations (R15 rows).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from weeble.check.verdict import ASSUMPTIONS, FAIL
+from weeble.check.status import Status
 
 
 def write_junit(path: str | Path, *, suite: str, verdict: Mapping[str, Any],
@@ -68,13 +69,13 @@ def junit_tree(*, suite: str, verdict: Mapping[str, Any], faults: Sequence[Mappi
         if index is None:
             continue
         fs = by_episode.get(int(index), [])
-        reasons = [part["reason"]] if part["status"] != "pass" else []
+        reasons = [part["reason"]] if part["status"] != Status.PASS else []
         status = part["status"]
         for f in fs:
             why = (not_effective or {}).get(str(f["fault_id"]))
             if why is not None:
                 reasons.append(f"{f['fault_id']} did not take effect: {why}")
-                status = FAIL
+                status = Status.FAIL
         first = fs[0] if fs else {}
         props = {key: first[key] for key in (
             "service_time", "service_status", "state_time", "state_status", "bound", "lost",
@@ -89,7 +90,7 @@ def junit_tree(*, suite: str, verdict: Mapping[str, Any], faults: Sequence[Mappi
     for r in reconfigurations:
         part = failed_reconfigurations.get(str(r["rid"]))
         status = part["status"] if part is not None else (
-            FAIL if r.get("verdict") == FAIL else "pass")
+            Status.FAIL if r.get("verdict") == Status.FAIL else Status.PASS)
         reason = part["reason"] if part is not None else str(r.get("reason") or "")
         cases.append(_case(f"{name}.reconfiguration", f"{r['rid']} ({r['op']})", status,
                            reason))
@@ -115,11 +116,11 @@ def _case(classname: str, name: str, status: str, reason: str,
         props = ET.SubElement(case, "properties")
         for key, value in properties.items():
             ET.SubElement(props, "property", name=key, value=str(value))
-    if status == FAIL:
+    if status == Status.FAIL:
         ET.SubElement(case, "failure", message=reason or "failed", type="fail").text = reason
-    elif status == ASSUMPTIONS:
-        ET.SubElement(case, "error", message=reason or ASSUMPTIONS,
-                      type=ASSUMPTIONS).text = reason
+    elif status != Status.PASS:  # not a pass, not a rule broken: could not be judged fully
+        ET.SubElement(case, "error", message=reason or str(status),
+                      type=str(status)).text = reason
     return case
 
 

@@ -97,4 +97,6 @@ def run(args: argparse.Namespace) -> int:
         print_verdict(analysis_rows(v), bool(v["pass"]), v["reasons"],
                       measured_from=v.get("stabilization_measured_from"),
                       reconfigurations=summary.reconfigurations, status=v["status"])
-    return 0 if v["pass"] else 1
+    from weeble.check.status import exit_code
+
+    return exit_code(v["status"])
