@@ -107,7 +107,7 @@ def test_the_rules_catch_what_the_issue_found() -> None:
     assert any("hostPath" in b for b in bad) and any("ALL" in b for b in bad)
 
 
-@pytest.mark.parametrize("overlay", sorted(k8s.OVERLAYS))
+@pytest.mark.parametrize("overlay", sorted([*k8s.OVERLAYS, k8s.TESTBED[0]]))
 def test_every_pod_meets_the_restricted_profile(overlay: str) -> None:
     rendered = kustomize(overlay)
     specs = pod_specs(rendered)
@@ -118,8 +118,12 @@ def test_every_pod_meets_the_restricted_profile(overlay: str) -> None:
             assert c["securityContext"]["readOnlyRootFilesystem"] is True, name
     (namespace,) = [o for o in rendered if o["kind"] == "Namespace"]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # only the orchestrator talks to the API server
+    for name, spec in specs:
+        assert spec["automountServiceAccountToken"] is (name == "Job/weeble-run"), name
+    if overlay == k8s.TESTBED[0]:
+        return
     brokers = next(s for n, s in specs if n == "StatefulSet/broker")
-    assert brokers["automountServiceAccountToken"] is False
     # writable: the traces and /tmp only (the configs are read-only, the root file system too)
     mounts = brokers["containers"][0]["volumeMounts"]
     assert {m["mountPath"] for m in mounts if not m.get("readOnly")} == {k8s.TRACE_DIR, "/tmp"}

@@ -179,6 +179,8 @@ class _Api(BaseHTTPRequestHandler):
                 "name": name, **({"uid": gone["uid"]} if gone and "uid" in gone else {})}})
         elif gone is None:
             self._reply(404, {"kind": "Status", "apiVersion": "v1", "code": 404})
+        elif "/services/" in self.path:  # the API server answers with the deleted Service
+            self._reply(200, gone)
         else:
             self._reply(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
 

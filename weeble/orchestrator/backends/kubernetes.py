@@ -495,6 +495,118 @@ def _yaml(objects: list[dict[str, Any]]) -> str:
 
 
 OVERLAYS = {"small": "scenarios/quickstart.yaml", "paper121": "scenarios/seed000.yaml"}
+TESTBED = ("testbed", "scenarios/quickstart.yaml")  # the orchestrator's overlay, its scenario
+
+# What the orchestrator's ServiceAccount may do, in its own namespace: exactly the calls of
+# KubernetesBackend (tests/orchestrator/test_k8s_testbed.py derives them from this file's
+# calls through the client's own paths and fails on a missing or an unused verb).
+ROLE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]},
+    # exec: the traces, a pause. A websocket exec is a GET (clusters before 1.31 check
+    # `get`); since 1.31 (AuthorizePodWebsocketUpgradeCreatePermission) `create` is checked
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["secrets", "services"], "verbs": ["create", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["create", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["statefulsets/scale"], "verbs": ["patch"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+     "verbs": ["create", "delete"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+     "verbs": ["create", "get", "update", "delete"]},
+]
+ORCHESTRATOR_SA, RUNS, RUNS_DIR = "weeble-orchestrator", "weeble-runs", "/var/lib/weeble/runs"
+SCENARIO_DIR = "/etc/weeble/scenario"
+
+
+def testbed_objects(name: str, scenario_file: str, scenario_text: str, *,
+                    image: str = RELEASE_IMAGE) -> list[dict[str, Any]]:
+    """The testbed in the cluster: a namespace (Pod Security restricted), the orchestrator's
+    ServiceAccount, Role (`ROLE_RULES`) and RoleBinding, the scenario in a ConfigMap, a
+    volume for the runs, the Job that runs `weeble run SCENARIO --backend k8s` there (the
+    brokers come up in the same namespace, the orchestrator admitted by its labels), and a
+    pod that holds the runs' volume for `kubectl cp` once the Job is done."""
+    namespace = f"weeble-{name}"
+    mounts = [{"name": "runs", "mountPath": RUNS_DIR},
+              {"name": "tmp", "mountPath": "/tmp"}]
+    volumes = [{"name": "runs", "persistentVolumeClaim": {"claimName": RUNS}},
+               {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}]
+    field = lambda path: {"valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
+    orchestrator = {
+        "name": "orchestrator", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": [f"{PYTHON.rsplit('/', 1)[0]}/weeble"],
+        # the analysis (PySpark, a JVM) is not in the image: `weeble analyze` the copied run
+        "args": ["run", f"{SCENARIO_DIR}/{Path(scenario_file).name}", "--backend", "k8s",
+                 "--runs-dir", RUNS_DIR, "--quiet", "--no-analysis"],
+        "env": [{"name": ENV_NAMESPACE, **field("metadata.namespace")},
+                {"name": ENV_INSTANCE,
+                 **field("metadata.labels['app.kubernetes.io/instance']")},
+                {"name": ENV_POD, **field("metadata.name")},
+                {"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "resources": {"requests": {"cpu": "200m", "memory": "256Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "securityContext": CONTAINER_SECURITY,
+        "volumeMounts": [{"name": "scenario", "mountPath": SCENARIO_DIR, "readOnly": True},
+                         *mounts]}
+    holder = {
+        "name": "results", "image": image, "imagePullPolicy": "IfNotPresent",
+        "command": [PYTHON, "-c", "import time\nwhile True: time.sleep(3600)"],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                      "limits": {"cpu": "100m", "memory": "64Mi"}},
+        "securityContext": CONTAINER_SECURITY,
+        "volumeMounts": [{**mounts[0], "readOnly": True}, mounts[1]]}
+    pod_spec = {"securityContext": POD_SECURITY, "enableServiceLinks": False}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": namespace, "labels": {**labels(name, "namespace"),
+                                                     **PSS_LABELS}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": ORCHESTRATOR_SA, "labels": labels(name, "orchestrator")},
+         "automountServiceAccountToken": False},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": ORCHESTRATOR_SA, "labels": labels(name, "orchestrator")},
+         "rules": ROLE_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": ORCHESTRATOR_SA, "labels": labels(name, "orchestrator")},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": ORCHESTRATOR_SA},
+         "subjects": [{"kind": "ServiceAccount", "name": ORCHESTRATOR_SA,
+                       "namespace": namespace}]},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "weeble-scenario", "labels": labels(name, "scenario")},
+         "data": {Path(scenario_file).name: scenario_text}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": RUNS, "labels": labels(name, "results")},
+         "spec": {"accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "2Gi"}}}},
+        {"apiVersion": "batch/v1", "kind": "Job",
+         "metadata": {"name": "weeble-run", "labels": labels(name, "orchestrator")},
+         "spec": {"backoffLimit": 0, "template": {
+             "metadata": {"labels": labels(name, "orchestrator")},
+             "spec": {**pod_spec, "serviceAccountName": ORCHESTRATOR_SA,
+                      # the one pod that talks to the API server
+                      "automountServiceAccountToken": True, "restartPolicy": "Never",
+                      "containers": [orchestrator],
+                      "volumes": [{"name": "scenario",
+                                   "configMap": {"name": "weeble-scenario"}}, *volumes]}}}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "weeble-results", "labels": labels(name, "results")},
+         "spec": {**pod_spec, "automountServiceAccountToken": False,
+                  "terminationGracePeriodSeconds": 1,
+                  "containers": [holder], "volumes": volumes}},
+    ]
+
+
+def render_testbed(name: str, scenario_file: str, scenario_text: str) -> dict[str, str]:
+    """The files of k8s/overlays/testbed (no base: the brokers are the run's own)."""
+    objects = testbed_objects(name, scenario_file, scenario_text)
+    files = {"testbed.yaml": _yaml(objects)}
+    files["kustomization.yaml"] = yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "namespace": f"weeble-{name}", "resources": ["testbed.yaml"],
+        "images": [{"name": IMAGE_NAME, "newName": IMAGE_NAME, "newTag": VERSION}],
+    }, sort_keys=False)
+    return {k: _HEADER.format(name=name) + v for k, v in files.items()}
 
 
 def write_tree(root: Path) -> list[Path]:
@@ -506,6 +618,9 @@ def write_tree(root: Path) -> list[Path]:
     trees = {root / "base": render_base()}
     for name, scenario in OVERLAYS.items():
         trees[root / "overlays" / name] = render_overlay(load_scenario(repo / scenario), name)
+    name, scenario = TESTBED
+    trees[root / "overlays" / name] = render_testbed(name, scenario,
+                                                     (repo / scenario).read_text())
     for folder, files in trees.items():
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.yaml"):
@@ -546,9 +661,14 @@ class KubernetesBackend(LocalBackend):
                  log_level: str = "INFO", api: Any = None,
                  image: str | None = None) -> None:
         super().__init__(workdir, access, log_level=log_level)
-        self.instance = run_id.lower().replace("_", "-")[:40].strip("-")
-        self.namespace = f"weeble-{self.instance}"[:63].strip("-")
-        self.image = image or default_image()
+        # in the cluster (k8s/overlays/testbed), the orchestrator's pod says where: its own
+        # namespace (its Role is there) and its instance label (the brokers admit it by it)
+        self.instance = os.environ.get(ENV_INSTANCE) or \
+            run_id.lower().replace("_", "-")[:40].strip("-")
+        self.own_namespace = bool(os.environ.get(ENV_NAMESPACE))
+        self.namespace = os.environ.get(ENV_NAMESPACE) or \
+            f"weeble-{self.instance}"[:63].strip("-")
+        self.image = image or default_image(api)
         self._api = api  # the kubernetes.client.ApiClient to use
         self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
         self._pods: dict[str, str] = {}  # broker -> its pod
@@ -575,6 +695,8 @@ class KubernetesBackend(LocalBackend):
         backend = cls(Path(run_dir) / "brokers", access, run_id=state.get("instance", "run"),
                       api=api if api is not None else api_client())
         backend.namespace = state.get("namespace", backend.namespace)
+        backend.instance = state.get("instance", backend.instance)
+        backend.own_namespace = bool(state.get("own_namespace"))
         backend._detached = True
         backend._applied = True
         backend._configs.update(configs)
@@ -599,6 +721,7 @@ class KubernetesBackend(LocalBackend):
 
     def state(self) -> dict[str, Any]:
         return {"instance": self.instance, "namespace": self.namespace,
+                "own_namespace": self.own_namespace,
                 "ports": list(self._ports), "planned": self._planned, "pods": self._pods,
                 "leaves": sorted(self._leaves), "replicas": self._replicas,
                 "peer_network": self._peer_network, "root": self._root,
@@ -706,6 +829,8 @@ class KubernetesBackend(LocalBackend):
         }
         objects = self.objects()
         self._root = json.loads(objects[1]["data"]["topology.json"])["root"]
+        if self.own_namespace:  # the orchestrator's own: it is there, and not ours to make
+            objects = [o for o in objects if o["kind"] != "Namespace"]
         for obj in objects:
             self._call(f"create {obj['kind']} {obj['metadata']['name']}",
                        creators[obj["kind"]], obj)
@@ -1079,19 +1204,56 @@ class KubernetesBackend(LocalBackend):
         return out
 
     def teardown(self) -> None:
-        """Delete the run's namespace: every object of the run goes with it."""
-        if self._applied:
+        """Delete the run's namespace: every object of the run goes with it. In a namespace
+        that is not the run's own (the in-cluster orchestrator's), delete the run's objects
+        one by one, the brokers first."""
+        if self._applied and not self.own_namespace:
             self._call("delete namespace", self._core().delete_namespace, self.namespace)
-            self._applied = False
+        elif self._applied:
+            deleters = {
+                "StatefulSet": self._apps().delete_namespaced_stateful_set,
+                "Service": self._core().delete_namespaced_service,
+                "PodDisruptionBudget": self._policy().delete_namespaced_pod_disruption_budget,
+                "NetworkPolicy": self._net().delete_namespaced_network_policy,
+                "ConfigMap": self._core().delete_namespaced_config_map,
+                "Secret": self._core().delete_namespaced_secret}
+            names = [("StatefulSet", leaf_set(b)) for b in sorted(self._leaves)]
+            names += [(o["kind"], o["metadata"]["name"]) for o in self.objects()
+                      if o["kind"] in deleters and not (
+                          o["kind"] == "NetworkPolicy" and o["metadata"]["name"].startswith(
+                              "link-") and o["metadata"]["name"][5:] not in self._policies)]
+            names += [("NetworkPolicy", f"link-{p}") for p in self._policies
+                      if ("NetworkPolicy", f"link-{p}") not in names]
+            order = list(deleters)
+            for kind, name in sorted(names, key=lambda kn: order.index(kn[0])):
+                try:
+                    self._call(f"delete {kind} {name}", deleters[kind], name, self.namespace)
+                except BackendError as e:
+                    if " 404 " not in f"{e} ":
+                        raise
+        self._applied = False
         self._drop_admins(list(self._admins))
 
 
-def default_image() -> str:
-    """The image a run's brokers run: $WEEBLE_IMAGE, else this source tree's content tag
-    (`weeble image build`), else (an installed package, as in the orchestrator's pod) the
-    release's."""
+ENV_NAMESPACE, ENV_INSTANCE = "WEEBLE_K8S_NAMESPACE", "WEEBLE_K8S_INSTANCE"
+ENV_POD = "WEEBLE_K8S_POD"
+
+
+def default_image(api: Any = None) -> str:
+    """The image a run's brokers run: $WEEBLE_IMAGE; else, in the orchestrator's pod, the
+    image that pod runs (whatever the user's overlay set it to); else this source tree's
+    content tag (`weeble image build`), else the release's."""
     if os.environ.get("WEEBLE_IMAGE"):
         return os.environ["WEEBLE_IMAGE"]
+    if os.environ.get(ENV_POD) and os.environ.get(ENV_NAMESPACE) and api is not None:
+        from kubernetes import client
+
+        try:
+            me = client.CoreV1Api(api).read_namespaced_pod(os.environ[ENV_POD],
+                                                           os.environ[ENV_NAMESPACE])
+            return str(me.spec.containers[0].image)
+        except Exception as e:
+            raise BackendError(f"k8s: the orchestrator's own pod: {e}") from None
     from weeble.orchestrator.backends import image
 
     try:
