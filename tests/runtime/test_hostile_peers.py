@@ -297,3 +297,34 @@ def test_every_notification_for_a_stream_is_delivered_or_recorded_as_let_go(
     assert summary["undeliverable_by_reason"]["stream_ended"] == \
         counters["undeliverable_stream_ended"]
     assert sum(summary["undeliverable_by_reason"].values()) == len(undelivered)
+
+
+# ---- finding 8: smaller ones ----------------------------------------------------------------
+
+
+def test_no_client_may_take_a_broker_id_of_the_run_at_any_broker(configs: Configs) -> None:
+    # The probe: client id b1 was refused at b1 and its neighbours only (accepted at b3)
+    cfg = configs("b3", neighbors={"b2": address(next_host())},
+                  run_brokers=["b1", "b2", "b3"])
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server, \
+                grpc.aio.insecure_channel(cfg.listen_address) as ch:
+            refresh = ch.unary_unary("/weeble.v1.Client/Refresh", request_serializer=None,
+                                     response_deserializer=client_pb2.RefreshReply.FromString)
+
+            async def as_client(name: str) -> None:
+                await refresh(client_pb2.SubscribeRequest(
+                    client=name, sub_id="s", filter="k == 1").SerializeToString())
+
+            for name in ("b1", "b2", "b3"):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await as_client(name)
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "is a broker id" in (err.value.details() or "")
+            await as_client("b7")  # not a broker (yet)
+            server.set_peers({"b7": address(next_host())})  # a broker added at run time
+            with pytest.raises(grpc.aio.AioRpcError):
+                await as_client("b7")
+
+    run(scenario())

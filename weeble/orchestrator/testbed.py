@@ -109,6 +109,7 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             # network reaches it from b (on loopback: its listen address)
             peers=({n: address_book(n) for n in topology.brokers if n != b
                     and n not in neighbors} if address_book is not None else {}),
+            run_brokers=sorted(topology.brokers),
             listen_address=places[b].listen,
             admin_address=places[b].admin,
             admin_token=admin_token,

@@ -134,7 +134,7 @@ class ClientService:
     def __init__(
         self,
         broker_id: str,
-        reserved_ids: frozenset[str],
+        is_broker: Callable[[str], bool],
         step: Stepper,
         trace: LiveSink,
         metrics: Metrics,
@@ -147,7 +147,9 @@ class ClientService:
         hello_timeout: float = 5.0,
     ) -> None:
         self.broker_id = broker_id
-        self._reserved = reserved_ids | {broker_id}  # client ids share the core's namespace
+        # client ids share the core's namespace: no broker id of the run, whichever broker
+        # is asked (the probe: b1 was refused only at b1 and its neighbours)
+        self._is_broker = is_broker
         self._step = step
         self._trace = trace
         self._metrics = metrics
@@ -484,7 +486,7 @@ class ClientService:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.broker_id} is shutting down")
         if not client:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "client: must not be empty")
-        if client in self._reserved:
+        if client == self.broker_id or self._is_broker(client):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"client: {client!r} is a broker id")
         if self._secret is not None:

@@ -167,6 +167,10 @@ class BrokerConfig(_Strict):
     # the address book: every other broker of the run a link may be opened to at run time
     # (reconfiguration: new neighbours, the link exchange's out-of-band channels)
     peers: dict[str, str] = Field(default_factory=dict)
+    # every broker id of the run (the orchestrator's plan): no client may use one as its id,
+    # at any broker (clients share the core's namespace of ids); brokers added later reach
+    # the address book (peers, admin SetPeers), which counts as well
+    run_brokers: list[str] = Field(default_factory=list)
     listen_address: str
     admin_address: str
     admin_token: str = Field(min_length=16)

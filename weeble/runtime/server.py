@@ -106,13 +106,14 @@ class BrokerServer:
         # orchestrator keeps it current, admin SetPeers); the configured neighbours first
         self.book: dict[str, str] = {**config.peers, **config.neighbors}
         self.book.pop(config.broker_id, None)
+        self._run_brokers = frozenset(config.run_brokers)
         self.links: dict[str, Link] = {
             n: Link(config, n, receive=self._on_link_message, trace=self.trace,
                     metrics=self.metrics, rng=random.Random(self._seeds.getrandbits(64)))
             for n in sorted(config.neighbors)
         }
         self.clients = ClientService(
-            config.broker_id, frozenset(config.neighbors), self.step, self.trace, self.metrics,
+            config.broker_id, self.is_broker, self.step, self.trace, self.metrics,
             queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
             max_message_bytes=t.max_message_bytes, limits=config.limits(),
             client_secret=config.client_secret, hello_timeout=t.hello_timeout_s,
@@ -306,6 +307,11 @@ class BrokerServer:
         self.trace.record("link_open", peer=peer, address=address)
         log.info("link %s opened (dynamic, %s)", peer, address)
         return link
+
+    def is_broker(self, name: str) -> bool:
+        """`name` is a broker of this run: planned, in the address book, or linked to."""
+        return (name == self.config.broker_id or name in self._run_brokers
+                or name in self.book or name in self.links)
 
     def accept_link(self, peer: str) -> Link | None:
         """The acceptor's Link for a dialer of this run that has none yet (None: unknown)."""
