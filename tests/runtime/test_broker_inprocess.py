@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
+import ssl
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -378,6 +380,33 @@ def test_metrics_endpoint(configs: Configs) -> None:
     assert "weeble_deliveries_total 1.0" in text
     assert 'weeble_routing_table_size{table="0"} 1.0' in text
     assert "weeble_lease_expiries_total" in text
+
+
+def test_metrics_over_tls_in_a_tls_run(configs: Configs, tmp_path: Path) -> None:
+    # Issue 24: with live.tls, /metrics stayed plain HTTP. Now it is HTTPS with the broker's
+    # own certificate, for clients with a certificate of the run's CA, like admin.
+    host = next_host()
+    certs = generate_run_certs(tmp_path / "tls", {"b1": [host]})
+    cert, key = certs.brokers["b1"]
+    cfg = configs("b1", host=host, metrics_address=address(host),
+                  tls={"cert": str(cert), "key": str(key), "ca": str(certs.ca)})
+
+    def fetch(url: str, context: ssl.SSLContext | None = None) -> str:
+        return urllib.request.urlopen(url, timeout=5, context=context).read().decode()
+
+    async def scenario() -> str:
+        async with BrokerServer(cfg):
+            with pytest.raises((OSError, http.client.HTTPException)):  # plain HTTP: refused
+                await asyncio.to_thread(fetch, f"http://{cfg.metrics_address}/metrics")
+            url = f"https://{cfg.metrics_address}/metrics"
+            bare = ssl.create_default_context(cafile=str(certs.ca))
+            with pytest.raises(OSError):  # no client certificate: refused
+                await asyncio.to_thread(fetch, url, bare)
+            run_client = ssl.create_default_context(cafile=str(certs.ca))
+            run_client.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+            return await asyncio.to_thread(fetch, url, run_client)  # verifies host's SAN
+
+    assert "weeble_publishes_total" in run(scenario())
 
 
 def test_config_errors_name_the_field(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Enum, Gauge, start_http_server
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from weeble.runtime.config import split_address
+from weeble.runtime.config import TlsConfig, split_address
 from weeble.runtime.quiet import LIMIT
 
 LINK_STATES = ["down", "connecting", "up", "cut"]
@@ -147,11 +147,22 @@ class Metrics:
 
     # ---- serving ----------------------------------------------------------------------------
 
-    def serve(self, address: str) -> None:
-        """Serve /metrics on host:port from a daemon thread (prometheus-client is thread-safe)."""
+    def serve(self, address: str, tls: TlsConfig | None = None) -> None:
+        """Serve /metrics on host:port from a daemon thread (prometheus-client is thread-safe).
+
+        With `tls` (the broker's admin TLS, a run with live.tls): HTTPS with the broker's own
+        certificate, and, when it names a CA, only for clients presenting a certificate of
+        that CA, as admin (the probe found /metrics plain HTTP in a TLS run)."""
         host, port = split_address(address)
-        self._http, _thread = start_http_server(port, host, registry=self.registry)
-        log.info("metrics on http://%s/metrics", address)
+        if tls is None:
+            self._http, _thread = start_http_server(port, host, registry=self.registry)
+            log.info("metrics on http://%s/metrics", address)
+            return
+        self._http, _thread = start_http_server(
+            port, host, registry=self.registry, certfile=str(tls.cert), keyfile=str(tls.key),
+            client_cafile=str(tls.ca) if tls.ca is not None else None,
+            client_auth_required=tls.ca is not None)
+        log.info("metrics on https://%s/metrics", address)
 
     def close(self) -> None:
         if self._http is not None:

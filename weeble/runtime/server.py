@@ -404,7 +404,7 @@ class BrokerServer:
         try:
             await self._start_servers()
             if cfg.metrics_address is not None:
-                self.metrics.serve(cfg.metrics_address)
+                self.metrics.serve(cfg.metrics_address, cfg.tls)
         except Exception:
             await self._stop_servers(grace=0)
             await self.trace.aclose()
