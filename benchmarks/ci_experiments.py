@@ -5,7 +5,7 @@
     python benchmarks/ci_experiments.py --topologies 3 --brokers 40 --duration 80   # a taste
 
 The runs are those of `weeble reproduce ch5` (`weeble/analytics/reproduce/ch5.py`, whose
-docstring gives the setup of spec ch. 5 §3.2 and how time and load are scaled), which judges
+docstring gives the setup of spec ch5 §3.2 and how time and load are scaled), which judges
 the thesis's claims one by one; this benchmark sweeps more topologies with its own table.
 --full runs 300 s (the thesis measures at 30,000 ticks); --quick 120 s (CI has reached its
 minimum at 12,000 ticks = 120 s in the thesis).

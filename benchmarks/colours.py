@@ -4,7 +4,7 @@
     python -m benchmarks.colours --quick    # fewer seeds and sizes
 
 Prints three tables:
-1. stabilization of the overlay (spec §5.5) after a partition (a cut link, counted from the
+1. stabilization of the overlay (spec ch4 §5.5) after a partition (a cut link, counted from the
    heal; a corrupted parent pointer, counted from the fault) and after corrupted colour
    variables, against the tree height and ξ, next to ∆r = 4ξ + h(2δmax − δmin) (Eq. 4.3, with
    h the tree's height: the bound of a tree that does not degenerate);

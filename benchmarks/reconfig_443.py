@@ -3,7 +3,7 @@
     python benchmarks/reconfig_443.py                       # 30 exchanges, a few minutes
     python benchmarks/reconfig_443.py --exchanges 100 --out out/reconfig443   # the thesis's 100
 
-The setup of spec ch. 4 §4.2, in our simulator: 100 brokers in a random tree, 50 publishers
+The setup of spec ch4 §4.2, in our simulator: 100 brokers in a random tree, 50 publishers
 each with 9 dedicated subscribers (filter `pub == i`), exponential publication intervals of mean
 50 ms, link delays uniform up to 100 ms, identity-based peer-to-peer routing, and one sequence
 of random link exchanges applied one after the other (the same sequence, seed and traffic for

@@ -2,7 +2,7 @@
 on the real brokers in the one Simulation (mode anti_entropy, identity-based routing: the paper's
 "forwarded unless a duplicate").
 
-Setup (the paper's where it says, our choice where it is silent, spec B.5):
+Setup (the paper's where it says, our choice where it is silent, spec seed23 §B.5):
 - one random spanning tree of 100 brokers, FIFO links of 5-20 ms;
 - subscriptions and events are random 3-character strings over an alphabet of `--alphabet`
   letters (the paper does not give the alphabet): filter `p == "abc"`, event {p: "abc"};
@@ -23,7 +23,7 @@ is 20 unwanted events. Sketch checks (Observe/reply) are not part of the paper's
 bytes are printed beside.
 
 The runs are those of `weeble reproduce sketches` (weeble/analytics/reproduce/sketches.py:
-`one_run`), which judges them against the paper's relations (spec C.2-6).
+`one_run`), which judges them against the paper's relations (spec seed23 §C.2-6).
 
 Run: python -m benchmarks.seed002_overhead [--quick]
 Prints medians over seeds, and the paper's qualitative relations beside ours.

@@ -5,17 +5,18 @@ labels, random edges, a database with all four corruption conditions, 3n junk me
 measure the time to legitimacy (ring, shortcuts, database and every trie); (2) everyone joins at
 once from nothing; (3) in the legitimate state, messages per interval sent and received per member
 (maximum and mean) and at the supervisor; (4) convergence against the supervisor's Timeout
-with and without the local plausibility check (spec A.13-5). Time unit: one member Timeout
-interval; the supervisor's Timeout runs 4× as often (spec D.4); link delays 1–5 % of an interval.
+with and without the local plausibility check (spec seed23 §A.13-5). Time unit: one member Timeout
+interval; the supervisor's Timeout runs 4× as often (spec seed23 §D.4); link delays 1–5 % of an
+interval.
 
 The paper's claims beside ours (abstract, §3.2.1, §4.3): constant expected work per interval for
 the supervisor and for any process in a legitimate state; O(log n) worst-case, O(1) average
 degree. The reconstruction predicts that "0" and "1" *receive* Θ(log n) shortcut introductions
-per interval (spec C.1-8): the maximum received column shows it.
+per interval (spec seed23 §C.1-8): the maximum received column shows it.
 
 Every figure comes from the one Simulation in mode skip_ring (SkipRingWorld is a view of it):
 the same core, engine and ROM as `weeble simulate`. The runs are those of `weeble reproduce
-skipring` (weeble/analytics/reproduce/skipring.py), which judges them against spec C.1.
+skipring` (weeble/analytics/reproduce/skipring.py), which judges them against spec seed23 §C.1.
 
 Run: python -m benchmarks.seed003_skipring [--full]
 """
@@ -63,7 +64,8 @@ def main() -> None:
     sizes = [16, 64, 256, 1024] + ([4096] if args.full else [])
     seeds = list(range(1, args.seeds + 1))
     print("convergence (member intervals, median over seeds; None = not within 400); the "
-          "paper's claims beside (spec C.1-10, A.7 [R]): labels within n supervisor Timeouts "
+          "paper's claims beside (spec seed23 §C.1-10, A.7 [R]): labels within n supervisor "
+          "Timeouts "
           "of a clean database, the ring within 2n, shortcuts ~log2 n intervals after that")
     print(f"{'n':>6} {'corrupted':>10} {'x n=16':>7} {'all join':>9} {'x n=16':>7} "
           f"{'claim: 2n/4 + log2 n':>21} {'wall s':>7}")

@@ -59,7 +59,7 @@ def test_toggle_rate_peaks_at_81000_subscriptions() -> None:
 
 
 def test_toggle_traffic_peaks_near_57400_subscriptions() -> None:
-    # The thesis prints the µ labels swapped (spec §8.3): 117 belongs to µ⁻¹ = 600 s.
+    # The thesis prints the µ labels swapped (spec ch3 §8.3): 117 belongs to µ⁻¹ = 600 s.
     for mu_inv, peak in ((600.0, 117.35), (60.0, 1173.5)):
         n, value = maximize(lambda n, mu_inv=mu_inv: example(n, mu_inv=mu_inv).b_o,
                             lo=0, hi=500_000, tolerance=1e-3)
@@ -72,11 +72,11 @@ def test_break_even_of_the_simulated_scenario() -> None:
     root = first_zero_crossing(lambda n: example(n).b_root, lo=0, hi=1e7, step=1000)
     assert leaf is not None and root is not None
     assert round(leaf) == 299_172 and round(root) == 300_170
-    assert abs(leaf - 299_503) / 299_503 < 5e-3  # the thesis's own figure, ±0.5 % (spec §8.16)
+    assert abs(leaf - 299_503) / 299_503 < 5e-3  # the thesis's own figure, ±0.5 % (spec ch3 §8.16)
 
 
 def test_every_cell_of_the_spec_table_to_its_printed_digits() -> None:
-    """The spec's §5.6 table: each cell within half a unit of its last printed digit (this is
+    """The table of spec ch3 §5.6: each cell within half a unit of its last printed digit (this is
     stricter than 4 significant digits wherever the table prints more)."""
     scenarios = {s for _, _, s in TABLE_COLUMNS}
     checked = 0
@@ -95,7 +95,7 @@ def test_every_cell_of_the_spec_table_to_its_printed_digits() -> None:
 
 
 def test_all_eight_break_even_points() -> None:
-    # (ω, µ⁻¹, ρ): (root publisher, leaf publishers), spec §5.6
+    # (ω, µ⁻¹, ρ): (root publisher, leaf publishers), spec ch3 §5.6
     expected = {
         (1000, 600, 60): (300_170, 299_172), (1000, 600, 600): (484_820, 483_799),
         (1000, 60, 60): (291_008, 289_926), (1000, 60, 600): (469_108, 467_912),
@@ -117,7 +117,7 @@ def test_the_one_sixtieth_bound_holds_in_the_simulated_scenario_only() -> None:
     assert example(1e7).b_leaf == pytest.approx(-2000, abs=1e-6)
     # without leasing filtering is never worse than flooding here (l.2549)
     assert min(example(n).b_leaf + example(n).b_l for n in ns) >= -1e-6
-    # but with ω = 100, µ⁻¹ = 60 s, ρ = 60 s it is (spec §5.4)
+    # but with ω = 100, µ⁻¹ = 60 s, ρ = 60 s it is (spec ch3 §5.4)
     n, worst = maximize(lambda n: -example(n, omega=100, mu_inv=60).b_leaf, lo=300_000,
                         hi=450_000)
     assert -worst == pytest.approx(-2031.14, abs=0.01) and 355_000 < n < 365_000
@@ -143,7 +143,7 @@ def test_monotone_in_the_number_of_subscriptions(m: int, k: int, z: int, a: floa
     # o falls from k − 1 towards 1 (l.2372); b_p falls with it (3.32)
     assert c_hi.o <= c_lo.o + 1e-12 and min(1, k - 1) - 1e-12 <= c_hi.o <= max(k - 1, 0)
     assert c_hi.b_p <= c_lo.b_p + eps
-    # b_s ≥ l/(k−1)·b_p: "at least", not "at most" as printed (spec §8.4)
+    # b_s ≥ l/(k−1)·b_p: "at least", not "at most" as printed (spec ch3 §8.4)
     if k >= 2:
         assert c_hi.b_s >= tree.n_links / (k - 1) * c_hi.b_p - eps
 

@@ -1,4 +1,4 @@
-"""Advertisements (thesis §3.4.2, spec ch. 3 §2.8, claim 8, fault F16), proven in simulation.
+"""Advertisements (thesis §3.4.2, spec ch3 §2.8, claim 8, fault F16), proven in simulation.
 
 Publishers advertise what they will publish; advertisements build subscription routing tables
 with any routing algorithm, leased like subscriptions; a subscription travels only towards

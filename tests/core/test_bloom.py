@@ -1,4 +1,5 @@
-"""Bloom sketches of seed 002 §4: properties and the equality false-positive rate (spec C.2-4/5)."""
+"""Bloom sketches of seed 002 §4: properties and the equality false-positive rate (spec seed23
+§C.2-4/5)."""
 
 from __future__ import annotations
 

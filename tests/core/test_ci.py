@@ -1,4 +1,4 @@
-"""The Cost-and-Interest heuristic (thesis ch. 5; issue 10, spec ch. 5 claims 1-7).
+"""The Cost-and-Interest heuristic (thesis ch. 5; issue 10, spec ch5 §5, claims 1-7).
 
 The 3-broker example of Fig. 5.2 with set A (p1, p2, p3, c12, c13, c23) = (3, 1, 0, 5, 3, 6) and
 its traffic (B2 publishes 10 notifications, all consumed by B3 and 5 by B1; B1 publishes 1,

@@ -1,4 +1,4 @@
-"""The 3-colour scheme (thesis 4.5, seed 001; spec ch. 4 §5, §6.3): the recolor protocol, its
+"""The 3-colour scheme (thesis 4.5, seed 001; spec ch4 §5, §6.3): the recolor protocol, its
 faults and the overlay's stabilization, proven in simulation (TC-24, TC-25, TC-27 to TC-30),
 each claim with its negative or ablation test (ξ′ too short, control messages coloured c_cur as
 in Fig. 4.20, no colour check, E1, E2, E3). Traffic, ordering and reconfigurations at large are

@@ -1,4 +1,4 @@
-"""The advanced coordinated link exchange (thesis 4.4.2, spec ch. 4 §6.2), proven in simulation.
+"""The advanced coordinated link exchange (thesis 4.4.2, spec ch4 §6.2), proven in simulation.
 
 One exchange on a reconfiguration cycle of 3 to 12 brokers (plus brokers off the cycle), under
 steady traffic from publishers on and off the cycle, with random delays: no notification lost or
@@ -424,7 +424,7 @@ def test_the_strawman_loses_and_duplicates_where_the_coordinated_exchange_does_n
 
 @pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1])
 def test_advertisements_travel_through_an_exchange(alg: Algorithm) -> None:
-    """Spec ch. 4 §3.10: advertisements are relayed, queued and withdrawn like subscriptions,
+    """Spec ch4 §3.10: advertisements are relayed, queued and withdrawn like subscriptions,
     before them; afterwards both routing layers are those of the new tree."""
     for n in (3, 5, 8, 11):
         run = exchange_run(alg, n, seed=n, adverts=True, ordering=Ordering.FIFO)

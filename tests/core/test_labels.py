@@ -1,4 +1,4 @@
-"""Labels and the topology SR(n) of seed 003 (spec C.1-1..5)."""
+"""Labels and the topology SR(n) of seed 003 (spec seed23 §C.1-1..5)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_level_rings_complete_and_edge_count_for_all_small_n() -> None:
 
 
 def test_shortcuts_from_ring_neighbours_alone_match_the_definition() -> None:
-    """C.1-4, and the worked example of spec A.6 (n = 16, v = 1/4)."""
+    """C.1-4, and the worked example of spec seed23 §A.6 (n = 16, v = 1/4)."""
     for n in range(3, 300):
         nbrs = skip_ring_neighbours(n)
         for v, (p, s) in ring_neighbours(n).items():

@@ -1,4 +1,4 @@
-"""Reconfiguration as data (thesis 4.2, spec ch. 4 TC-1 to TC-3), property-tested."""
+"""Reconfiguration as data (thesis 4.2, spec ch4 §6.1, TC-1 to TC-3), property-tested."""
 
 from __future__ import annotations
 

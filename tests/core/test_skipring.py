@@ -1,4 +1,4 @@
-"""The supervised skip ring with topic pub/sub (spec C.1-6..14), through the one Simulation
+"""The supervised skip ring with topic pub/sub (spec seed23 §C.1-6..14), through the one Simulation
 (weeble/analytics/reproduce/skipring_world.py: SkipRingWorld is a view of it in mode skip_ring)."""
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def test_crash_converges_to_sr_n_minus_one(victims: int) -> None:
 
 @pytest.mark.parametrize("victims", [["n7"], ["n0", "n1", "n11"]])
 def test_crash_found_by_ring_neighbours_without_an_external_detector(victims: list[str]) -> None:
-    """Spec A.8 [D]: silent ring neighbours are reported, probed and removed: O(1) messages per
-    crash, no heartbeat per subscriber; in a legitimate state nobody is suspected (closure)."""
+    """Spec seed23 §A.8 [D]: silent ring neighbours are reported, probed and removed: O(1) messages
+    per crash, no heartbeat per subscriber; in a legitimate state nobody is suspected (closure)."""
     w = legit_world(24, seed=5, pubs=5, oracle_detector=False)
     w.net.run(5)
     w.net.reset_counts()
@@ -157,7 +157,7 @@ def test_publications_converge_from_any_distribution() -> None:
 def test_anti_entropy_rules() -> None:
     """C.1-13: equal tries cost one message per initiator; under the paper's pull-only rules a
     single missing publication is repaired by exactly one of the two initiation directions; with
-    the parent hints (spec A.11 improvement) by both."""
+    the parent hints (spec seed23 §A.11 improvement) by both."""
     w = legit_world(10, seed=1, pubs=100)
     w.net.reset_counts()
     w.net.run(w.net.now + 10)

@@ -1,4 +1,4 @@
-"""Second-chance leasing on one routing table (spec §2.1, claim 1)."""
+"""Second-chance leasing on one routing table (spec ch3 §2.1, claim 1)."""
 
 from weeble.core.filters import Filter
 from weeble.core.table import Entry, RoutingTable

@@ -9,7 +9,7 @@ from weeble.model.topology import Topology, chain, from_edges, kary_tree, random
 
 
 def test_kary_tree_matches_the_thesis_setup() -> None:
-    t = kary_tree(3, 5)  # spec §4.1: 121 brokers, 81 leaves, 120 links, d = 8
+    t = kary_tree(3, 5)  # spec ch3 §4.1: 121 brokers, 81 leaves, 120 links, d = 8
     t.validate_tree()
     assert len(t.brokers) == 121
     assert len(t.links) == 120

@@ -47,6 +47,6 @@ def test_fifteen_brokers_on_skip_rings_pass_their_verdict(tmp_path: Path) -> Non
     d = report["deliveries"]
     assert d["expected"] > 300 and d["spurious"] == d["duplicate"] == 0
     assert d["missing"] <= d["expected"] // 20  # only what the crashed broker had in hand
-    # the state was judged by the skip ring's legitimacy (spec A.12) over admin snapshots
+    # the state was judged by the skip ring's legitimacy (spec seed23 §A.12) over admin snapshots
     legit = report["legitimacy"]
     assert legit["checks"] >= 10 and legit["legitimate"] >= legit["checks"] // 2

@@ -1,7 +1,7 @@
 """The anti-entropy mode of seed 002 (Shen and Tirthapura) in the real brokers and the one
-Simulation: spec C.2 claims 1-3 (Theorem 1, convergence, no corrective traffic in a legal state),
-the sketch faults, the race rule under churn, and the timer strategies of §5. Claims 4-5 (the
-Bloom filters) are tests/core/test_bloom.py."""
+Simulation: spec seed23 §C.2 claims 1-3 (Theorem 1, convergence, no corrective traffic in a legal
+state), the sketch faults, the race rule under churn, and the timer strategies of §5. Claims 4-5
+(the Bloom filters) are tests/core/test_bloom.py."""
 
 from __future__ import annotations
 
@@ -193,4 +193,4 @@ def test_a_sketch_reply_on_the_wire_is_m_over_8_bytes_not_the_table() -> None:
     small = wire_size(AeReply(1, len(keys), sketch))
     full = wire_size(AeReply(1, len(keys), None, tuple(("", k) for k in keys)))
     assert m // 8 <= small <= m // 8 + 24
-    assert full / small > 50  # 4 bits per ~35-byte filter: about 64x (spec C.2-5)
+    assert full / small > 50  # 4 bits per ~35-byte filter: about 64x (spec seed23 §C.2-5)

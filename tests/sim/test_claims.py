@@ -1,4 +1,4 @@
-"""Spec §7, claims 1–7 and 15, proven in simulation.
+"""Spec ch3 §7, claims 1–7 and 15, proven in simulation.
 
 The central property: for every algorithm, from a randomly corrupted state (hypothesis draws the
 topology, the subscriptions, the faults and when they strike), the brokers are in the legitimate

@@ -1,4 +1,4 @@
-"""The 3-colour scheme under traffic (thesis 4.5; spec ch. 4 §6.3): reconfigurations through the
+"""The 3-colour scheme under traffic (thesis 4.5; spec ch4 §6.3): reconfigurations through the
 colours lose and duplicate nothing when Eq. 4.2 holds (TC-26) and lose when it does not (TC-31);
 the ordering extensions (TC-32); the race of a subscription across a link added in round k
 (TC-34: a whole round lost without E4); the same reconfiguration through the coordinated link

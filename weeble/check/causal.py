@@ -1,4 +1,4 @@
-"""Causal order of notifications (thesis 4.3.3, spec ch. 4 §2.3), by vector clocks.
+"""Causal order of notifications (thesis 4.3.3, spec ch4 §2.3), by vector clocks.
 
 n1 → n2 (n1 happened before n2) is the transitive closure of: the same client published n1
 before n2; the client that published n2 had received n1 before publishing it. Causal order: a

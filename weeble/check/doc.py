@@ -183,7 +183,7 @@ def render() -> str:
         "2π + A after it ended. A delivery to a client whose subscription is younger than A "
         "at the publication (the topic's history, which a newcomer catches up on) is not held "
         "to the path rule R13(d), and per-publisher FIFO (R7) is counted but not judged: the "
-        "mode does not promise it. State legitimacy (R8) is spec A.12 per topic: a clean "
+        "mode does not promise it. State legitimacy (R8) is spec seed23 §A.12 per topic: a clean "
         "supervisor database holding the brokers with required subscriptions and none without "
         "an allowed one, each member storing exactly its SR(n) label and edges, and tries of "
         "equal size holding the same publications.",

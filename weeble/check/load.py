@@ -1,7 +1,7 @@
 """Load per node and seed 002's overhead metric, from `send` and `unwanted` records.
 
-Spec D.4 asks every mode for "messages and bytes per interval (maximum and average per node)";
-seed 002 §5 measures a mode by its *reconfiguration overhead*: the hops of unsubscribe and
+Spec seed23 §D.4 asks every mode for "messages and bytes per interval (maximum and average per
+node)"; seed 002 §5 measures a mode by its *reconfiguration overhead*: the hops of unsubscribe and
 re-subscribe messages plus the unwanted events (an event that reached a broker which had nowhere
 to send it: impossible in a legal state).
 

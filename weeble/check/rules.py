@@ -73,7 +73,7 @@ t − L. The configuration of the snapshots is legitimate iff the routing tables
 required subscription, exactly the entries the routing algorithm of the header gives it in the
 tree of the header, and no entry that no allowed subscription explains (weeble computes this
 with `weeble.core.legitimacy.check`: for each algorithm, the entries a legitimate table
-holds are those its routing rule derives from the required subscriptions; see spec §6).
+holds are those its routing rule derives from the required subscriptions; see spec ch3 §6).
 
 **R10 Faults and episodes.** A fault is all `fault_begin` and `fault_end` records with the same
 `fault_id`; it begins at its earliest `fault_begin` and ends at its latest `fault_end` (no

@@ -2,7 +2,7 @@
 
 Each target belongs to one layer and touches only that layer's slice of RAM; the registry below
 finds the layer by name (`broker.layers`), so no layer imports this module and this module never
-imports the broker. The fault vocabulary of spec ch. 3 §6.3 that lives in a broker's state:
+imports the broker. The fault vocabulary of spec ch3 §6.3 that lives in a broker's state:
 - layer routing: F1 entry.filter, F2 entry.sub_id, F3 entry.dest, F4 entry.flag,
   F5 entry.insert / entry.delete, F6 table.clear, F10 clock, F13 entry.insert of an all-covering
   filter (plus table.clear elsewhere), F14 merger.insert, F15 rebuild_bit and any of the above
@@ -13,7 +13,7 @@ imports the broker. The fault vocabulary of spec ch. 3 §6.3 that lives in a bro
   (optimize.measured);
 - layer exchange: the lock, the cycle pointers, the colour, Bgray/Bqueue and the queues of the
   coordinated link exchange (exchange.*);
-- the 3-colour scheme (thesis 4.5, spec §5.8): the colour variables and each colour's parent
+- the 3-colour scheme (thesis 4.5, spec ch4 §5.8): the colour variables and each colour's parent
   and child pointers (colour.*, layer overlay), the ACK flags, the root's pending requests and
   the join walk (recolor.*, layer recolor), what routing holds back (colour.queue.clear,
   colour.holding, layer routing); the per-colour tables are the routing tables (entry.* and
@@ -777,7 +777,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-# ---- layer skip_ring: the topic overlay of mode skip_ring (seed 003, spec C.1-10) ---------------
+# ---- layer skip_ring: the topic overlay of mode skip_ring (seed 003, spec seed23 §C.1-10) --------
 # Each takes args.topic (default: the first topic the broker is a member of, or supervises) and
 # args.seed (the values are drawn from it: a run stays a function of its seed). References are
 # to brokers this one knows of (the model assumes no reference to a node that never existed).

@@ -113,7 +113,7 @@ class Corrupt:
 
 # ---- management: reconfiguration requests (thesis 4.2, 4.4) ----------------------------------
 # The thesis assumes managed reconfigurations: brokers have direct access to topology management
-# (spec ch. 4 §0). These events are how the manager (an orchestrator, the simulator, a test)
+# (spec ch4 §0). These events are how the manager (an orchestrator, the simulator, a test)
 # asks one broker to take part.
 
 

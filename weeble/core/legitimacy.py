@@ -26,9 +26,9 @@ must hold it towards D iff some advertisement on V's side (V included) overlaps 
 pointer towards the root, and no broker left inside a reconfiguration.
 
 On the coloured overlay of the 3-colour scheme (thesis 4.5) both checks look at the colours the
-root R calls c_cur and c_old (spec §5.5): `overlay` wants each colour's parent and child pointers
-mutually consistent and spanning the brokers from R, every broker's colours a consistent triple
-at most one recolor behind R's, and no broker joining; `check` wants each of the two colours'
+root R calls c_cur and c_old (spec ch4 §5.5): `overlay` wants each colour's parent and child
+pointers mutually consistent and spanning the brokers from R, every broker's colours a consistent
+triple at most one recolor behind R's, and no broker joining; `check` wants each of the two colours'
 tables legitimate for that colour's tree (notifications travel on either while a recolor
 spreads). The c_new pointers and table are under construction and not judged.
 """
@@ -182,7 +182,7 @@ def check(
 
 def _skip_ring(brokers: Mapping[str, Any], required: set[LiveSub],
                allowed: set[LiveSub]) -> list[str]:
-    """Mode skip_ring: spec A.12 per topic (overlay/skipring/legitimacy.py)."""
+    """Mode skip_ring: spec seed23 §A.12 per topic (overlay/skipring/legitimacy.py)."""
     from weeble.core.overlay.skipring.legitimacy import snapshot_problems
     from weeble.core.overlay.skipring.node import NotATopic, topic_of
 
@@ -321,7 +321,7 @@ def _coloured_routing(brokers: Mapping[str, Any], required: set[LiveSub],
 
 
 def coloured_overlay(brokers: Mapping[str, Any], root: str) -> list[str]:
-    """Spec §5.5 (thesis L6315-6336); [] means legitimate (see the module doc)."""
+    """Spec ch4 §5.5 (thesis L6315-6336); [] means legitimate (see the module doc)."""
     if root not in brokers:
         return [f"root {root} is no broker"]
     states: dict[str, dict[str, Any]] = {}

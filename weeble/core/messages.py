@@ -8,8 +8,8 @@ Two families, each message owned by the layer that handles it:
   exchange (thesis 4.4.2): which of the removed link r (black) and the added link a (gray) it
   may cross; it is meaningful only between brokers of one reconfiguration cycle.
 - coordination messages (layer `reconfig`): lock, begin, relayed, reroute, separator, end,
-  unlock of the coordinated link exchange, each with its reconfiguration id (spec ch. 4 fix
-  D4), and bye of a leaf removal (4.2);
+  unlock of the coordinated link exchange, each with its reconfiguration id (spec ch4
+  §3.11, fix D4), and bye of a leaf removal (4.2);
 - recolor messages (layer `recolor`, the 3-colour scheme of 4.5): recolor, ack, the joinTree
   walk (ask, place) and reconfiguration requests for the root.
 
@@ -138,7 +138,7 @@ class Switch:
 Control = Sub | Unsub | Adv | Unadv  # what builds routing tables
 CONTROL = (Sub, Unsub, Adv, Unadv)
 
-# ---- coordination messages of the link exchange (thesis 4.4.2, spec ch. 4 §3.4) ------------
+# ---- coordination messages of the link exchange (thesis 4.4.2, spec ch4 §3.4) ------------
 
 
 @dataclass(slots=True)
@@ -228,7 +228,7 @@ COORDINATION = (Lock, Begin, Relayed, Reroute, Separator, End, Unlock, Bye)
 # ---- the recolor protocol of the 3-colour scheme (thesis 4.5, seed 001; layer `recolor`) -----
 
 # A reconfiguration as the recolor messages carry it: per broker, its parent in the new tree
-# (None: it leaves). Spec ch. 4 §5.6: the request lists per-broker pointer changes, so that every
+# (None: it leaves). Spec ch4 §5.6: the request lists per-broker pointer changes, so that every
 # broker can apply the part that concerns it without knowing the tree.
 Move = tuple[str, str | None]
 
@@ -302,7 +302,7 @@ class Propose:
     tree path to Bj and every broker of the cycle adds its cost_R(e) for every edge e.
 
     `c[t]` is the cost of edge t of the cycle (t = n−1: the new link, which the others could not
-    know, spec §2.6 [INFERRED]); `cost[t]` the sum of cost_R(e_t, B) so far."""
+    know, spec ch5 §2.6 [INFERRED]); `cost[t]` the sum of cost_R(e_t, B) so far."""
 
     rid: str
     path: tuple[str, ...]

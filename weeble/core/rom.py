@@ -102,8 +102,8 @@ WRAPPER_BOUND = Formula("2*pi + d*delta_max", "(3.10), Theorem 1")
 ADVERTS_BOUND = Formula("2*Delta", "(3.11)")
 COLOURS_BOUND = Formula("4*xi + h*(2*delta_max - delta_min)", "Eq. 4.3")
 COLOURED_RUN_BOUND = Formula("max(Delta, Delta_r)", "routing and overlay, whichever is longer")
-ANTI_ENTROPY_BOUND = Formula("2*pi + (K + 1)*T + 2*delta_max + 2*d*delta_max", "spec D.2")
-SKIP_RING_BOUND = Formula("2*n*S + (L + 2)*T + pi", "spec C.1-10, A.7")
+ANTI_ENTROPY_BOUND = Formula("2*pi + (K + 1)*T + 2*delta_max + 2*d*delta_max", "spec seed23 §D.2")
+SKIP_RING_BOUND = Formula("2*n*S + (L + 2)*T + pi", "spec seed23 §C.1-10, A.7")
 
 
 def run_bound(routing: float, overlay: float | None) -> float:
@@ -182,7 +182,7 @@ class Options:
     # FIFO-producer order of (un)subscriptions (R5), Qnot the notification order (R6/R7).
     qsub: bool = True
     qnot: bool = True
-    # Ours (spec ch. 4 D12): an a-endpoint holds relayed client (un)subscriptions until End and
+    # Ours (spec ch4 §3.11, D12): an a-endpoint holds relayed client (un)subscriptions until End and
     # every cycle broker is gray, so they cannot overtake older ones still on their way along
     # its side. False: the thesis as printed (handled on arrival).
     hold_relays: bool = True
@@ -193,7 +193,7 @@ class Options:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Colours:
-    """ROM of the 3-colour scheme (thesis 4.5, seed 001; spec ch. 4 §5): constants and the
+    """ROM of the 3-colour scheme (thesis 4.5, seed 001; spec ch4 §5): constants and the
     switches for the fixes E1-E4 and the ablations. Only read when Rom.overlay is coloured."""
 
     xi: float = 0.0  # ξ: the root's recolor period
@@ -255,7 +255,7 @@ class Colours:
 
 
 class Mode(StrEnum):
-    """How the routing tables are kept correct (issue 14; spec skipring-and-sketches D.4)."""
+    """How the routing tables are kept correct (issue 14; spec seed23 §D.4)."""
 
     LEASING = "leasing"  # seed 000: second-chance leases, refreshed end to end every ρ
     ANTI_ENTROPY = "anti_entropy"  # seed 002: per-edge sketch comparison and corrections
@@ -271,10 +271,10 @@ def leased_like(algorithm: Algorithm, mode: Mode | str) -> Algorithm:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AntiEntropy:
-    """ROM of the anti-entropy mode (seed 002; spec B.3, B.4, B.5, D.2, D.4): how each directed
-    tree edge compares what a broker forwarded with what its neighbour holds.
+    """ROM of the anti-entropy mode (seed 002; spec seed23 §B.3, B.4, B.5, D.2, D.4): how each
+    directed tree edge compares what a broker forwarded with what its neighbour holds.
 
-    Defaults are spec D.4: Bloom sketches of m/n = 10 bits per element and k = 7 hashes
+    Defaults are spec seed23 §D.4: Bloom sketches of m/n = 10 bits per element and k = 7 hashes
     (a single difference escapes one round with probability ≈ 0.8 %), re-salted every round,
     |F| sent beside, an exact exchange every K = 16 rounds."""
 
@@ -329,7 +329,7 @@ class AntiEntropy:
         """Δ of the anti-entropy mode: a corrupted local entry is gone within 2π (the clients'
         leases) and its withdrawal crosses the tree in d·δmax; a wrong neighbour entry is found
         by its edge within rounds()+1 periods (+ a reply's round trip) and the correction
-        crosses the tree in d·δmax. Conservatively the sum (spec D.2: the expected bound is
+        crosses the tree in d·δmax. Conservatively the sum (spec seed23 §D.2: the expected bound is
         (rounds to detect) × T + diameter × δ)."""
         return ANTI_ENTROPY_BOUND(pi=params.pi, K=self.rounds(), T=self.period,
                                   delta_max=params.delta_max, d=params.d)
@@ -337,8 +337,8 @@ class AntiEntropy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkipRing:
-    """ROM of the supervised skip ring with topic pub/sub (seed 003, spec A and D.4): the static
-    supervisor set (topics are sharded over it by MurmurHash3), the two Timeout periods, the
+    """ROM of the supervised skip ring with topic pub/sub (seed 003, spec seed23 §A and §D.4): the
+    static supervisor set (topics are sharded over it by MurmurHash3), the two Timeout periods, the
     parameters the paper lost (p(k) = p_base^-k, q) and the switches of our fixes. Only read
     when `Rom.mode` is skip_ring: the broker then runs the skip-ring layer instead of routing."""
 
@@ -348,8 +348,9 @@ class SkipRing:
     p_base: float = 4.0  # action (ii): p(k) = p_base^-k (the paper's formula was lost)
     q: float = 0.5  # action (iv)
     flood: bool = True  # PublishNew over ring and shortcut edges (§4.3)
-    push_hints: bool = True  # spec A.11 improvements (parent label, EmptyTrie push)
-    plausibility: bool = True  # spec A.13-5: an implausible ring neighbour triggers a request
+    push_hints: bool = True  # spec seed23 §A.11 improvements (parent label, EmptyTrie push)
+    # spec seed23 §A.13-5: an implausible ring neighbour triggers a request
+    plausibility: bool = True
     suspect_after: int = 3  # silent intervals of a ring neighbour before a Suspect (0: never)
     history: bool = False  # a subscribing client also gets the topic's earlier publications
     seed: int = 0  # the subscribers' coin flips (actions (ii), (iv), the trie partner)
@@ -369,12 +370,12 @@ class SkipRing:
 
     @staticmethod
     def levels(n: int) -> int:
-        """⌈log₂ n⌉ for n brokers: SR(n)'s diameter bound (spec A.3), at least 1."""
+        """⌈log₂ n⌉ for n brokers: SR(n)'s diameter bound (spec seed23 §A.3), at least 1."""
         return max(1, (n - 1).bit_length())
 
     def bound(self, params: Params, n: int) -> float:
-        """Δ of the skip ring over n brokers (spec C.1-10, A.7 [R]): labels are right within n
-        supervisor Timeouts of a clean database, ring neighbours within 2n, the shortcuts about
+        """Δ of the skip ring over n brokers (spec seed23 §C.1-10, A.7 [R]): labels are right within
+        n supervisor Timeouts of a clean database, ring neighbours within 2n, the shortcuts about
         one member interval per level after that; plus π for the local leases and two intervals
         of message delay and anti-entropy."""
         return SKIP_RING_BOUND(n=n, S=self.supervisor_interval, L=self.levels(n),
@@ -393,7 +394,7 @@ class Heuristic(StrEnum):
 class Optimizer:
     """The tree optimizer's constants (thesis Table 5.2, in seconds instead of ticks) and this
     broker's costs: its processing cost p and the cost of a link to every other broker (the
-    physical network's, configured or measured: the "oracle" of spec §2.4)."""
+    physical network's, configured or measured: the "oracle" of spec ch5 §2.4)."""
 
     heuristic: Heuristic = Heuristic.CI
     broadcast_interval: float = 2.5  # broadcastInterval (250 ticks; a tick = 10 ms here)

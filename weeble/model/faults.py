@@ -2,7 +2,7 @@
 
 A fault is what Chaos Mesh calls a chaos object: a kind, a selector for what it hits, the kind's
 parameters, and when and for how long (`at`/`after`/`every`, `duration`; see experiment.py for
-the schedule). The kinds cover the fault model of spec/thesis-ch3-routing.md §6.3:
+the schedule). The kinds cover the fault model of spec ch3 §6.3:
 
 | kind         | what it does                                               | spec           |
 |--------------|------------------------------------------------------------|----------------|
@@ -167,7 +167,7 @@ class Fault(_Model):
     times: int | None = Field(default=None, ge=1, validate_default=True)  # ... this many times
     duration: float | None = Field(default=None, gt=0, validate_default=True)
 
-    spec: ClassVar[str] = ""  # the fault ids of spec §6.3 this kind injects
+    spec: ClassVar[str] = ""  # the fault ids of spec ch3 §6.3 this kind injects
     lasting: ClassVar[Lasting] = "never"
 
     # Field validators (not one model validator) so that an error names its field.

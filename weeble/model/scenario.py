@@ -189,7 +189,7 @@ class Timing(_Model):
 
 
 class Workload(_Model):
-    """The randomized workload of spec §4.1 (see sim/workload.py)."""
+    """The randomized workload of spec ch3 §4.1 (see sim/workload.py)."""
 
     filter_classes: int = Field(ge=1)
     subscriptions: int = Field(ge=0)  # N_s, the equilibrium number of live subscriptions
@@ -469,7 +469,8 @@ class OptimizerSpec(_Model):
 
 class AntiEntropySpec(_Model):
     """The anti-entropy mode's knobs (seed 002; the core's `AntiEntropy` says what each does).
-    Defaults are spec D.4: m/n = 10, k = 7, re-salted every round, an exact round every 16."""
+    Defaults are spec seed23 §D.4: m/n = 10, k = 7, re-salted every round, an exact round every
+    16."""
 
     sketch: Literal["bloom", "full"] = "bloom"
     bits_per_element: float = Field(default=10.0, gt=0)  # m/n
@@ -488,7 +489,8 @@ class AntiEntropySpec(_Model):
 
 class SkipRingSpec(_Model):
     """The skip_ring mode's knobs (seed 003; the core's `SkipRing` says what each does).
-    Defaults are spec D.4: p(k) = 4^-k, q = 1/2, the supervisor's Timeout 4x the members'."""
+    Defaults are spec seed23 §D.4: p(k) = 4^-k, q = 1/2, the supervisor's Timeout 4x the
+    members'."""
 
     supervisors: list[str] | None = None  # default: the root broker
     interval: float = Field(default=1.0, gt=0)  # s: a member's Timeout

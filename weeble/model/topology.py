@@ -1,6 +1,6 @@
 """Broker topologies: a small graph object plus builders for the trees the experiments use.
 
-The routing algorithms of the thesis need an acyclic overlay (spec §1.2), so `validate_tree` is
+The routing algorithms of the thesis need an acyclic overlay (spec ch3 §1.2), so `validate_tree` is
 the gate every scenario passes. Broker ids keep insertion order everywhere: iteration order then
 never depends on string hashing, which Python randomizes per process.
 """

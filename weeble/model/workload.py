@@ -8,7 +8,7 @@ subscription and publication history, up to timing. Refreshes are not in the pla
 subscription is refreshed every ρ by its client (SC-4); the plan only gives the phase of the
 first refresh.
 
-The randomized workload is the thesis's "seed 000" setup (spec §4.1):
+The randomized workload is the thesis's "seed 000" setup (spec ch3 §4.1):
 - subscriptions arrive as a Poisson process with global rate λ = N_s / mean_lifetime and live an
   exponential time with that mean, so N_s = λ/µ is the equilibrium count;
 - warm start: N_s subscriptions at t = 0, each with a fresh exponential lifetime. The exponential

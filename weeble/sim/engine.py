@@ -7,11 +7,11 @@ one call, with no type switch. Most items are arrivals over constant-delay links
 in (time, seq) order: they go to a FIFO of `_Arrival` records instead (one per hop: no tuple, no
 boxed time or seq, no bound method), which `run` merges with the heap in the same order.
 
-Links are FIFO, as the thesis assumes (spec §1.2): a message arrives at
+Links are FIFO, as the thesis assumes (spec ch3 §1.2): a message arrives at
 max(now + delay, last arrival on that directed link), so a fast message queues behind a slow one
 instead of overtaking it. Legal delays lie in [δ_min, δ_max] and come from a delay model:
 
-- constant: δ_max on every hop, the setup of spec §4.1.
+- constant: δ_max on every hop, the setup of spec ch3 §4.1.
 - uniform: independently uniform in [δ_min, δ_max].
 - adversarial: the within-bounds choice that stresses leasing most (spec Fig. 3.1). Copies of a
   subscription alternate per link: the first (and every odd) copy crosses in δ_min, the next one

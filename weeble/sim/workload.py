@@ -7,7 +7,7 @@ unsubscribes or crashes (refreshes stop, no unsubscription: F12). Everything is 
 pulled one action at a time, and each live subscription has exactly one pending heap item (its
 next refresh, or its end).
 
-Client-to-broker communication is free and instantaneous (spec §1.1), so client requests go
+Client-to-broker communication is free and instantaneous (spec ch3 §1.1), so client requests go
 straight into `Broker.step` at the current time.
 """
 
@@ -41,7 +41,7 @@ INF = math.inf
 
 
 class ClientSub:
-    """One client subscription over its life (the client-side truth S_C of spec §6.2)."""
+    """One client subscription over its life (the client-side truth S_C of spec ch3 §6.2)."""
 
     __slots__ = (
         "broker", "client", "cls", "crashed", "crashes", "end", "ended_at", "filter",

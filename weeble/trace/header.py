@@ -159,7 +159,7 @@ class RunHeader:
         """d·δmax: the longest a legal message journey through the tree takes. Mode skip_ring:
         a flooded publication crosses ≤ ⌈log₂ n⌉ ring hops after ≤ 2 to reach the ring (the
         supervisor's hand-off), and anti-entropy repairs what flooding missed within about
-        two member intervals (spec C.1-13): (⌈log₂ n⌉ + 2)·δmax + 2·interval."""
+        two member intervals (spec seed23 §C.1-13): (⌈log₂ n⌉ + 2)·δmax + 2·interval."""
         if self.skip_ring is not None:
             return (self.sr_levels + 2) * self.params.delta_max + 2 * self.sr_interval
         return self.params.d * self.params.delta_max

@@ -194,7 +194,7 @@ KIND_LIST = [
          "adaptive; seed 002 §5) does with it", "sim, live",
          {"neighbor": S, "up": B, "timer": S}),
     Kind("overlay_legitimacy", "the simulator's check of the overlay layer (a spanning tree, "
-         "parents towards the root, no broker locked; the coloured overlay: spec ch. 4 §5.5)",
+         "parents towards the root, no broker locked; the coloured overlay: spec ch4 §5.5)",
          "sim", {"ok": B, "problems": N}, {"sample": J}),
     Kind("leave", "this leaf broker leaves the overlay (RemoveLeaf, thesis 4.2)", "sim, live"),
     Kind("recolor", "3-colour scheme (thesis 4.5): this broker rotated its colours on a recolor "

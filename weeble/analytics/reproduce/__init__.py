@@ -4,8 +4,8 @@
     ch3.py        thesis chapter 3: the cost of self-stabilizing filtering (§3.3.3, §3.5)
     ch4.py        thesis 4.4.3: the coordinated link exchange against the strawman
     ch5.py        thesis 5.6, experiments 3 and 4: CI, ℓMST, ℓMIT against the static tree
-    sketches.py   seed 002: edge stabilization with Bloom sketches (spec C.2)
-    skipring.py   seed 003: the supervised skip ring and its pub/sub (spec C.1);
+    sketches.py   seed 002: edge stabilization with Bloom sketches (spec seed23 §C.2)
+    skipring.py   seed 003: the supervised skip ring and its pub/sub (spec seed23 §C.1);
                   skipring_world.py is its view of the one Simulation
     plots.py      the figures
 

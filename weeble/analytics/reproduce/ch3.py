@@ -56,7 +56,7 @@ RHOS = (60.0, 600.0)  # ρ (s)
 SCENARIOS = tuple((w, life, rho) for w in OMEGAS for life in LIFETIMES for rho in RHOS)
 PAIRS = tuple((life, rho) for life in LIFETIMES for rho in RHOS)  # the four bc curves
 X_MAX = 500_000  # the figures' x range: every break-even point lies below it
-# N̄ of the spec's §5.6 table: in every grid, so the table is read from grid points.
+# N̄ of the table of spec ch3 §5.6: in every grid, so the table is read from grid points.
 TABLE_N = (0, 1000, 10_000, 20_000, 50_000, 57_393, 81_000, 100_000, 150_000, 200_000,
            300_000, 400_000, 500_000, 1_000_000)
 LARGE_N = 1e7  # "for large N": n̄ ≈ 123, p0 ≈ 1e-54
@@ -285,7 +285,7 @@ def minimum(scenario: tuple[float, float, float],
 
 
 # ---------------------------------------------------------------------------------------------
-# The spec's §5.6 table (recomputed there from (3.18)–(3.32)), as printed
+# The table of spec ch3 §5.6 (recomputed there from (3.18)–(3.32)), as printed
 
 BASE = (1000.0, 600.0, 60.0)  # ω = 1000, µ⁻¹ = 600 s, ρ = 60 s
 OTHER = (1000.0, 60.0, 600.0)  # gives the ρ = 600 and µ⁻¹ = 60 columns
@@ -315,7 +315,7 @@ SPEC_TABLE = """
 
 
 def spec_table() -> list[tuple[int, list[str]]]:
-    """(N̄, the printed cells) per row of the spec's §5.6 table."""
+    """(N̄, the printed cells) per row of the table of spec ch3 §5.6."""
     rows = []
     for line in SPEC_TABLE.strip().splitlines():
         cells = [c.strip() for c in line.split("|")]
@@ -332,8 +332,8 @@ SPEC_BREAK_EVEN: dict[tuple[float, float, float], tuple[int, int]] = {
 }
 
 THESIS = "thesis §3.3.3 and §3.5 (the paper's own numbers)"
-BREAK_EVEN = "break-even points N̄* (spec §5.6, recomputed from (3.34))"
-TABLE = "spec §5.6 table (recomputed from (3.18)–(3.32))"
+BREAK_EVEN = "break-even points N̄* (spec ch3 §5.6, recomputed from (3.34))"
+TABLE = "spec ch3 §5.6 table (recomputed from (3.18)–(3.32))"
 
 
 def _ratio_bs_bp(q: Mapping[str, float]) -> float:
@@ -395,7 +395,7 @@ def thesis_claims() -> list[Claim]:
     c.append(Claim(id="break-even-thesis", group=THESIS, source="l.2546",
                    statement=f"break-even N̄* (b = 0), {scenario_name(*BASE)}, leaf publishers",
                    paper=299_503.0, tolerance=Tolerance(relative=5e-3),
-                   note="not exactly reproducible from the printed formulas (spec §8.16)",
+                   note="not exactly reproducible from the printed formulas (spec ch3 §8.16)",
                    measure=break_even(BASE, "b_leaf")))
     c.append(Claim(id="break-even-sim", group=THESIS, source="l.1653 (simulation)",
                    statement=f"bs ∩ bc 'at about 300,000', {scenario_name(*BASE)}",
@@ -413,7 +413,7 @@ def thesis_claims() -> list[Claim]:
                    measure=minimum(BASE, lambda q: q["b_leaf"] + q["b_l"], hi=LARGE_N)))
     worst = (100.0, 60.0, 60.0)
     c.append(Claim(id="lower-bound-not-universal", group=THESIS,
-                   source="spec §5.4 (recomputed)",
+                   source="spec ch3 §5.4 (recomputed)",
                    statement=f"min b, {scenario_name(*worst)}: the −1/60 bound is not universal",
                    paper=-2031.0, tolerance=pp("2031"),
                    measure=peak(worst, "b_leaf", which="y", hi=2e6, sign=-1.0)))
@@ -426,7 +426,7 @@ def break_even_claims() -> list[Claim]:
         for quantity, value, who in (("b_leaf", leaf, "leaf publishers, b_s − b_p = b_c"),
                                      ("b_root", root, "root publisher, b_s = b_c")):
             c.append(Claim(id=f"break-even/{quantity}/{'/'.join(f'{v:g}' for v in scenario)}",
-                           group=BREAK_EVEN, source="spec §5.6",
+                           group=BREAK_EVEN, source="spec ch3 §5.6",
                            statement=f"{scenario_name(*scenario)}; {who}",
                            paper=float(value), tolerance=printed_precision(str(value)),
                            measure=break_even(scenario, quantity)))
@@ -439,7 +439,7 @@ def table_claims() -> list[Claim]:
         for (label, quantity, scenario), text in zip(TABLE_COLUMNS, cells, strict=True):
             if text.startswith("~"):
                 continue  # printed as "~0": no number to compare with
-            c.append(Claim(id=f"table/{n}/{label}", group=TABLE, source="spec §5.6",
+            c.append(Claim(id=f"table/{n}/{label}", group=TABLE, source="spec ch3 §5.6",
                            statement=f"{label} at N̄ = {n:,}", paper=float(text),
                            tolerance=printed_precision(text), measure=at(scenario, n, quantity)))
     return c
@@ -544,7 +544,7 @@ class Chapter3:
                 row.append(shown + ("" if met.get(f"table/{n}/{label}", True) else " ✘"))
             lines.append("| " + " | ".join(row) + " |")
         lines += ["", "## Errata applied", "",
-                  "The model uses the corrected forms (spec §8); where the printed thesis "
+                  "The model uses the corrected forms (spec ch3 §8); where the printed thesis "
                   "differs:", ""]
         lines += [f"- **{e.where}**: printed {e.printed}; used {e.used} ({e.why})."
                   for e in ERRATA]

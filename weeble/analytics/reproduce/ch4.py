@@ -1,7 +1,7 @@
 """`weeble reproduce ch4`: thesis 4.4.3, the coordinated link exchange against the strawman, by
-reconfiguration cycle length (spec ch. 4 §4; claims TC-5, TC-6, TC-18 to TC-21).
+reconfiguration cycle length (spec ch4 §4; claims TC-5, TC-6, TC-18 to TC-21).
 
-The setup of spec ch. 4 §4.2, in the one simulator: 100 brokers in a random tree, 50 publishers
+The setup of spec ch4 §4.2, in the one simulator: 100 brokers in a random tree, 50 publishers
 each with 9 dedicated subscribers (filter `pub == i`), exponential publication intervals of mean
 50 ms, link delays uniform in [5, 100] ms, identity-based peer-to-peer routing, and one sequence
 of random link exchanges applied one after the other (the same sequence, seed and traffic for
@@ -345,7 +345,7 @@ class Chapter4:
                   "L5700–5703", 0.0, exact, _slope("strawman", "control"), group=COST,
                   relation="≥"),
             Claim("TC-18", "exactly 6n coordination messages per exchange of n brokers "
-                  "(endpoints distinct): the fraction of such exchanges", "spec §3.9 (derived)",
+                  "(endpoints distinct): the fraction of such exchanges", "spec ch4 §3.9 (derived)",
                   1.0, exact, _tc18, group=COST),
             Claim("TC-5", "the coordinated exchange loses no notification (FIFO and causal "
                   "mode, every exchange)", "L4391–4453, Def. 9", 0.0, exact,

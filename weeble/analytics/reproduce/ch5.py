@@ -1,7 +1,7 @@
 """`weeble reproduce ch5`: thesis 5.6, experiments 3 and 4 — CI, ℓMST and ℓMIT against the random
-static tree (spec ch. 5 §3.2-§3.3, claims 8, 9, 15).
+static tree (spec ch5 §3.2-§3.3, claims 8, 9, 15).
 
-The setup of spec ch. 5 §3.2 in the one simulator (`weeble simulate`'s code path: a scenario
+The setup of spec ch5 §3.2 in the one simulator (`weeble simulate`'s code path: a scenario
 with an `optimizer:` section per heuristic; the same seed, topology, costs and workload for all
 four): 100 brokers in a random tree (the static tree, the thesis's reference), link costs from
 brokers at random points of a square scaled to [0, 10] (a stand-in for the thesis's Brite
@@ -61,7 +61,7 @@ BROADCAST = 250 * TICK
 
 @dataclass(frozen=True)
 class Setup:
-    """What a run of spec ch. 5 §3.2 is, scaled (see the module doc)."""
+    """What a run of spec ch5 §3.2 is, scaled (see the module doc)."""
 
     brokers: int = 100
     window: float = 30.0  # the final window measured, s

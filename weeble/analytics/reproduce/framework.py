@@ -166,7 +166,7 @@ class Claim:
 
     id: str
     statement: str
-    source: str  # "thesis l.1632", "spec §5.6 (recomputed)"
+    source: str  # "thesis l.1632", "spec ch3 §5.6 (recomputed)"
     paper: float
     tolerance: Tolerance
     measure: Measure

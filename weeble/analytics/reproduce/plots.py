@@ -290,7 +290,7 @@ def skipring_figures(results: Results, *, out: Path,
         written.append(_save(fig, out / f"seed003_convergence_vs_supervisor_timeout_n{n}.png",
                              "Member intervals from a corrupted state to legitimacy against the "
                              f"supervisor's Timeout (n = {n}), with and without the local "
-                             "plausibility check (spec A.13-5)"))
+                             "plausibility check (spec seed23 §A.13-5)"))
     return written
 
 

@@ -1,6 +1,6 @@
 """`weeble reproduce sketches`: seed 002 (Shen and Tirthapura, edge stabilization with Bloom
-sketches of the routing tables), the testable claims of spec C.2 on the real brokers in the one
-Simulation (mode anti_entropy) and on the core's Bloom filters.
+sketches of the routing tables), the testable claims of spec seed23 §C.2 on the real brokers in the
+one Simulation (mode anti_entropy) and on the core's Bloom filters.
 
 A grid point is one measurement (`part`):
 
@@ -24,7 +24,7 @@ A grid point is one measurement (`part`):
             `WastedHops`); `benchmarks/seed002_overhead.py` prints the same runs (`one_run`)
 
 The paper's §5 numbers are not recoverable (its figures were lost): those claims are the
-relations of spec C.2-6, with a tolerance of our choosing (30 % on a ratio).
+relations of spec seed23 §C.2-6, with a tolerance of our choosing (30 % on a ratio).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from weeble.analytics.reproduce.framework import (
 
 BLOOM, SIZE, LEGAL, CONVERGE, OVERHEAD = range(5)
 ELEMENTS = 1000  # |B| of the false-positive points (the spec's [V] table)
-SUBSCRIPTION_BYTES = 32  # spec C.2-5
-FP_ROWS = ((4, 2, 1, 0.155), (4, 2, 3, 0.0037), (8, 2, 3, 0.00012))  # spec C.2-4 [V]
+SUBSCRIPTION_BYTES = 32  # spec seed23 §C.2-5
+FP_ROWS = ((4, 2, 1, 0.155), (4, 2, 3, 0.0037), (8, 2, 3, 0.00012))  # spec seed23 §C.2-4 [V]
 FP_TREND = ((4, 2, 2), (4, 2, 4), (16, 2, 3))  # with FP_ROWS: p against |A−B| and m/n
 SHAPES = ("path", "star")
 ALGORITHMS = ("identity", "simple")
@@ -239,8 +239,8 @@ def legal_within(s: Any, until: float, step: float = 0.01) -> float | None:
 
 def legal_traffic(algorithm: str, *, n: int = 20, seed: int = 5,
                   periods: int = 20) -> dict[str, float]:
-    """Spec C.2-3: in a legal system, per directed edge and period, the Observes and replies,
-    and every (un)subscription and correction."""
+    """Spec seed23 §C.2-3: in a legal system, per directed edge and period, the Observes and
+    replies, and every (un)subscription and correction."""
     from weeble.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
     from weeble.model import topology as topo
 
@@ -265,8 +265,8 @@ def edge_fault(broker: Any, rng: random.Random, filters: list[Any]) -> Any:
     """A random table fault (`random_fault`, the one fault vocabulary) that touches only entries
     between brokers, the paper's F_{a→b}: seed 002's model takes a broker's local subscriptions
     L_b as given (Def. 2; §3.2 never corrects them), and in mode anti_entropy the client entries
-    stay leased (spec D.2), so a fault there is repaired by its lease (within 2π), not by the
-    rounds whose time the paper bounds."""
+    stay leased (spec seed23 §D.2), so a fault there is repaired by its lease (within 2π), not by
+    the rounds whose time the paper bounds."""
     from weeble.core.corruption import random_fault
 
     neighbours = set(broker.ram.overlay.neighbors)
@@ -291,8 +291,8 @@ FAULTS = ("any", "edges")  # convergence: random_fault anywhere, or edge_fault
 
 def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
                 faults: str = "any") -> dict[str, float]:
-    """Spec C.2-2: 3 random table faults at every broker of a path or a star of n brokers, then
-    no more faults: seconds (= periods) to legitimacy (checked every 10 ms), the mode's Δ, the
+    """Spec seed23 §C.2-2: 3 random table faults at every broker of a path or a star of n brokers,
+    then no more faults: seconds (= periods) to legitimacy (checked every 10 ms), the mode's Δ, the
     diameter, whether the faults broke legitimacy, whether it holds 5 s later (closure), and when
     the last correction (AeCorrect) was sent. `faults`: "any" (`random_fault`: client entries,
     the leasing clock and whole tables too) or "edges" (`edge_fault`: the paper's F alone)."""
@@ -336,8 +336,8 @@ def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
 
 
 def sketch_size(bits_per_element: float, n: int = ELEMENTS) -> dict[str, float]:
-    """Spec C.2-5 on the wire: a round's reply with the sketch and with the whole table, for n
-    subscriptions whose canonical form is 32 bytes."""
+    """Spec seed23 §C.2-5 on the wire: a round's reply with the sketch and with the whole table, for
+    n subscriptions whose canonical form is 32 bytes."""
     from weeble.codec.wire import wire_size
     from weeble.core.filters import Filter
     from weeble.core.messages import AeReply
@@ -561,7 +561,7 @@ TIMERS = "§5: timer strategies after a transient link failure (C.2-6)"
 class Sketches:
     name: str = "sketches"
     title: str = ("Seed 002 (Shen and Tirthapura): edge stabilization with Bloom sketches, "
-                  "spec C.2")
+                  "spec seed23 §C.2")
     setup: Setup = Setup()
     filters: tuple[int, int] = (60, 400)  # Monte-Carlo filters per point (short, --full)
     converge_sizes: tuple[tuple[int, ...], tuple[int, ...]] = ((12,), (6, 12, 24))
@@ -607,7 +607,7 @@ class Sketches:
         mc = {"simulation": Tolerance(relative=0.15)}  # Monte-Carlo error (spec: ±15 % at 1e-4)
         rows = [
             Claim(f"C.2-4 p({m},{k},{d})", f"P[B(A) = B(B)] for m/n = {m}, k = {k}, "
-                  f"|A−B| = {d} (|B| = 1000)", "spec C.2-4, B.4 [V]; Theorem 3 repaired",
+                  f"|A−B| = {d} (|B| = 1000)", "spec seed23 §C.2-4, B.4 [V]; Theorem 3 repaired",
                   paper, Tolerance(relative=0.05), _fp(m, k, d), group=BLOOMS,
                   column_tolerance=mc,
                   note="α = 1 − e^{−k|B|/m}: the printed α lost its '1 −'")
@@ -619,48 +619,51 @@ class Sketches:
                   Tolerance(absolute=1.0), _fp(4, 2, 3, math.log10), group=BLOOMS,
                   note="read off a log-scale plot: the formula gives 0.0037"),
             Claim("C.2-4 trend", "p falls as |A−B| grows (1…4) and as m/n grows (4, 8, 16): "
-                  "fraction of the steps", "spec C.2-4; §4", 1.0, exact, _fp_falls,
+                  "fraction of the steps", "spec seed23 §C.2-4; §4", 1.0, exact, _fp_falls,
                   group=BLOOMS),
             Claim("C.2-5", "a round's reply is m/8 bytes, not |F| × 32: table / sketch at m/n "
-                  "= 4, 1000 subscriptions of 32 bytes", "spec C.2-5", 64.0,
+                  "= 4, 1000 subscriptions of 32 bytes", "spec seed23 §C.2-5", 64.0,
                   Tolerance(relative=0.25), _at(SIZE, "ratio"), group=BLOOMS,
                   note="on the wire: protobuf framing per entry and per message"),
             Claim("C.2-3a", "a legal system: per directed edge and period an Observe and its "
-                  "reply (identity and simple routing; the largest)", "spec C.2-3; §3",
+                  "reply (identity and simple routing; the largest)", "spec seed23 §C.2-3; §3",
                   2.0, Tolerance(absolute=0.1), _at(LEGAL, "messages_per_edge_period"),
                   group=EDGES),
-            Claim("C.2-3b", "… and no subscribe, unsubscribe or correction", "spec C.2-3; §3",
+            Claim("C.2-3b", "… and no subscribe, unsubscribe or correction",
+            "spec seed23 §C.2-3; §3",
                   0.0, exact, _at(LEGAL, "corrective"), group=EDGES),
             Claim("C.2-2a", "Theorem 2: from 3 random table faults per broker, legal again "
-                  "within the mode's Δ: fraction of runs (paths and stars)", "spec C.2-2; §3",
+                  "within the mode's Δ: fraction of runs (paths and stars)",
+                  "spec seed23 §C.2-2; §3",
                   1.0, exact, _converged_within_bound, group=EDGES),
             Claim("C.2-2c", "… and stays legal 5 s later (closure): fraction of runs",
-                  "spec C.2-2; Def. 5", 1.0, exact, _at(CONVERGE, "closed", min),
+                  "spec seed23 §C.2-2; Def. 5", 1.0, exact, _at(CONVERGE, "closed", min),
                   group=EDGES),
             Claim("C.2-2b", "rounds grow with the diameter, not the size: time to legality "
                   "after 3 faults per broker in the broker-to-broker entries F (the paper's "
                   "state; L_b is its input), on a path / on a star of the same n (mean over "
-                  "seeds; the smallest over n)", "spec C.2-2; seed 002 L27, L37, L98–100",
+                  "seeds; the smallest over n)", "spec seed23 §C.2-2; seed 002 L27, L37, L98–100",
                   1.0, exact, _path_over_star, group=EDGES, relation="≥",
                   note="corrections are forwarded at once (L83, L137): a hop costs δ, not a "
                   "round; the time is one or two rounds at any diameter"),
             Claim("C.2-6a", "heavy load: strawman ≤ adaptive (adaptive / strawman)",
-                  "spec C.2-6; Fig. 2", 1.0, exact, _ratio("heavy", "adaptive", "strawman"),
+                  "spec seed23 §C.2-6; Fig. 2", 1.0, exact, _ratio("heavy", "adaptive", "strawman"),
                   group=TIMERS, relation="≥"),
             Claim("C.2-6b", "heavy load: adaptive < static 3 s (static 3 s / adaptive)",
-                  "spec C.2-6; Fig. 2", 1.0, exact, _ratio("heavy", "static 3 s", "adaptive"),
+                  "spec seed23 §C.2-6; Fig. 2", 1.0, exact, _ratio("heavy", "static 3 s",
+                  "adaptive"),
                   group=TIMERS, relation="≥"),
             Claim("C.2-6c", "heavy load: static 3 s ≈ ½ static 10 s (their ratio)",
-                  "spec C.2-6; Fig. 2", 0.5, Tolerance(relative=0.3),
+                  "spec seed23 §C.2-6; Fig. 2", 0.5, Tolerance(relative=0.3),
                   _ratio("heavy", "static 3 s", "static 10 s"), group=TIMERS),
             Claim("C.2-6d", "light load: static 10 s ≈ ⅓ strawman (their ratio)",
-                  "spec C.2-6; Fig. 3", 1 / 3, Tolerance(relative=0.3),
+                  "spec seed23 §C.2-6; Fig. 3", 1 / 3, Tolerance(relative=0.3),
                   _ratio("light", "static 10 s", "strawman"), group=TIMERS),
             Claim("C.2-6e", "light load: adaptive ≈ ⅓ strawman, 'saves two thirds' (their "
-                  "ratio)", "spec C.2-6; Fig. 3", 1 / 3, Tolerance(relative=0.3),
+                  "ratio)", "spec seed23 §C.2-6; Fig. 3", 1 / 3, Tolerance(relative=0.3),
                   _ratio("light", "adaptive", "strawman"), group=TIMERS),
             Claim("C.2-6f", "light load: static 3 s high (static 3 s / static 10 s)",
-                  "spec C.2-6; Fig. 3", 2.0, exact,
+                  "spec seed23 §C.2-6; Fig. 3", 2.0, exact,
                   _ratio("light", "static 3 s", "static 10 s"), group=TIMERS, relation="≥"),
         ]
 

@@ -1,5 +1,5 @@
 """`weeble reproduce skipring`: seed 003 (Feldmann et al., the supervised skip ring and the
-topic-based pub/sub on it), the testable claims of spec C.1 in the one Simulation (mode
+topic-based pub/sub on it), the testable claims of spec seed23 §C.1 in the one Simulation (mode
 skip_ring, `SkipRingWorld`).
 
 The seed lost nearly every formula and ends inside the proof of Publication Convergence, so its
@@ -18,12 +18,12 @@ measurement (`part`) at one size n (and seed):
     part 9  `victims` members of SR(n) crash, found by the supervisor's detector (`oracle` 1) or
             by their ring neighbours (0): time to SR(n − victims), gaps, stale references
     part 6  part 2 at n = 64 against the supervisor's Timeout (`period`, in member intervals),
-            with and without the local plausibility check (`plausibility`, spec A.13-5)
+            with and without the local plausibility check (`plausibility`, spec seed23 §A.13-5)
 
 The *model* column is SR(n) built from the definition (`labels.skip_ring_neighbours`) and the
 spec's closed forms; the *simulation* column runs the core. Time unit: one member Timeout
-interval; the supervisor's Timeout runs 4× as often (spec D.4); link delays 1–5 % of an interval.
-`benchmarks/seed003_skipring.py` prints the same runs as tables (`corrupted_convergence`,
+interval; the supervisor's Timeout runs 4× as often (spec seed23 §D.4); link delays 1–5 % of an
+interval. `benchmarks/seed003_skipring.py` prints the same runs as tables (`corrupted_convergence`,
 `join_convergence`, `steady_load`).
 """
 
@@ -53,8 +53,8 @@ from weeble.analytics.reproduce.framework import (
 (JOIN, LOAD, CORRUPTED, CLOSURE, FLOOD, NEWCOMER, TIMER_RATIO, OPERATIONS, LEAVE,
  CRASH) = range(10)
 SUPERVISOR_PERIODS = (1.0, 0.25, 0.0625)  # part 6
-SUPERVISOR_PERIOD = 0.25  # of a member interval (spec D.4: the supervisor ≥ 4× faster)
-SPEC_DIAMETERS = {16: 4, 100: 6, 1024: 10, 4096: 12}  # spec C.1-3 [V]
+SUPERVISOR_PERIOD = 0.25  # of a member interval (spec seed23 §D.4: the supervisor ≥ 4× faster)
+SPEC_DIAMETERS = {16: 4, 100: 6, 1024: 10, 4096: 12}  # spec seed23 §C.1-3 [V]
 CLOSURE_KINDS = {"Introduce", "IntroduceShortcut", "CheckTrie", "Config", "ConfigRequest"}
 
 
@@ -63,8 +63,8 @@ def log2_ceil(n: int) -> int:
 
 
 def corruption_bound(n: int) -> float:
-    """Spec C.1-10 / A.7 [R]: labels within n supervisor Timeouts of a clean database, the ring
-    within 2n, the shortcuts ⌈log₂ n⌉ member intervals after that (in member intervals)."""
+    """Spec seed23 §C.1-10 / A.7 [R]: labels within n supervisor Timeouts of a clean database, the
+    ring within 2n, the shortcuts ⌈log₂ n⌉ member intervals after that (in member intervals)."""
     return 2 * n * SUPERVISOR_PERIOD + log2_ceil(n)
 
 
@@ -224,8 +224,8 @@ def _newcomer(size: int, seed: int) -> dict[str, float]:
 
 
 def operation_cost(n: int, seed: int) -> dict[str, float]:
-    """Spec C.1-6: the messages the supervisor of a legitimate SR(n) sends for one subscribe and
-    one unsubscribe, and whether its database is clean (no condition of §3.1) right after each,
+    """Spec seed23 §C.1-6: the messages the supervisor of a legitimate SR(n) sends for one subscribe
+    and one unsubscribe, and whether its database is clean (no condition of §3.1) right after each,
     without acknowledgements."""
     from weeble.core.overlay.skipring.messages import Subscribe, Unsubscribe
 
@@ -240,7 +240,7 @@ def operation_cost(n: int, seed: int) -> dict[str, float]:
 
 
 def leave(n: int, seed: int, *, limit: float = 60) -> dict[str, float]:
-    """Spec C.1-11: member n5 of a legitimate SR(n) unsubscribes: member intervals until the
+    """Spec seed23 §C.1-11: member n5 of a legitimate SR(n) unsubscribes: member intervals until the
     rest is legitimate, then (5 intervals later) how many members still hold an explicit edge to
     it, and whether it is inactive with no label."""
     w = _legitimate(n, seed, pubs=5)
@@ -255,8 +255,8 @@ def leave(n: int, seed: int, *, limit: float = 60) -> dict[str, float]:
 
 def crash(n: int, seed: int, victims: int, *, oracle: bool,
           limit: float = 120) -> dict[str, float]:
-    """Spec C.1-12: `victims` members of a legitimate SR(n) crash (n7 alone, or n0, n1 and n11:
-    the first labels included); the supervisor learns of them from an eventually-correct
+    """Spec seed23 §C.1-12: `victims` members of a legitimate SR(n) crash (n7 alone, or n0, n1 and
+    n11: the first labels included); the supervisor learns of them from an eventually-correct
     detector (`oracle`) or from their ring neighbours' reports. Member intervals to SR(n −
     victims), whether the database then holds r(0…n − victims − 1) without a gap, and how many
     references to a crashed node remain 5 intervals later."""
@@ -306,7 +306,7 @@ class Setup:
 @dataclass(frozen=True)
 class ModelColumn:
     name: str = "model"
-    version: str = "SR(n) by definition, spec C.1 closed forms, v1"
+    version: str = "SR(n) by definition, spec seed23 §C.1 closed forms, v1"
     costly: bool = False
 
     def applies_to(self, point: Point, *, full: bool) -> bool:
@@ -450,7 +450,7 @@ PUBLICATIONS = "publications (C.1-13, C.1-14)"
 class SkipRing:
     name: str = "skipring"
     title: str = ("Seed 003 (Feldmann et al.): the supervised skip ring and its topic pub/sub, "
-                  "spec C.1")
+                  "spec seed23 §C.1")
     setup: Setup = Setup()
     # (short, --full)
     join_sizes: tuple[tuple[int, ...], tuple[int, ...]] = ((16, 100, 1024), (16, 100, 1024,
@@ -501,59 +501,62 @@ class SkipRing:
         exact, tiny = Tolerance(), Tolerance(absolute=1e-9)
         return [
             Claim("C.1-3a", "undirected edges = 2n − 3: largest |edges − (2n − 3)| over n",
-                  "spec C.1-3 [V]", 0.0, tiny, _over(JOIN, _minus("edges", lambda n: 2 * n - 3)),
+                  "spec seed23 §C.1-3 [V]", 0.0, tiny, _over(JOIN, _minus("edges",
+                  lambda n: 2 * n - 3)),
                   group=TOPOLOGY),
             Claim("C.1-3b", "average degree = 4 − 6/n: largest difference over n",
-                  "spec C.1-3 [V]", 0.0, tiny,
+                  "spec seed23 §C.1-3 [V]", 0.0, tiny,
                   _over(JOIN, _minus("degree_mean", lambda n: 4 - 6 / n)), group=TOPOLOGY),
             Claim("C.1-3c", "maximum degree ≤ 2⌈log₂ n⌉ − 1: largest excess over n",
-                  "spec C.1-3 [V]; abstract: O(log n)", 0.0, exact,
+                  "spec seed23 §C.1-3 [V]; abstract: O(log n)", 0.0, exact,
                   _over(JOIN, _minus("degree_max", lambda n: 2 * log2_ceil(n) - 1,
                                      absolute=False)), group=TOPOLOGY, relation="≤"),
-            Claim("C.1-3d", "minimum degree = 2 (smallest over n)", "spec C.1-3 [V]", 2.0, exact,
+            Claim("C.1-3d", "minimum degree = 2 (smallest over n)", "spec seed23 §C.1-3 [V]", 2.0,
+            exact,
                   _over(JOIN, _q("degree_min"), min), group=TOPOLOGY),
             Claim("C.1-3e", "diameter ≤ ⌈log₂ n⌉ (O(log n) delivery): largest excess over n",
-                  "spec C.1-3 [V]; abstract", 0.0, exact,
+                  "spec seed23 §C.1-3 [V]; abstract", 0.0, exact,
                   _over(JOIN, _minus("diameter", lambda n: log2_ceil(n), absolute=False)),
                   group=TOPOLOGY, relation="≤"),
             Claim("C.1-3f", "diameter 4 / 6 / 10 / 12 at n = 16 / 100 / 1024 / 4096: sizes of "
-                  "the grid where it differs", "spec C.1-3 [V]", 0.0, exact,
+                  "the grid where it differs", "spec seed23 §C.1-3 [V]", 0.0, exact,
                   _diameter_mismatches, group=TOPOLOGY),
             Claim("C.1-2", "the members' stored edges after n joins from nothing are SR(n) by "
-                  "definition: fraction of sizes", "spec C.1-2, Network Convergence", 1.0, exact,
+                  "definition: fraction of sizes", "spec seed23 §C.1-2, Network Convergence", 1.0,
+                  exact,
                   _over(JOIN, _q("as_defined"), min), group=TOPOLOGY),
             Claim("C.1-6a", "subscribe costs the supervisor 1 message (largest over n)",
-                  "spec C.1-6; seed Thm. Subscribe/Unsubscribe cost", 1.0, exact,
+                  "spec seed23 §C.1-6; seed Thm. Subscribe/Unsubscribe cost", 1.0, exact,
                   _over(OPERATIONS, _q("subscribe")), group=LOADS),
             Claim("C.1-6b", "unsubscribe costs it 2 (largest over n)",
-                  "spec C.1-6; seed Thm. Subscribe/Unsubscribe cost", 2.0, exact,
+                  "spec seed23 §C.1-6; seed Thm. Subscribe/Unsubscribe cost", 2.0, exact,
                   _over(OPERATIONS, _q("unsubscribe")), group=LOADS),
             Claim("C.1-6c", "… and the database is correct right after each, with no "
-                  "acknowledgement (fraction of sizes)", "spec C.1-6", 1.0, exact,
+                  "acknowledgement (fraction of sizes)", "spec seed23 §C.1-6", 1.0, exact,
                   _over(OPERATIONS, _q("clean"), min), group=LOADS),
             Claim("C.1-7a", "exactly 1 Config per supervisor Timeout (plus one answer per "
                   "request): (Configs − requests) per Timeout, mean over n",
-                  "spec C.1-7, A.6", 1.0, Tolerance(absolute=0.05),
+                  "spec seed23 §C.1-7, A.6", 1.0, Tolerance(absolute=0.05),
                   _over(LOAD, lambda r, c, p: None if r.value(c, p, "configs") is None else
                         (r.value(c, p, "configs") - r.value(c, p, "sup_in"))  # type: ignore
                         * SUPERVISOR_PERIOD, statistics.fmean),
                   group=LOADS),
             Claim("C.1-7b", "requests to the supervisor per interval < 0.75 + q = 1.25, "
-                  "independent of n (largest over n)", "spec C.1-7 [R]", 1.25, exact,
+                  "independent of n (largest over n)", "spec seed23 §C.1-7 [R]", 1.25, exact,
                   _over(LOAD, _q("sup_in")), group=LOADS, relation="≤"),
             Claim("C.1-7c", "… flat in n: slope of requests per interval per doubling of n",
-                  "spec C.1-7 [R]", 0.0, Tolerance(absolute=0.1),
+                  "spec seed23 §C.1-7 [R]", 0.0, Tolerance(absolute=0.1),
                   _slope_per_doubling(LOAD, "sup_in"), group=LOADS),
             Claim("C.1-8a", "a member sends O(1) per interval: 2 ring + ≤ 2 shortcut "
                   "introductions + 1 CheckTrie + rare requests (largest over members and n)",
-                  "spec C.1-8; abstract", 5.0, Tolerance(absolute=0.25),
+                  "spec seed23 §C.1-8; abstract", 5.0, Tolerance(absolute=0.25),
                   _over(LOAD, _q("sent_max")), group=LOADS, relation="≤"),
             Claim("C.1-8b", "… on average (mean over members, largest over n)",
-                  "spec C.1-8; abstract", 5.0, Tolerance(absolute=0.25),
+                  "spec seed23 §C.1-8; abstract", 5.0, Tolerance(absolute=0.25),
                   _over(LOAD, _q("sent_mean")), group=LOADS, relation="≤"),
             Claim("C.1-8c", "caveat: labels 0 and 1 receive about 2(L − j) introductions, "
                   "Θ(log n): slope of the largest received per doubling of n",
-                  "spec C.1-8 [R]", 2.0, Tolerance(absolute=0.5),
+                  "spec seed23 §C.1-8 [R]", 2.0, Tolerance(absolute=0.5),
                   _slope_per_doubling(LOAD, "recv_max"), group=LOADS),
             Claim("C.1-8e", "the seed's abstract: checking legitimacy costs 'a constant on "
                   "expectation for ... any process': slope of the busiest member's messages "
@@ -562,59 +565,62 @@ class SkipRing:
                   _slope_per_doubling(LOAD, "work_max"), group=LOADS,
                   note="not with the spec's reconstruction of the lost Algorithm 4: see C.1-8c"),
             Claim("C.1-8d", "… O(1) on average: slope of the mean received per doubling",
-                  "spec C.1-8 [R]", 0.0, Tolerance(absolute=0.1),
+                  "spec seed23 §C.1-8 [R]", 0.0, Tolerance(absolute=0.1),
                   _slope_per_doubling(LOAD, "recv_mean"), group=LOADS),
             Claim("C.1-9a", "closure: SR(n) with no joins or leaves changes nothing over 40 "
-                  "intervals (labels, edges, database, tries)", "spec C.1-9, Network Closure",
+                  "intervals (labels, edges, database, tries)",
+                  "spec seed23 §C.1-9, Network Closure",
                   0.0, exact, _over(CLOSURE, _q("changed")), group=STABILIZATION),
             Claim("C.1-9b", "… CheckTrie gets no reply and no Deliver is sent (messages of "
-                  "other kinds)", "spec C.1-9", 0.0, exact, _over(CLOSURE, _q("other_kinds")),
+                  "other kinds)", "spec seed23 §C.1-9", 0.0, exact, _over(CLOSURE,
+                  _q("other_kinds")),
                   group=STABILIZATION),
             Claim("C.1-11", "unsubscribe: the leaver ends with no incoming explicit edge "
-                  "from a subscriber (members still holding it)", "spec C.1-11; seed Lemma "
+                  "from a subscriber (members still holding it)", "spec seed23 §C.1-11; seed Lemma "
                   "Unsubscribe", 0.0, exact, _over(LEAVE, _q("edges_to_leaver")),
                   group=STABILIZATION),
             Claim("C.1-11b", "… the rest is SR(n − 1) again and the leaver holds no label "
-                  "(fraction)", "spec C.1-11", 1.0, exact,
+                  "(fraction)", "spec seed23 §C.1-11", 1.0, exact,
                   _over(LEAVE, lambda r, c, p: None if r.value(c, p, "took") is None else
                         float(r.value(c, p, "took") >= 0  # type: ignore[operator]
                               and r.value(c, p, "left") == 1)), group=STABILIZATION),
             Claim("C.1-12a", "crashes (1 or 3 members, the supervisor's detector or ring "
                   "neighbours' reports): SR(n − k) again, the database r(0…n−k−1) without a "
-                  "gap (fraction of runs)", "spec C.1-12, A.8 (NotMember [D])", 1.0, exact,
+                  "gap (fraction of runs)", "spec seed23 §C.1-12, A.8 (NotMember [D])", 1.0, exact,
                   _over(CRASH, lambda r, c, p: None if r.value(c, p, "took") is None else
                         float(r.value(c, p, "took") >= 0  # type: ignore[operator]
                               and r.value(c, p, "no_gap") == 1), min),
                   group=STABILIZATION),
             Claim("C.1-12b", "… no reference to a crashed member left (largest over runs)",
-                  "spec C.1-12, A.8", 0.0, exact, _over(CRASH, _q("stale")),
+                  "spec seed23 §C.1-12, A.8", 0.0, exact, _over(CRASH, _q("stale")),
                   group=STABILIZATION),
             Claim("C.1-10a", "convergence from arbitrary states (labels, edges, database, junk "
-                  "messages): fraction of runs legitimate again", "spec C.1-10, Thm. Network "
+                  "messages): fraction of runs legitimate again",
+                  "spec seed23 §C.1-10, Thm. Network "
                   "Convergence", 1.0, exact, _converged_fraction, group=STABILIZATION),
             Claim("C.1-10b", "… within 2n supervisor Timeouts + ⌈log₂ n⌉ intervals: the "
-                  "slowest run / that bound", "spec C.1-10, A.7 [R]", 1.0, exact,
+                  "slowest run / that bound", "spec seed23 §C.1-10, A.7 [R]", 1.0, exact,
                   _worst_over_bound, group=STABILIZATION, relation="≤"),
             Claim("C.1-10c", "the timer ratio matters (A.13-5): with the paper's rules alone (no "
                   "plausibility check), time with a supervisor Timeout of 1 interval / with 1/16 "
-                  "(n = 64, median over seeds)", "spec C.1-10, A.13-5 [R]", 1.0, exact,
+                  "(n = 64, median over seeds)", "spec seed23 §C.1-10, A.13-5 [R]", 1.0, exact,
                   _slow_supervisor, group=STABILIZATION, relation="≥",
                   note="a corrupted own label waits for the round robin: n supervisor Timeouts"),
             Claim("C.1-13", "an empty newcomer gets the whole history in one round of 3 "
-                  "messages, whatever |P| (largest over |P|)", "spec C.1-13 [V]; abstract",
+                  "messages, whatever |P| (largest over |P|)", "spec seed23 §C.1-13 [V]; abstract",
                   3.0, exact, _over(NEWCOMER, _q("messages")), group=PUBLICATIONS),
             Claim("C.1-13b", "… and then holds every publication (fraction of sizes)",
-                  "spec C.1-13", 1.0, exact, _over(NEWCOMER, _q("complete"), min),
+                  "spec seed23 §C.1-13", 1.0, exact, _over(NEWCOMER, _q("complete"), min),
                   group=PUBLICATIONS),
             Claim("C.1-14a", "flooding reaches all n within ⌈log₂ n⌉ hops: largest excess",
-                  "spec C.1-14 [V]; abstract: O(log n)", 0.0, exact,
+                  "spec seed23 §C.1-14 [V]; abstract: O(log n)", 0.0, exact,
                   _over(FLOOD, _minus("hops", lambda n: log2_ceil(n), absolute=False)),
                   group=PUBLICATIONS, relation="≤"),
             Claim("C.1-14b", "flooding sends 3n − 5 messages (the sender excluded): largest "
-                  "|difference|", "spec C.1-14 [V]", 0.0, exact,
+                  "|difference|", "spec seed23 §C.1-14 [V]", 0.0, exact,
                   _over(FLOOD, _minus("messages", lambda n: 3 * n - 5)), group=PUBLICATIONS),
             Claim("C.1-14c", "duplicates are dropped, never forwarded: PublishNew sent after "
-                  "the flood", "spec C.1-14", 0.0, exact,
+                  "the flood", "spec seed23 §C.1-14", 0.0, exact,
                   _over(FLOOD, lambda r, c, p: None if r.value(c, p, "messages_later") is None
                         else r.value(c, p, "messages_later")  # type: ignore[operator]
                         - r.value(c, p, "messages")), group=PUBLICATIONS),
@@ -670,6 +676,6 @@ class SkipRing:
         lines += ["", "The seed's formulas and its Algorithms 3–4 were lost in extraction and "
                   "its text ends inside the proof of Publication Convergence: the values are "
                   "the spec's reconstruction ([R]) and its own measurements of the definition "
-                  "([V]); p(k) = 4^−k and q = ½ (spec A.13-1). Simulated in "
+                  "([V]); p(k) = 4^−k and q = ½ (spec seed23 §A.13-1). Simulated in "
                   f"{sum(w for w in wall if w is not None):.0f} s (wall clock).", ""]
         return lines

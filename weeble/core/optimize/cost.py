@@ -1,4 +1,4 @@
-"""The cost model of thesis chapter 5 (spec ch. 5 §1.2-1.3, §2.4-2.5), as pure functions.
+"""The cost model of thesis chapter 5 (spec ch5 §1.2-1.3, §2.4-2.5), as pure functions.
 
 - `tree_cost`: eq. 5.2/5.3, the cost of notifications on a spanning tree: every broker of a
   notification's delivery tree (the minimal subtree joining its publisher's broker and its
@@ -73,7 +73,7 @@ def effective_cost(path: Sequence[str], interest: Interest, joint: Joint,
     """C_{i,j} (eq. 5.11) along `path` = ⟨Bi, …, Bk, Bj⟩ (a tree path, or a path of a cycle
     without one edge): C = c_ij for neighbours, else ((I_ij − I_ikj)/I_ij)·(C_ik + p_k) + c_kj,
     evaluated from Bi's first hop on. I_ij = 0 makes the ratio 0/0: taken as 1, no discount
-    (spec §2.4, [INFERRED])."""
+    (spec ch5 §2.4, [INFERRED])."""
     if len(path) < 2:
         raise ValueError(f"effective_cost: a path needs two brokers, got {list(path)}")
     cost = c(path[0], path[1])
@@ -137,7 +137,7 @@ def cycle_costs(me: str, path: Sequence[str], interest: Interest, joint: Joint,
 
 def choose(costs: Sequence[float]) -> int:
     """Eq. 5.14: the edge whose removal costs least; on a tie the new link (index n−1), i.e. no
-    change (spec §2.10.5)."""
+    change (spec ch5 §2.10.5)."""
     best = len(costs) - 1
     for t, v in enumerate(costs):
         if v < costs[best]:

@@ -1,4 +1,4 @@
-"""Interest summaries (thesis 5.5.1, Alg. 16; spec ch. 5 §2.2-2.3): what a broker consumed,
+"""Interest summaries (thesis 5.5.1, Alg. 16; spec ch5 §2.2-2.3): what a broker consumed,
 as a ring buffer of notification ids and a Bloom filter of it.
 
 The filter is the project's one Bloom filter (`core.sketch.bloom`: mmh3, double hashing), with

@@ -1,5 +1,5 @@
 """Layer `optimize`: the Cost-and-Interest heuristic and the l-MST / l-MIT baselines (thesis
-5.5-5.6; spec ch. 5 §2), as one more layer of the pure broker.
+5.5-5.6; spec ch5 §2), as one more layer of the pure broker.
 
 Every `broadcast_interval` a broker floods its interest summary η hops through the tree
 (`Broadcast`, Alg. 17); whoever receives one learns the originator's summary and the p and c
@@ -14,7 +14,7 @@ functions (thesis L7762-7765).
 What a broker consumes (a notification delivered to a local client, or published by one) goes
 into its cache: the broker calls `consumed` for every such notification.
 
-Choices where the thesis is silent (spec §2.10): 0/0 in eq. 5.11 is 1; a tie prefers no change;
+Choices where the thesis is silent (spec ch5 §2.10): 0/0 in eq. 5.11 is 1; a tie prefers no change;
 a request whose broker lacks an environment entry, or whose next hop is no longer a neighbour,
 is dropped; a decision that meets its originator inside another exchange is dropped (the tree
 it was computed for is changing). Only the originator's summary is kept (Alg. 17.12). The

@@ -1,7 +1,7 @@
 """Layer `overlay`, coloured: the self-stabilizing tree of thesis 4.5 (seed 001), as data.
 
 Three colours rotate mod 3. Each broker keeps, per colour c, a parent pointer P^c and a child
-set C^c (spec ch. 4 §5.3), and three colour variables: c_cur (the tree notifications use now),
+set C^c (spec ch4 §5.3), and three colour variables: c_cur (the tree notifications use now),
 c_old (the previous one, kept for messages still in flight) and c_new (the tree being prepared:
 reconfigurations are written into it). A colour value is an index into the per-colour slots, so
 a corrupted colour variable only changes which slot is current; the routing layer keeps one

@@ -1,4 +1,4 @@
-"""Layer `exchange`: the advanced coordinated link exchange (thesis 4.4.2, spec ch. 4 §3).
+"""Layer `exchange`: the advanced coordinated link exchange (thesis 4.4.2, spec ch4 §3).
 
 Exchanging r = (Br1, Br2) for a = (B1, Bn) on the cycle ⟨B1 … Br1, Br2 … Bn⟩: the initiator B1
 locks the cycle (A2), starts the exchange at both r-endpoints (Begin, A3), which relay their
@@ -9,7 +9,7 @@ locked, this layer wraps routing: `receive` is A7 (queue in Qnot/Qsub, relay, co
 entering the cycle) and `outgoing` is A8 (black messages never over a, gray ones never over r,
 the colour cleared when a message leaves the cycle, messages to myself handled at once).
 
-Fixes of the printed pseudo-code (spec ch. 4 §3.11), all adopted:
+Fixes of the printed pseudo-code (spec ch4 §3.11), all adopted:
 - D1: relayed (un)subscriptions are gray.
 - D2: the far side's separator may cross r before Begin arrives: End is sent after the relays.
 - D3: an unlock from a cycle neighbour I have not sent one to is answered (no stuck broker).
@@ -98,7 +98,7 @@ class Request:
 
 
 class ExchangeRam:
-    """The exchange's slice of RAM (Table 4.1 and spec ch. 4 §3.5). Every field may be corrupted."""
+    """The exchange's slice of RAM (Table 4.1 and spec ch4 §3.5). Every field may be corrupted."""
 
     __slots__ = (
         "awaiting_end", "begin_done", "edge", "flip", "follow", "gray", "gray_set", "left",
@@ -437,7 +437,7 @@ class Exchange:
         assert x.relay_to is not None
         x.relaying = True
         effects: list[Effect] = []
-        # a snapshot of the routes across r, advertisements first (spec ch. 4 §3.10)
+        # a snapshot of the routes across r, advertisements first (spec ch4 §3.10)
         for scheme in self.routing.schemes():
             for table in scheme.ram.tables:
                 for e in list(table):

@@ -1,4 +1,4 @@
-"""Reconfiguration as data (thesis 4.2, spec ch. 4 §1): operations, trees and plans. Pure.
+"""Reconfiguration as data (thesis 4.2, spec ch4 §1): operations, trees and plans. Pure.
 
 The three elementary reconfigurations (4.2.2):
 - AddLeaf(new, attach): a new broker joins as a leaf of `attach`;
@@ -258,7 +258,7 @@ def remove_inner(tree: Tree, broker: str, hub: str | None = None) -> list[Op]:
 
 def moves(t1: Tree, t2: Tree, root: str) -> tuple[tuple[str, str | None], ...]:
     """Per-broker parent pointers that turn T1 into T2 (both rooted at `root`): what a
-    reconfiguration of the 3-colour scheme carries (spec ch. 4 §5.6). A broker of T2 whose
+    reconfiguration of the 3-colour scheme carries (spec ch4 §5.6). A broker of T2 whose
     parent differs (or that is new) gets its T2 parent; a broker only in T1 gets None (it
     leaves). T2 may be any tree on any brokers with the same root: one recolor round applies all.
     """

@@ -1,5 +1,5 @@
 """Layer `recolor`: the recolor protocol of the 3-colour scheme (thesis 4.5, Algorithms 9-15,
-L6104-6313; seed 001; spec ch. 4 §5.4-5.8).
+L6104-6313; seed 001; spec ch4 §5.4-5.8).
 
 The root R recolors the tree every ξ (A9): it rotates its colours, prepares C^{c_new} from
 C^{c_cur} with P^{c_new} = null and T^{c_new} = init, writes the pending reconfigurations into its
@@ -13,7 +13,7 @@ next). A broker that hears no accepted recolor for ξ′ (A13) has lost its tree
 corrupted parent, a cycle): it walks from R down the c_new tree (A14/A15: askForPlaceOrPointer
 with the degree bound b) and asks R to attach it where the walk ends, as a reconfiguration.
 
-Choices (spec ch. 4 §5.4, §5.12, E1-E4; each a `Colours` switch for its ablation test):
+Choices (spec ch4 §5.4, §5.12, E1-E4; each a `Colours` switch for its ablation test):
 - ξ′ = ξ + h·δmax (the paper's, L150; the thesis's Eq. 4.1 is ξ + h(δmax − δmin)): the thesis
   bound is the largest gap between two recolors at one broker only once both are under way;
   a broker that booted (or joined) after R's round started meets a longer first gap, and the

@@ -1,5 +1,5 @@
 """Routing on the coloured overlay (thesis 4.5, "Integration of Self-Stabilizing Routing",
-L6398-6482; spec ch. 4 §5.7).
+L6398-6482; spec ch4 §5.7).
 
 One routing table per colour: the per-tag table list of the periodic-rebuild wrapper, with
 three tags instead of two and one topology per tag (the colour's pointers). So this is the
@@ -16,7 +16,7 @@ wrapper's scheme with colours for bits:
 Ordering (4.5.4), by `Rom.ordering`: FIFO holds notifications that would cross a link new in
 their colour (a neighbour in that colour but not in the colour before it) until the colour is
 c_old; CAUSAL holds every local publication for one recolor period after a rotation that
-activates reconfigurations. E4 (spec §5.7): a control message coloured with my c_old is early
+activates reconfigurations. E4 (spec ch4 §5.7): a control message coloured with my c_old is early
 (its issuer has seen a recolor I have not): it waits for that recolor instead of going into a
 table about to be reset.
 """

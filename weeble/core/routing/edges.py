@@ -13,7 +13,7 @@ duplicate" means:
 - simple routing (Mühl's: every subscription everywhere): (sub_id, filter).
 On the wire a key travels as an item (sub_id, filter), with a representative sub_id for a filter.
 
-Client-to-broker entries stay leased (spec D.2: clients refresh every ρ, so corrupted local
+Client-to-broker entries stay leased (spec seed23 §D.2: clients refresh every ρ, so corrupted local
 entries are fixed too, the answer to critique 3 of B.6): every π the overrun drops the client
 entries not refreshed since the last one and withdraws them from the neighbours.
 

@@ -65,7 +65,7 @@ class Leasing:
 
     def overrun(self) -> tuple[list[Entry], list[Effect]]:
         """SC-2 on the table, what the expiries set off (merging dissolves the mergers an
-        expired entry belonged to), then second chance for merger records (spec §2.6)."""
+        expired entry belonged to), then second chance for merger records (spec ch3 §2.6)."""
         plane = self.planes[0]
         table = plane.table
         expired = table.overrun()

@@ -1,4 +1,4 @@
-"""Merging-based routing made self-stabilizing (thesis §3.3.1 "merging", spec §2.6).
+"""Merging-based routing made self-stabilizing (thesis §3.3.1 "merging", spec ch3 §2.6).
 
 A broker merges the filters it holds *for one destination* into perfect mergers (N(f_M) is
 exactly the union of its constituents) and forwards the merger instead of the constituents.

@@ -1,4 +1,4 @@
-"""Routing algorithms as interchangeable strategies (thesis Ch. 3, spec §2.2–2.6).
+"""Routing algorithms as interchangeable strategies (thesis Ch. 3, spec ch3 §2.2–2.6).
 
 A strategy decides where a (re)subscription or an unsubscription goes once the table holds it
 (SC-1/SC-3 are the scheme's business: `leasing.py`, `rebuild.py`). It sees planes, never the

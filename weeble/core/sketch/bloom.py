@@ -6,7 +6,7 @@ filter of it costs m/8 bytes. Equal sets always give equal filters built with th
 seed), so differing filters prove the sets differ; equal filters may hide a difference (the
 equality test's false positive, Theorem 3).
 
-Choices (spec Part D.2):
+Choices (spec seed23 §D.2):
 - Positions by double hashing of one 128-bit MurmurHash3 of the element's canonical bytes:
   g_i = (h1 + i·h2) mod m, h1 and h2 the two 64-bit halves.
 - The observer picks m from the cardinality it advertises, k, and a fresh seed every round, and
@@ -96,7 +96,7 @@ class BloomFilter:
         return BloomFilter(m=self.m, k=self.k, seed=self.seed, bits=self.bits | other.bits)
 
     def intersection(self, other: BloomFilter) -> BloomFilter:
-        """B(A) & B(B): a superset of B(A ∩ B), so no element of A ∩ B is lost (spec ch. 5
+        """B(A) & B(B): a superset of B(A ∩ B), so no element of A ∩ B is lost (spec ch5
         §2.3: it may keep a bit two different elements set, so it is not B(A ∩ B) itself)."""
         if not self.compatible(other):
             raise ValueError("the intersection of Bloom filters needs the same m, k and seed")

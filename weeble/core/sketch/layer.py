@@ -1,5 +1,5 @@
 """Layer `anti_entropy`: edge stabilization with Bloom-filter sketches (seed 002 §3.2, §4), the
-mode `anti_entropy` of the broker (spec skipring-and-sketches B.3, B.4, D.2).
+mode `anti_entropy` of the broker (spec seed23 §B.3, §B.4, §D.2).
 
 For each directed tree edge (a, b) a's timer starts a round: a freezes S(a→b) (what it should
 have told b, routing/edges.py), sends AeObserve; b answers with a Bloom filter of F_{b→a} (what
@@ -8,7 +8,7 @@ nothing more (a legal edge costs exactly these two messages per period). Differe
 corrections, which b processes as subscriptions and unsubscriptions from a (routing forwards them
 onward as usual); disturbances travel along simple paths and die at the leaves (Theorem 2).
 
-Choices (spec B.3, D.2; the paper is silent on them):
+Choices (spec seed23 §B.3, D.2; the paper is silent on them):
 - A fresh hash seed per round and edge (`bloom.round_seed`): a difference hidden in one round is
   found in a later one with probability 1; `full_every` K forces an exact exchange every K rounds
   (a deterministic bound of K rounds).
@@ -116,7 +116,7 @@ class AntiEntropyLayer:
         return [n for n in self.topo.ordered if n not in detached]
 
     def _sketch(self, items: Iterable[Key], *, m: int, k: int, seed: int) -> BloomFilter:
-        """The Bloom filter of `items`, recomputed from the table every time (spec D.2: a
+        """The Bloom filter of `items`, recomputed from the table every time (spec seed23 §D.2: a
         corrupted filter cannot outlive its round); a `sketch.bits` fault flips bits of it."""
         f = BloomFilter.of((encode(s) for s in items), m=m, k=k, seed=seed)
         if self.ram.poison > 0:

@@ -1,4 +1,4 @@
-"""Transient faults of the skip ring: arbitrary RAM values and junk messages (spec C.1-10).
+"""Transient faults of the skip ring: arbitrary RAM values and junk messages (spec seed23 §C.1-10).
 
 Each function writes values of the right type, not only plausible ones: any label in the label
 space (mostly near the live range, so they collide with real labels), references to any node of

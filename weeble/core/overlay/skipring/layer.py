@@ -2,8 +2,8 @@
 supervisor instance of every topic this node supervises.
 
 Topics are assigned to a static supervisor set (ROM) by MurmurHash3 of the topic, as the paper
-suggests for scaling beyond one supervisor (§1.3, spec D.3). A message that cannot be valid (a
-label outside the label space, a supervisor message for a topic this node does not supervise, an
+suggests for scaling beyond one supervisor (§1.3, spec seed23 §D.3). A message that cannot be valid
+(a label outside the label space, a supervisor message for a topic this node does not supervise, an
 unknown type) is rejected and counted, never raised: junk must not stop the loop.
 """
 

@@ -1,4 +1,5 @@
-"""Legitimacy of a supervised skip ring with its publications (spec A.12), computed, not guessed.
+"""Legitimacy of a supervised skip ring with its publications (spec seed23 §A.12), computed, not
+guessed.
 
 For a topic with live subscribers V, the legitimate state is unique up to which subscriber holds
 which label, and the supervisor's database fixes that: labels r(0)…r(n−1), each subscriber
@@ -104,8 +105,8 @@ def install(sup: TopicSupervisor, members: Mapping[str, TopicMember], order: Ite
 def snapshot_problems(views: Mapping[str, Mapping[str, Any]],
                       required: Mapping[str, set[str]],
                       allowed: Mapping[str, set[str]]) -> list[str]:
-    """Spec A.12 over the brokers' `skip_ring` snapshots (`SkipRingNode.snapshot`): for every
-    topic, a clean database whose members include every broker with a required subscription
+    """Spec seed23 §A.12 over the brokers' `skip_ring` snapshots (`SkipRingNode.snapshot`): for
+    every topic, a clean database whose members include every broker with a required subscription
     to the topic and no broker without an allowed one, every member storing exactly its SR(n)
     state, and members whose tries hold as many publications holding the same ones (one
     digest). Tries of different sizes are not judged here: publications are always on their

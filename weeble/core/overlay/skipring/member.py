@@ -7,9 +7,9 @@ RAM: `label`, the ring slots `left`/`right`/`ring` (each a Ref: id and believed 
 supervisor's id, the parameters. Randomness (actions (ii), (iv) and the anti-entropy partner) comes
 from the seeded `rng` handed in by the owner, so a run is a function of its seed.
 
-Choices where the paper is silent or lost (spec A.13, D.4), all parameters:
+Choices where the paper is silent or lost (spec seed23 §A.13, D.4), all parameters:
 - p(k) = p_base^{−k} with p_base = 4 and q = 1/2 (the paper's formulas were lost);
-- a local plausibility check (spec A.13-5): ring neighbours of a legitimate SR(n) lie
+- a local plausibility check (spec seed23 §A.13-5): ring neighbours of a legitimate SR(n) lie
   2^{−max(|a|,|b|)} apart; a violation triggers a ConfigRequest, so a corrupted own label is not
   left to the round robin (never fires in a legitimate state);
 - a ring neighbour is handed on in a shortcut introduction only if its label is *confirmed*: heard
@@ -19,13 +19,14 @@ Choices where the paper is silent or lost (spec A.13, D.4), all parameters:
   it again before u's LabelFix arrived, every interval, forever (seen in our convergence runs).
   Shortcut slots are handed on as they are: the levels are rebuilt from the ring down, so once the
   ring is correct every level's introductions are;
-- a shortcut introduction for a label outside the receiver's shortcut set is linearized (spec
-  A.13-3 default; `linearize_foreign_shortcuts=False` drops it, also safe under a supervisor), and
+- a shortcut introduction for a label outside the receiver's shortcut set is linearized (spec seed23
+  §A.13-3 default; `linearize_foreign_shortcuts=False` drops it, also safe under a supervisor), and
   so is a slot holder displaced by a new introduction (the paper's rule);
 - a node that is not (or no longer) a member answers an Introduce with RemoveMe and a Config with
   Unsubscribe. The second is our equivalent of the NotMember fix for nodes that *left*: the
   supervisor may re-insert a node on action (iii), and the node itself says it is not subscribed;
-- push_hints (spec A.11 improvements): a CheckTrie reply names its parent node, so the receiver can
+- push_hints (spec seed23 §A.11 improvements): a CheckTrie reply names its parent node, so the
+receiver can
   push what the sender lacks, and an empty trie asks for everything; off = the paper's pull-only
   rules, under which a single missing publication is repaired in only one initiation direction.
 """
@@ -297,7 +298,7 @@ class TopicMember:
 
     def _watch_ring(self, out: _Out) -> None:
         """Count intervals without a self-introduction from each ring neighbour; report one that
-        stays silent (spec A.8: neighbours detect, the supervisor confirms)."""
+        stays silent (spec seed23 §A.8: neighbours detect, the supervisor confirms)."""
         k = self.params.suspect_after
         ring = {r.node for r in (self.left, self.right, self.ring) if r is not None}
         self.silent = {u: self.silent.get(u, 0) + 1 for u in ring}

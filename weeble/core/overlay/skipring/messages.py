@@ -71,7 +71,7 @@ class ConfigRequestFor:
 
 @dataclass(frozen=True, slots=True)
 class Suspect:
-    """Neighbour-assisted failure detection (spec A.8 [D]): `node` has not heard its ring
+    """Neighbour-assisted failure detection (spec seed23 §A.8 [D]): `node` has not heard its ring
     neighbour `about` for several intervals; the supervisor probes `about` before removing it."""
 
     topic: str
@@ -84,7 +84,7 @@ class Suspect:
 
 @dataclass(frozen=True, slots=True)
 class Publish:
-    """A publication from a broker that is no member of the topic (spec D.3): the supervisor
+    """A publication from a broker that is no member of the topic (spec seed23 §D.3): the supervisor
     hands it to the member labelled r(0), which floods it."""
 
     topic: str
@@ -123,7 +123,8 @@ class Probe:
 
 @dataclass(frozen=True, slots=True)
 class NotMember:
-    """The NotMember fix (spec A.8): `node` is not a live member, delete every reference to it."""
+    """The NotMember fix (spec seed23 §A.8): `node` is not a live member, delete every reference to
+    it."""
 
     topic: str
     node: str
@@ -187,8 +188,8 @@ class RemoveMe:
 
 @dataclass(frozen=True, slots=True)
 class CheckTrie:
-    """Compare these nodes of the sender's trie. `parent` (spec A.11 improvement) names the node
-    whose children these are; `empty` (improvement) says the sender's trie is empty."""
+    """Compare these nodes of the sender's trie. `parent` (spec seed23 §A.11 improvement) names the
+    node whose children these are; `empty` (improvement) says the sender's trie is empty."""
 
     topic: str
     node: str

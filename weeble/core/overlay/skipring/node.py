@@ -1,7 +1,7 @@
 """A broker in mode `skip_ring` (seed 003): the topic overlay in place of the routing tree.
 
-The mapping of spec D.3: a broker is a *member* (a subscriber of the paper) of topic t while at
-least one of its local clients holds a subscription to t; its local clients keep leases with it
+The mapping of spec seed23 §D.3: a broker is a *member* (a subscriber of the paper) of topic t while
+at least one of its local clients holds a subscription to t; its local clients keep leases with it
 (they refresh every ρ, an unrefreshed one expires after π), so the client side stays
 self-stabilizing as in Mühl's model. A broker joins t's skip ring when its first local client
 subscribes and leaves it when the last one unsubscribes or its lease expires. Brokers named in
@@ -11,7 +11,7 @@ Topics are the one constraint `topic == "<name>"`: a client subscription with an
 refused (a `garbage` trace naming it; the scenario refuses it before a run). A publication's topic
 is its `topic` attribute. A member inserts its local publications into its trie and floods them;
 a broker that is no member hands them to the topic's supervisor, which passes them on to the
-member labelled r(0) (spec D.3 "entry member"), or drops them when the topic has no member.
+member labelled r(0) (spec seed23 §D.3 "entry member"), or drops them when the topic has no member.
 
 Every publication a member's trie gains (flooding, anti-entropy, its own) is delivered once to
 each local client subscribed to the topic, except the publisher. The trie holds the topic's whole

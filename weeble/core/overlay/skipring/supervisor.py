@@ -5,19 +5,19 @@ RAM: `db` maps a label index to a subscriber id (None is a tuple without a subsc
 counter, `dead` the failure detector's view. The sorted views below are an index over `db`,
 rebuilt whenever RAM is written from outside (`load`).
 
-Repairs are local and send nothing (R1–R3 of spec A.5); subscribe costs 1 message, unsubscribe 2,
-and the periodic Timeout exactly 1 Config per topic.
+Repairs are local and send nothing (R1–R3 of spec seed23 §A.5); subscribe costs 1 message,
+unsubscribe 2, and the periodic Timeout exactly 1 Config per topic.
 
-Failure detection (spec A.8 [D]): ring neighbours report silence (Suspect); the supervisor probes
-the suspect and removes it if it has not asked for its configuration within CONFIRM_AFTER
+Failure detection (spec seed23 §A.8 [D]): ring neighbours report silence (Suspect); the supervisor
+probes the suspect and removes it if it has not asked for its configuration within CONFIRM_AFTER
 Timeouts, so detection costs O(1) per crash instead of a heartbeat per subscriber. An external
 detector (`failure_report`) may add to `dead` too.
 
-Choices where the paper is silent or lost (spec A.13): R2 keeps the lowest *index*; a crash
+Choices where the paper is silent or lost (spec seed23 §A.13): R2 keeps the lowest *index*; a crash
 reported by the failure detector is handled like an unsubscribe without the grant (the newest
 tuple takes the freed label and is told at once: 1 message, instead of waiting up to n Timeouts
 for R3 and the round robin); ConfigRequestFor about a node the detector holds dead is answered with
-NotMember (spec A.8).
+NotMember (spec seed23 §A.8).
 """
 
 from __future__ import annotations

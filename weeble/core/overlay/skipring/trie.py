@@ -11,7 +11,7 @@ RAM is the set of publications; the trie and its hashes are an index over it, re
 (`rebuild`) after a corruption, so a corrupted hash cannot outlive its next rebuild. The key is
 always computed from the content, never stored apart from it. A corrupted payload is therefore a
 different (bogus) publication, and like the paper we never delete publications: a bogus one
-spreads to every subscriber (spec A.13-6), which the legitimacy check reports.
+spreads to every subscriber (spec seed23 §A.13-6), which the legitimacy check reports.
 """
 
 from __future__ import annotations
