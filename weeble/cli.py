@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 # Adding a subcommand: write weeble/commands/<name>.py with `register`, add its name here.
 COMMANDS = ("simulate", "up", "status", "down", "clean", "run", "chaos", "publish", "subscribe",
-            "check", "analyze", "reproduce", "reconfigure", "image", "explore", "k8s", "shrink")
+            "check", "analyze", "reproduce", "reconfigure", "image", "explore", "k8s", "shrink",
+            "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -166,7 +166,13 @@ class _Draw:
         if not self.mix:
             raise NemesisError(f"{scenario.name}: no family of the mix applies to it")
         self.own_operations = bool(scenario.reconfigurations.operations)
-        self.filters = sorted({sub.filter for sub in scenario.subscriptions}) or ["true"]
+        # the filters clients hold (the explicit ones, the workload's classes) and ranges
+        # over those classes that cover and overlap them (covering and merging have work)
+        classes = scenario.workload.filter_classes if scenario.workload is not None else 0
+        self.filters = sorted({sub.filter for sub in scenario.subscriptions}
+                              | {f"class == {k}" for k in range(min(classes, 8))}
+                              | ({f"class range [0, {classes // 2}]"} if classes > 1 else set())
+                              ) or ["true"]
 
     def scenario(self, seed: int) -> dict[str, Any]:
         data = self.s.model_dump(mode="json", exclude_unset=True)
@@ -219,6 +225,13 @@ class _Draw:
             name = rng.choice(self.fields)
             target = rng.choice(self.brokers)
             f.update(target=target, field=name, **self.state_value(name, target))
+            if name in ("entry.insert", "table.clear", "merger.insert") and \
+                    rng.random() < 0.3 and len(self.brokers) > 2:
+                # the same fault at several brokers at once (F13: an all-covering entry at
+                # some, the tables of others cleared); a value naming a destination keeps it
+                # where it is a neighbour
+                others = [b for b in self.brokers if b != target]
+                f["target"] = [target, *rng.sample(others, min(len(others), rng.randint(1, 3)))]
         elif kind == "clock":
             f["target"] = rng.choice(self.brokers)
         elif kind == "inject":

@@ -115,7 +115,9 @@ class LiveWorkload:
         if action.end < float("inf"):
             self._at(action.end, lambda _t, crash=action.crashes:
                      self._end(client, broker, sub_id, crash=crash))
-        return lambda _t, f=str(action.filter): self._subscribe(client, broker, sub_id, f)
+        phase = min(max(action.first_refresh - action.t, 0.0), self.rho)
+        return lambda _t, f=str(action.filter): self._subscribe(client, broker, sub_id, f,
+                                                                first_refresh=phase)
 
     # ---- running ----------------------------------------------------------------------------
 
@@ -219,11 +221,13 @@ class LiveWorkload:
         c.trace.record("client_error", op=what, error=why, **ids)
         log.warning("%s", self.stats.last_error)
 
-    async def _subscribe(self, name: str, broker: str, sub_id: str, filter_text: str) -> None:
+    async def _subscribe(self, name: str, broker: str, sub_id: str, filter_text: str,
+                         first_refresh: float | None = None) -> None:
         c = self._client(name, broker)
-        if c.subscriber is None:
+        if c.subscriber is None:  # its refresh rounds from the plan's phase (default ρ)
             c.subscriber = Subscriber(self.addresses[broker], name, rho=self.rho, trace=c.trace,
-                                      token=self.tokens(name), tls=self.tls)
+                                      token=self.tokens(name), tls=self.tls,
+                                      first_refresh=first_refresh)
             c.consumer = asyncio.create_task(self._consume(c.subscriber))
         c.trace.record("client_subscribe", client=name, sub_id=sub_id, broker=broker,
                        filter=filter_text)

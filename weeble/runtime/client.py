@@ -319,8 +319,13 @@ class Subscriber:
         trace: LiveSink | None = None,
         on_status: Callable[[str], None] | None = None,
         tls: ClientTls | None = None,
+        first_refresh: float | None = None,
     ) -> None:
-        """max_batch: the broker may send up to this many waiting notifications in one stream
+        """first_refresh: s from the first subscription to the first refresh round (then every
+        ρ); default ρ. The workload plan gives each subscriber its phase, as the simulator has
+        it, so that a live replay of a simulated run refreshes when the simulated one did.
+
+        max_batch: the broker may send up to this many waiting notifications in one stream
         message (1 = never batch); batching never holds a notification back. Batches are never
         larger than this client's maximum message size, which the request states.
 
@@ -335,6 +340,9 @@ class Subscriber:
         self.client_id = client_id
         self._metadata = credentials(token)
         self.rho = rho
+        if first_refresh is not None and not 0 <= first_refresh <= rho:
+            raise ValueError(f"first_refresh: must be in [0, rho], got {first_refresh}")
+        self.first_refresh = rho if first_refresh is None else first_refresh
         self.reconnect_min = reconnect_min
         self.reconnect_max = reconnect_max
         self.max_batch = max_batch
@@ -467,7 +475,7 @@ class Subscriber:
         the round's own time, more than ρ (+ τ) on a loaded machine, a timing violation (R13b)
         in every live run. A round more than a period late starts the rhythm afresh (no burst)."""
         loop = asyncio.get_running_loop()
-        due = loop.time() + self.rho
+        due = loop.time() + self.first_refresh
         while not self._closed:
             await asyncio.sleep(max(0.0, due - loop.time()))
             due += self.rho
