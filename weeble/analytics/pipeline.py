@@ -61,11 +61,13 @@ JOBS: dict[str, tuple[tuple[str, ...], Callable[[Context, dict[str, Any]], dict[
 def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
             master: str | None = None, only: Sequence[str] | None = None,
             reuse_ingest: bool = False, report: bool = True,
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+            progress: Callable[[str], None] | None = None,
+            jvm_log: Path | None = None) -> dict[str, Any]:
     """Analyze a run; return the summary (also written to RUN/analysis/summary.json).
 
     `only` runs a subset of JOBS (plus what they depend on) and writes no summary or report;
-    `reuse_ingest` keeps a previous ingest of the same run instead of reading the trace again.
+    `reuse_ingest` keeps a previous ingest of the same run instead of reading the trace again;
+    `jvm_log`: where a JVM this call starts writes its own output (default: the terminal).
     """
     run_dir = Path(run_dir)
     files = trace_files(run_dir)  # the clear errors come before Spark's slow start
@@ -84,7 +86,7 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
     from weeble.analytics.spark import session
 
     with step("spark"):
-        spark = spark or session(master)
+        spark = spark or session(master, log=jvm_log)
     ingest_json = out / "ingest.json"
     if reuse_ingest and ingest_json.exists() and (out / EVENTS).exists():
         ingested = json.loads(ingest_json.read_text())

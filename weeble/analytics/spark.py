@@ -7,8 +7,12 @@ Extra settings come from `$WEEBLE_SPARK_CONF` as `key=value,key=value`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from weeble.analytics.errors import AnalyticsError
@@ -31,7 +35,31 @@ DEFAULTS = {
 }
 
 
-def session(master: str | None = None, app: str = "weeble-analytics") -> SparkSession:
+@contextlib.contextmanager
+def stderr_to(log: Path | None) -> Iterator[None]:
+    """File descriptor 2 goes to `log` (appended) for the block: a process started inside it
+    (Spark's JVM, and the Python workers it starts later) keeps writing its stderr there, while
+    this process's own stderr comes back after. None: nothing changes."""
+    if log is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def session(master: str | None = None, app: str = "weeble-analytics",
+            log: Path | None = None) -> SparkSession:
+    """The session (a new one, or the one this process has). `log`: where the JVM's own
+    output goes when this call starts it (its WARN lines, log4j's profile notice) instead of
+    the terminal."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise AnalyticsError(
             "Java not found: Spark needs Java 17 (apt-get install openjdk-17-jre-headless; "
@@ -51,7 +79,8 @@ def session(master: str | None = None, app: str = "weeble-analytics") -> SparkSe
         conf[key.strip()] = value.strip()
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with stderr_to(log):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if "spark.sql.shuffle.partitions" not in conf:
         # A run's trace is MBs to a few GBs: Spark's default of 200 shuffle partitions would

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from weeble.commands import UsageError, add_junit_option
+from weeble.verbosity import verbose
+
+SPARK_LOG = "spark.log"  # RUN_DIR/spark.log: Spark's JVM output, unless -v
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         summary = analyze(args.run_dir, master=args.master, report=not args.no_report,
-                          progress=progress)
+                          progress=progress, jvm_log=None if verbose() else Path(
+                              args.run_dir) / SPARK_LOG)
     except USER_ERRORS as exc:
         raise UsageError(str(exc)) from None
     if args.junit:
@@ -78,9 +83,17 @@ def print_verdict(summary: dict[str, Any]) -> None:
           f"{d['missing']:,}, in a window {d['window']:,}, spurious {d['spurious']:,}, "
           f"duplicate {d['duplicate']:,}, phantom {d['phantom']:,}; FIFO violations "
           f"{summary['ordering']['violations']:,}")
+    if summary.get("report"):
+        print(report_line(summary["report"]))
     print_table(analysis_rows(summary), bool(v["pass"]), v["reasons"],
                 measured_from=v.get("stabilization_measured_from"),
                 reconfigurations=(summary.get("reconfigurations") or {}).get("operations") or [],
-                status=v.get("status"))
-    if summary.get("report"):
-        print(f"report: {summary['report']}")
+                status=v.get("status"))  # the verdict, last
+
+
+def report_line(report_md: str | Path) -> str:
+    """Where the report is: the page to open, and its text twin."""
+    from weeble.analytics.report import REPORT_HTML
+
+    md = Path(report_md)
+    return f"report: {md.with_name(REPORT_HTML)} (text: {md.name})"

@@ -201,11 +201,14 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool, junit: str | None 
             r.fault_id: r.note or ("no evidence that it did" if r.took_effect is None
                                    else "its evidence says it did not")
             for r in rows if r.passed is False and r.took_effect is not True})
+    if analysis.get("report"):
+        from weeble.commands.analyze import report_line
+
+        print(report_line(analysis["report"]))
     print_verdict(rows, passed, analysis["verdict"].get("reasons", []),
                   measured_from=analysis["verdict"].get("stabilization_measured_from"),
                   reconfigurations=(analysis.get("reconfigurations") or {}).get(
                       "operations", []),
-                  status=analysis["verdict"].get("status"))
-    print(f"report: {analysis.get('report') or run_dir / 'analysis'}")
+                  status=analysis["verdict"].get("status"))  # the verdict, last
     code = exit_code(analysis["verdict"].get("status") or Status.PASS)
     return 1 if code == 0 and not passed else code  # a fault that did not take effect fails

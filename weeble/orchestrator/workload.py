@@ -54,6 +54,23 @@ class WorkloadStats:
         return {k: v for k, v in self.__dict__.items() if k != "last_error"}
 
 
+class Repeats:
+    """Identical messages said once: the first time as it comes, then counted; `summary` gives
+    one line per message said more than once (11 identical `publish: UNAVAILABLE` lines while
+    a broker is down for a planned crash become two)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def first(self, message: str) -> bool:
+        """Count `message`; True the first time it is seen (say it then)."""
+        self.counts[message] = self.counts.get(message, 0) + 1
+        return self.counts[message] == 1
+
+    def summary(self) -> list[str]:
+        return [f"{m} (repeated: {n:,} times in all)" for m, n in self.counts.items() if n > 1]
+
+
 @dataclass(eq=False)
 class _Client:
     """One client node: a Subscriber and/or Publisher at one broker, and its trace."""
@@ -84,6 +101,7 @@ class LiveWorkload:
         self.trace_dir = trace_dir
         self.rho = scenario.timing.rho
         self.stats = WorkloadStats()
+        self._repeats = Repeats()  # client errors, each said once and then counted
         self._plan: Iterator[Action] = iter(())
         self._workload_subs = 0  # workload subscriptions planned so far (bounded in count)
         self._clients: dict[tuple[str, str], _Client] = {}
@@ -160,6 +178,8 @@ class LiveWorkload:
             if ticker is not None:
                 ticker.cancel()
             await self._shutdown()
+            for line in self._repeats.summary():
+                log.warning("%s", line)
         if on_tick is not None:
             on_tick(loop.time() - t0, self.stats)
         return self.stats
@@ -219,7 +239,8 @@ class LiveWorkload:
         self.stats.errors += 1
         self.stats.last_error = f"{c.name}@{c.broker} {what}: {why}"
         c.trace.record("client_error", op=what, error=why, **ids)
-        log.warning("%s", self.stats.last_error)
+        if self._repeats.first(self.stats.last_error):
+            log.warning("%s", self.stats.last_error)
 
     async def _subscribe(self, name: str, broker: str, sub_id: str, filter_text: str,
                          first_refresh: float | None = None) -> None:
