@@ -77,12 +77,16 @@ class WireError(ValueError):
 # over a bound, WireError names the field and the bound (the link drops the envelope and
 # counts it, dropped_malformed). The sizes of filters and notifications are `Limits` (Tuning);
 # a sketch's m and k are the core's (core/sketch/bloom.py: MAX_BITS, MAX_HASHES).
-# docs/limits.md lists them all.
-MAX_BATCH = 4096  # envelopes in one Batch (Tuning.link_batch_max is at most this)
+# docs/guide/live-limits.md lists them all.
+MAX_BATCH = 256  # envelopes in one Batch (Tuning.link_batch_max is at most this): a batch
+# is handled without a pause, and a Sub of a new filter takes ~0.3 ms on a loaded machine
 MAX_PATH = 4096  # brokers in a lock's path, a separator, an optimizer broadcast or cycle
 MAX_MOVES = 4096  # moves of one recolor or reconfigure
 MAX_RIDS = 1024  # reconfiguration ids of one recolor
-MAX_ITEMS = 16384  # subscriptions of one anti-entropy list; skip-ring entries, publications
+MAX_ITEMS = 1024  # subscriptions of one anti-entropy list (each a filter to parse and a table
+# change: ~1 ms at load 14 on 2 cores, so up to ~1 s of loop there; a held set larger than
+# this cannot be sent in an exact round),
+# skip-ring trie entries and publications
 
 
 def check_count(n: int, field: str, bound: str, limit: int) -> None:
