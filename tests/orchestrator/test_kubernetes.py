@@ -69,7 +69,22 @@ def test_overlay_renders_valid_objects_equal_to_the_backends(overlay: str) -> No
     assert statefulset["spec"]["replicas"] == n
     container = statefulset["spec"]["template"]["spec"]["containers"][0]
     assert container["readinessProbe"]["grpc"] and container["livenessProbe"]["grpc"]
-    assert container["resources"]["limits"]["memory"]
+    # sized from measurement for this topology's queues, the trace cap inside its volume
+    resources, volume = k8s.sizing([c.model_copy(update={"tuning": c.tuning.model_copy(
+        update=k8s.K8S_TUNING)}) for c in _configs(scenario)])
+    assert container["resources"] == resources
+    limit = _bytes(resources["limits"]["memory"])
+    assert limit >= k8s.BASE_RSS + 1.28 * (2 * 16 * k8s.MIB)  # measured: 122 MiB at 2 x 16
+    traces = next(v for v in statefulset["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == "traces")
+    assert traces["emptyDir"]["sizeLimit"] == volume
+    assert _bytes(volume) > k8s.K8S_TUNING["trace_max_bytes"]
+    assert container["startupProbe"]["grpc"]["port"] == 7000
+    configmap = next(o for o in rendered if o["kind"] == "ConfigMap")
+    for key, text in configmap["data"].items():
+        if key != "topology.json":
+            tuning = json.loads(text)["tuning"]
+            assert {k: tuning[k] for k in k8s.K8S_TUNING} == k8s.K8S_TUNING, key
     # the image by kustomize's `images:` (a user's overlay points it at their registry)
     assert container["image"] == k8s.RELEASE_IMAGE and not k8s.RELEASE_IMAGE.endswith("latest")
     labels = statefulset["spec"]["template"]["metadata"]["labels"]
@@ -82,6 +97,21 @@ def test_overlay_renders_valid_objects_equal_to_the_backends(overlay: str) -> No
     assert sorted(map(json.dumps, (_sorted(o) for o in rendered))) == \
         sorted(map(json.dumps, (_sorted(o) for o in ours)))
     assert {key(o) for o in rendered} == {key(o) for o in ours}
+
+
+def _bytes(quantity: str) -> int:
+    assert quantity.endswith("Mi"), quantity
+    return int(quantity[:-2]) * k8s.MIB
+
+
+def _configs(scenario: Any) -> list[Any]:
+    objects = k8s.scenario_manifests(scenario, instance="x", namespace="weeble-x",
+                                     image=k8s.RELEASE_IMAGE, tokens=TOKENS)
+    configmap = next(o for o in objects if o["kind"] == "ConfigMap")
+    from weeble.runtime.config import BrokerConfig
+
+    return [BrokerConfig.model_validate_json(v) for k, v in configmap["data"].items()
+            if k != "topology.json"]
 
 
 def _sorted(obj: Any) -> Any:

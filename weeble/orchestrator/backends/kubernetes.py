@@ -247,9 +247,54 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "seccompProfile": {"type": "RuntimeDefault"}}
 
 
+MIB = 1024 * 1024
+# Sizing, from measurement (local backend, docs/guide/kubernetes.md): under the quickstart
+# load a broker's RSS peaked at 82 MiB (VmHWM, 7 brokers); with one link queue and one client
+# queue full at 16 MiB each it peaked at 122 MiB (+41 MiB for 32 MiB queued: x1.28).
+BASE_RSS = 96 * MIB  # the request: 82 MiB measured, and a margin
+QUEUE_OVERHEAD = 1.3  # RSS per queued byte (1.28 measured)
+CLIENT_STREAMS = 2  # subscribers per broker the limit allows to be full at once
+# What the overlays deploy (a run's configs keep the scenario's own tuning; its limits are
+# computed from them): queues and the trace cap the limits below are made for.
+K8S_TUNING = {"link_queue_bytes": 16 * MIB, "client_queue_bytes": 16 * MIB,
+              "trace_max_bytes": 512 * MIB}
+TMP_SIZE = "16Mi"
+
+
+def _mib(n: float) -> str:
+    return f"{-(-int(n) // (16 * MIB)) * 16}Mi"  # rounded up to 16 MiB
+
+
+def sizing(configs: list[BrokerConfig]) -> tuple[dict[str, Any], str]:
+    """(container resources, the trace volume's sizeLimit) for pods running these configs:
+    memory limit = base RSS + overhead x (each link's queue full + CLIENT_STREAMS full
+    subscriber queues) of the worst broker; the trace volume holds the trace cap and a margin
+    (the cap is hard: the writer stops there and says so)."""
+    worst, trace = 0, 0
+    for c in configs:
+        t = c.tuning
+        if t.trace_max_bytes is None:
+            raise BackendError(f"k8s: broker {c.broker_id}: tuning.trace_max_bytes must be set"
+                               " on k8s (the trace volume has a sizeLimit)")
+        worst = max(worst, len(c.neighbors) * t.link_queue_bytes
+                    + CLIENT_STREAMS * t.client_queue_bytes)
+        trace = max(trace, t.trace_max_bytes)
+    volume = _mib(trace * 1.1 + MIB)
+    storage = _mib(trace * 1.1 + MIB + 64 * MIB)  # + /tmp and the container's log
+    # the request: what a run usually writes (a quickstart trace is a few MiB); the limit and
+    # the volume's sizeLimit hold the cap (a request of the cap would reserve 121 x that)
+    return ({"requests": {"cpu": "50m", "memory": _mib(BASE_RSS),
+                          "ephemeral-storage": "64Mi"},
+             "limits": {"cpu": "500m", "memory": _mib(BASE_RSS + QUEUE_OVERHEAD * worst),
+                        "ephemeral-storage": storage}}, volume)
+
+
 def broker_set(instance: str, name: str, *, replicas: int, image: str,
-               container_ports: list[dict[str, Any]], listen: int) -> dict[str, Any]:
-    """A StatefulSet of broker pods (`name`-0, -1, ...); pod P runs the ConfigMap's P.json."""
+               container_ports: list[dict[str, Any]], listen: int,
+               configs: list[BrokerConfig]) -> dict[str, Any]:
+    """A StatefulSet of broker pods (`name`-0, -1, ...); pod P runs the ConfigMap's P.json;
+    sized for `configs` (`sizing`)."""
+    resources, trace_volume = sizing(configs)
     lab = {**labels(instance), SET_LABEL: name}
     return {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -286,22 +331,24 @@ def broker_set(instance: str, name: str, *, replicas: int, image: str,
                                 "name": TOKENS, "key": "client-secret"}}},
                             {"name": "PYTHONUNBUFFERED", "value": "1"}],
                         "ports": container_ports,
+                        # up to 60 s to start (imports on a busy node); then liveness
+                        "startupProbe": {"grpc": {"port": listen}, "periodSeconds": 1,
+                                         "failureThreshold": 60},
                         "readinessProbe": {"grpc": {"port": listen}, "periodSeconds": 2,
                                            "failureThreshold": 3},
                         "livenessProbe": {"grpc": {"port": listen}, "periodSeconds": 10,
-                                          "initialDelaySeconds": 10, "failureThreshold": 6},
-                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                                      "limits": {"cpu": "500m", "memory": "128Mi"}},
+                                          "failureThreshold": 6},
+                        "resources": resources,
                         "securityContext": CONTAINER_SECURITY,
                         # the root file system is read-only: the traces and /tmp are not
                         "volumeMounts": [{"name": "configs", "mountPath": CONFIG_DIR,
                                           "readOnly": True},
                                          {"name": "traces", "mountPath": TRACE_DIR},
                                          {"name": "tmp", "mountPath": "/tmp"}]}],
-                    "volumes": [{"name": "configs", "configMap": {"name": CONFIGS}},
-                                {"name": "traces", "emptyDir": {}},
-                                {"name": "tmp", "emptyDir": {"medium": "Memory",
-                                                             "sizeLimit": "16Mi"}}]}}}}
+                    # (traces first: the order an overlay's sizing patch leaves them in)
+                    "volumes": [{"name": "traces", "emptyDir": {"sizeLimit": trace_volume}},
+                                {"name": "configs", "configMap": {"name": CONFIGS}},
+                                {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}]}}}}
 
 
 def _container_ports(ports: tuple[int, int, int | None]) -> list[dict[str, Any]]:
@@ -341,7 +388,7 @@ def manifests(configs: list[BrokerConfig], *, instance: str, namespace: str, ima
                              "targetPort": p["name"], "protocol": "TCP"}
                             for p in container_ports]}},
         broker_set(instance, STATEFULSET, replicas=n, image=image,
-                   container_ports=container_ports, listen=listen),
+                   container_ports=container_ports, listen=listen, configs=configs),
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
          "metadata": {"name": STATEFULSET, "labels": lab},
          "spec": {"maxUnavailable": 1, "selector": {"matchLabels": sel}}},
@@ -381,6 +428,8 @@ def scenario_manifests(scenario: Any, *, instance: str, namespace: str, image: s
                              client_secret=None if scenario.live.open_clients
                              else TOKEN_PLACEHOLDER,
                              tls=None, trace_path=lambda b: Path(TRACE_DIR) / f"{b}.jsonl")
+    configs = {b: c.model_copy(update={"tuning": c.tuning.model_copy(update=K8S_TUNING)})
+               for b, c in configs.items()}
     return manifests(list(configs.values()), instance=instance, namespace=namespace,
                      image=image, ports=layout.ports, tokens=tokens, edges=edges,
                      root=scenario.root_broker)
@@ -436,12 +485,24 @@ def render_overlay(scenario: Any, name: str, *, image: str = RELEASE_IMAGE,
                                      if o["metadata"]["name"] not in base_policies]),
     }
     statefulset = by_kind["StatefulSet"][0]
+    pod_spec = statefulset["spec"]["template"]["spec"]
+    # the base's StatefulSet, sized for this topology (a strategic merge by container and
+    # volume name)
+    files["sizing.yaml"] = _yaml([{
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": STATEFULSET},
+        "spec": {"template": {"spec": {
+            "containers": [{"name": "broker",
+                            "resources": pod_spec["containers"][0]["resources"]}],
+            "volumes": [v for v in pod_spec["volumes"] if v["name"] == "traces"]}}}}])
     files["kustomization.yaml"] = yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "namespace": namespace,
         "labels": [{"pairs": {"app.kubernetes.io/instance": name}, "includeSelectors": True,
                     "includeTemplates": True}],
-        "resources": [base, *sorted(f for f in files if f != "kustomization.yaml")],
+        "resources": [base, *sorted(f for f in files
+                                    if f not in ("kustomization.yaml", "sizing.yaml"))],
+        "patches": [{"path": "sizing.yaml"}],
         "replicas": [{"name": STATEFULSET, "count": statefulset["spec"]["replicas"]}],
         # the image by kustomize's transformer: a user points it at their registry's copy
         # (`weeble image push`) in an overlay of their own (docs/guide/kubernetes.md)
@@ -936,7 +997,8 @@ class KubernetesBackend(LocalBackend):
                    self.namespace, policy)
         self._policies[self._pods[b]] = policy
         obj = broker_set(self.instance, leaf_set(b), replicas=1, image=self.image,
-                         container_ports=_container_ports(self._ports), listen=self._ports[0])
+                         container_ports=_container_ports(self._ports), listen=self._ports[0],
+                         configs=list(self._configs.values()))  # sized as the run's worst
         obj["metadata"]["namespace"] = self.namespace
         self._call(f"create StatefulSet {leaf_set(b)}",
                    self._apps().create_namespaced_stateful_set, self.namespace, obj)
