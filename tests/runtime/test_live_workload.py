@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
+
+import pytest
 
 from tests.runtime.livebed import scenario, start
 from weeble.chaos.runner import ChaosRunner, Outcome, in_simulation
@@ -13,7 +16,8 @@ from weeble.orchestrator.workload import LiveWorkload
 from weeble.sim.run import simulate
 
 
-def test_live_clients_carry_out_the_plan(tmp_path: Path) -> None:
+def test_live_clients_carry_out_the_plan(tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
     s = scenario(
         topology={"kind": "chain", "brokers": 3}, duration=4.0, seed=11,
         workload={"filter_classes": 3, "subscriptions": 6, "mean_lifetime": 2.0,
@@ -27,7 +31,8 @@ def test_live_clients_carry_out_the_plan(tmp_path: Path) -> None:
     try:
         addresses = {b: a.listen for b, a in bed.addresses().items()}
         workload = LiveWorkload(s, addresses, bed.trace_dir, tokens=bed.client_token)
-        stats = asyncio.run(workload.run())
+        with caplog.at_level(logging.WARNING, logger="weeble.orchestrator.workload"):
+            stats = asyncio.run(workload.run())
     finally:
         bed.close()
 
@@ -48,6 +53,10 @@ def test_live_clients_carry_out_the_plan(tmp_path: Path) -> None:
             planned.add(("crash" if a.crashes else "client_unsubscribe", a.sub_id,
                          a.broker))
     assert workload_subs > 8, "the test needs more planned subscriptions than the bound"
+    # the cut is said, naming the limit, once, and counted (issue 25: it was silent)
+    assert stats.capped == {"live.max_subscriptions": workload_subs - 8}
+    said = [r.getMessage() for r in caplog.records if "live.max_subscriptions" in r.getMessage()]
+    assert len(said) == 1 and "= 8 cuts" in said[0], said
 
     records = [json.loads(line) for f in bed.trace_dir.glob("*.jsonl")
                for line in f.read_text().splitlines() if line.strip()]

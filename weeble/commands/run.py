@@ -137,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {bed.run_dir}/summary.json and trace/", file=sys.stderr)
     if stats.last_error:
         print(f"weeble: warning: last client error: {stats.last_error}", file=sys.stderr)
+    for limit, cut in sorted(stats.capped.items()):  # never a silent cut (summary.json too)
+        print(f"weeble: warning: {limit} cut {cut} planned actions of the scenario's workload",
+              file=sys.stderr)
     if args.no_analysis:
         return 0
     return judge(bed.run_dir, outcomes, quiet=args.quiet, junit=args.junit)

@@ -49,6 +49,8 @@ class WorkloadStats:
     errors: int = 0
     live: int = 0  # subscriptions active now
     last_error: str = ""
+    # what a live limit cut from the scenario's plan: limit name -> actions not carried out
+    capped: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "last_error"}
@@ -128,6 +130,7 @@ class LiveWorkload:
         if action.cls is not None:  # a workload subscription
             self._workload_subs += 1
             if self._workload_subs > self._max_subs:
+                self._cut("live.max_subscriptions", self._max_subs, "subscriptions")
                 return None
         client, broker, sub_id = action.client, action.broker, action.sub_id
         if action.end < float("inf"):
@@ -328,8 +331,22 @@ class LiveWorkload:
                 await self._end(c.name, c.broker, sub_id, crash=True)
         return {"sub_ids": sub_ids, "brokers": sorted({c.broker for c in hit})}
 
+    def _cut(self, limit: str, value: int, what: str) -> None:
+        """A live limit cut the scenario's workload: said once (naming the limit), counted in
+        the stats (`capped`), never silent (issue 25: 10,000 subscriptions asked for, 1,000
+        run, no message)."""
+        cut = self.stats.capped
+        if limit not in cut:
+            log.warning("%s = %d cuts this scenario's workload: its %s beyond it are not run"
+                        " (raise %s in the scenario to run them all)", limit, value, what,
+                        limit)
+        cut[limit] = cut.get(limit, 0) + 1
+
     def _publish(self, name: str, broker: str, seq: int, attributes: dict[str, Value]) -> None:
-        if self.stats.publications >= self._max_pubs or broker in self.gone:
+        if broker in self.gone:
+            return
+        if self.stats.publications >= self._max_pubs:
+            self._cut("live.max_publications", self._max_pubs, "publications")
             return
         self.stats.publications += 1
         c = self._client(name, broker)
