@@ -91,3 +91,36 @@ def test_a_live_runs_scenario_json_replays_its_chaos(tmp_path: Path) -> None:
     assert [f["id"] for f in first.faults] == ["table", "clock", "cut", "crash", "dup"]
     assert all(f["took_effect"] for f in first.faults)
     assert first.verdict["pass"], first.verdict["reasons"]
+
+
+def test_a_restart_that_fails_ends_its_crash_alone(tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 23 item 5: a restart that cannot start the broker (live: its address was still
+    held) ends the crash it meant to end with `fault_end` ok false and the reason, so the
+    crash's episode is judged from there on its own; the later fault is its own episode and
+    keeps its own verdict (before, the crash never ended, every later fault joined its episode
+    and all were failed as "fault never ended")."""
+    from weeble.check.history import check_run
+    from weeble.sim.target import SimTarget, SimTargetError
+
+    async def cannot_bind(self: SimTarget, broker: str) -> dict[str, Any]:
+        raise SimTargetError("listen address 127.0.0.5:7000: Address already in use")
+
+    monkeypatch.setattr(SimTarget, "restart", cannot_bind)
+    data = {**QUICKSTART, "duration": 90, "chaos": {"faults": [
+        {"name": "down", "kind": "crash", "target": "b5", "at": 10},
+        {"name": "up", "kind": "restart", "target": "b5", "at": 12},
+        {"name": "clear", "kind": "corrupt", "field": "table.clear", "target": "b1", "at": 60},
+    ]}}
+    s = parse_scenario(data)
+    simulate(s, tmp_path, progress=False, faults=in_simulation(s))
+    ends = [r for r in map(json.loads, (tmp_path / "trace" / TRACE_FILE).read_text()
+                           .splitlines()) if r["kind"] == "fault_end"]
+    (crash_end,) = [r for r in ends if r["fault_id"] == "down"]
+    assert crash_end["ok"] is False and crash_end["ended_by"] == "up"
+    assert "Address already in use" in crash_end["error"]
+    report = check_run(tmp_path)
+    episodes = [e["faults"] for e in report["episodes"]]
+    assert episodes == [["down", "up"], ["clear"]]
+    rows = {r["fault_id"]: r for r in report["verdict"]["faults"]}
+    assert rows["clear"]["episode"] == 1 and rows["clear"]["end"] is not None
+    assert rows["down"]["end"] is not None and rows["down"]["status"] != "not judged"

@@ -153,3 +153,11 @@ def test_bad_operations_say_what_is_wrong() -> None:
         apply(t, RemoveLeaf("b"))
     with pytest.raises(PlanError, match="already a link"):
         apply(t, ExchangeLink(remove=("a", "b"), add=("b", "c")))
+    # issue 23: the error names the missing link, not a broker (exchange b1-b9 b2-b9)
+    with pytest.raises(PlanError, match=r"the link a–x to remove is not in the tree "
+                                        r"\('x' is not a broker of it\)"):
+        apply(t, ExchangeLink(remove=("a", "x"), add=("c", "x")))
+    with pytest.raises(PlanError, match=r"the link a–c to remove is not in the tree$"):
+        apply(t, ExchangeLink(remove=("a", "c"), add=("a", "c")))
+    with pytest.raises(PlanError, match="the link a–y to add names 'y', not a broker"):
+        apply(t, ExchangeLink(remove=("a", "b"), add=("a", "y")))

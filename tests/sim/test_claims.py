@@ -416,6 +416,43 @@ def test_nested_mergers_do_not_outlive_a_bogus_constituent(alg: Algorithm) -> No
     assert net.legitimacy() == []
 
 
+
+@pytest.mark.parametrize("alg", [Algorithm.MERGING1, Algorithm.MERGING2])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bogus_all_covering_entries_at_three_brokers_of_31_are_gone_within_the_bound(
+        alg: Algorithm, seed: int) -> None:
+    """Issue 23 item 3: a binary tree of 31 brokers, peer-to-peer, range subscriptions that
+    merge, subscriptions coming and going around the fault (mergers are dissolved and formed
+    again meanwhile), and a bogus `true` entry at three brokers: the state is legitimate from
+    the printed bound (3.8)/(3.9) after the fault on."""
+    pi, rho, dmax = 8.3, 7.5, 0.08  # Δ(merging1) = 17.24 s, the issue's run
+    topo = kary_tree(2, 5)
+    params = Params(pi=pi, rho=rho, delta_min=DMIN, delta_max=dmax, d=topo.diameter())
+    net = SimNetwork(topo, algorithm=alg, params=params, delay="uniform", seed=seed)
+    rng = random.Random(seed)
+    ranges = ["price range [0, 10]", "price range [10, 20]", "price range [20, 30]",
+              "price < 15", "class == 1", "class == 1 && price < 15", "price range [0, 20]"]
+    for i, b in enumerate(topo.brokers):
+        for j in range(3):
+            net.subscribe(0.0, f"c{i}-{j}", b, rng.choice(ranges))
+    t = 3 * pi
+    for k in range(60):
+        start = rng.uniform(t - 2 * pi, t + 2 * pi)
+        sub = net.subscribe(start, f"x{k}", rng.choice(topo.brokers), rng.choice(ranges))
+        net.unsubscribe(start + rng.uniform(0.5, 2 * pi), sub)
+    for b in rng.sample(topo.brokers, 3):
+        net.corrupt(t, b, Corrupt("entry.insert", {
+            "sub_id": f"bogus-{b}", "filter": "true", "dest": rng.choice(topo.neighbors(b)),
+            "flag": 1}))
+    settle, linger = params.d * dmax + 0.05, 2 * pi + params.d * dmax
+    last_bad = now = t
+    while now < t + net.bound + 2 * pi:
+        now += 0.25
+        net.run(now)
+        if net.legitimacy(settle=settle, linger=linger):
+            last_bad = now
+    assert last_bad - t <= net.bound
+
 # ---- closure under churn: no fault, subscriptions come and go, the state stays legitimate ---
 
 

@@ -305,7 +305,7 @@ async def _pause(target: Target, f: F.PauseFault, call: Call) -> Step:
 
 
 def client_name(fault_id: str, broker: str) -> str:
-    return f"chaos-{fault_id}-{broker}".replace(".", "-")
+    return f"chaos-{fault_id}-{broker}".replace(".", "-").replace("#", "-")
 
 
 async def prepare_client_crash(target: Target, f: F.ClientCrashFault, call: Call) -> Any:

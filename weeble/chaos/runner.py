@@ -203,15 +203,27 @@ class Executor:
         self.say(f"{fields['fault_id']}: ended ({'ok' if done.error is None else done.error})")
 
     def _closes(self, fault_id: str, inj: Injection, step: Step) -> None:
-        """A heal or restart ends the open cuts/crashes it undid completely."""
-        if inj.fault.kind not in ("heal", "restart") or step.error:
+        """A heal or restart ends the open cuts/crashes it undid completely. A restart that
+        failed at a broker ends the crash it meant to end there too, with `ok: false` and the
+        reason: that crash's episode is judged from this record, alone, instead of never
+        ending and swallowing every later fault (R10)."""
+        if inj.fault.kind not in ("heal", "restart"):
             return
         ends = ("crash",) if inj.fault.kind == "restart" else ("cut", "partition")
+        failed = (set(step.targets) - step.undoes
+                  if step.error and inj.fault.kind == "restart" else set())
         for open_id, open_ in list(self._open.items()):
             if open_.inj.fault.kind not in ends:
                 continue
             open_.remaining -= step.undoes
-            if not open_.remaining:
+            if open_.remaining & failed:
+                del self._open[open_id]
+                open_.outcome.end = self.target.elapsed()
+                self.target.record("fault_end", open_.outcome.end, {
+                    **open_.fields, "ok": False, "took_effect": open_.step.took_effect,
+                    "ended_by": fault_id, "error": f"{fault_id} failed: {step.error}",
+                    "evidence": step.evidence})
+            elif not open_.remaining:
                 del self._open[open_id]
                 open_.outcome.end = self.target.elapsed()
                 self.target.record("fault_end", open_.outcome.end, {
@@ -292,9 +304,10 @@ class ChaosRunner:
         timeline = experiment.timeline(until=until)
         if any(inj.id in taken for inj in timeline):  # an earlier experiment on this run
             n = 2
-            while any(f"{experiment.name}{n}.{inj.id}" in taken for inj in timeline):
+            # readable on repeats: restart-b3#2.up, not restart-b32.up
+            while any(f"{experiment.name}#{n}.{inj.id}" in taken for inj in timeline):
                 n += 1
-            prefix = f"{experiment.name}{n}."
+            prefix = f"{experiment.name}#{n}."
         self.executor = Executor(experiment, self.target, seed=self.seed, until=until,
                                  prefix=prefix, say=on_event)
         self.timeline = self.executor.timeline

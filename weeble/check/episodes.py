@@ -40,11 +40,10 @@ def faults_of(records: Iterable[tuple[float, dict[str, Any]]]) -> list[Fault]:
         f = faults.get(fid)
         if r["kind"] == "fault_begin":
             if f is None:
-                faults[fid] = f = Fault(fid, r.get("type") or "?", _target(r), t, None)
-            elif t < f.begin:
-                f.begin = t
+                faults[fid] = f = Fault(fid, r.get("type") or "?", fault_target(r), t, None)
             else:
-                _add_target(f, _target(r))
+                f.begin = min(f.begin, t)
+                f.target = merge_targets(f.target, fault_target(r))
         else:
             ends[fid] = max(ends.get(fid, t), t)
         if f is not None:
@@ -58,7 +57,9 @@ def faults_of(records: Iterable[tuple[float, dict[str, Any]]]) -> list[Fault]:
     return sorted(faults.values(), key=lambda f: (f.begin, f.fault_id))
 
 
-def _target(r: dict[str, Any]) -> str:
+def fault_target(r: dict[str, Any]) -> str:
+    """What a fault_begin record names as its target: `target`, else its `links`, else the
+    recording node (the reference checker and the Spark twin read it alike)."""
     if r.get("target"):
         return str(r["target"])
     if r.get("links"):
@@ -66,12 +67,14 @@ def _target(r: dict[str, Any]) -> str:
     return str(r.get("node", ""))
 
 
-def _add_target(f: Fault, target: str) -> None:
-    have = f.target.split(",") if f.target else []
+def merge_targets(have: str, target: str) -> str:
+    """A fault's targets so far (comma-separated) with those of another record, each once, in
+    order of first appearance (not b0,b6,b0,b6)."""
+    out = have.split(",") if have else []
     for t in target.split(","):
-        if t and t not in have:
-            have.append(t)
-    f.target = ",".join(have)
+        if t and t not in out:
+            out.append(t)
+    return ",".join(out)
 
 
 @dataclass(slots=True)

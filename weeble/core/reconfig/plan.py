@@ -148,6 +148,16 @@ def cycle(tree: Tree, op: ExchangeLink) -> tuple[str, ...]:
     """The reconfiguration cycle as the initiator numbers it: ⟨B1 … Br1, Br2 … Bn⟩, the tree
     path from a's first endpoint B1 to its second Bn. Raises PlanError if r is not on it."""
     a1, a2 = op.add
+    r1, r2 = op.remove
+    if edge(r1, r2) not in tree.edges:  # name what is missing: the link, not a broker
+        missing = [b for b in (r1, r2) if b not in tree.nodes]
+        why = (f" ({' and '.join(repr(b) for b in missing)} "
+               f"{'is' if len(missing) == 1 else 'are'} not a broker of it)" if missing else "")
+        raise PlanError(f"exchange: the link {r1}–{r2} to remove is not in the tree{why}")
+    missing = [b for b in (a1, a2) if b not in tree.nodes]
+    if missing:
+        raise PlanError(f"exchange: the link {a1}–{a2} to add names "
+                        f"{' and '.join(repr(b) for b in missing)}, not a broker of the tree")
     if edge(a1, a2) in tree.edges:
         raise PlanError(f"exchange: {a1}–{a2} is already a link")
     path = tree.path(a1, a2)
