@@ -175,10 +175,10 @@ class Routing(_Model):
 
 
 class Timing(_Model):
-    pi: float
-    rho: float
-    delta_min: float
-    delta_max: float
+    pi: float  # π, s: the leasing (overrun) period of routing entries
+    rho: float  # ρ, s: how often a client refreshes its subscriptions
+    delta_min: float  # δmin, s: the least delay of a message on a link
+    delta_max: float  # δmax, s: the largest delay of a message on a link (the bound Δ uses it)
     # constant: always delta_max. uniform: in [delta_min, delta_max]. adversarial: within the
     # bounds, chosen to widen the refresh gap of spec Fig. 3.1 (see sim/engine.py).
     delay: Literal["constant", "uniform", "adversarial"] = "constant"
@@ -202,10 +202,10 @@ class Workload(_Model):
 
 
 class Subscription(_Model):
-    client: str
-    broker: str
-    filter: str
-    start: float = Field(default=0.0, ge=0)
+    client: str  # the client's id
+    broker: str  # the broker it is attached to
+    filter: str  # e.g. 'class == 3 && price < 100' (the trace schema's Filters)
+    start: float = Field(default=0.0, ge=0)  # s: when it subscribes
     end: float | None = None  # None: until the end of the run
     # when its first refresh is due (then every ρ); default start + ρ. A workload subscription
     # written out (`weeble shrink`) keeps its phase with it; live clients refresh every ρ.
@@ -213,9 +213,9 @@ class Subscription(_Model):
 
 
 class Publication(_Model):
-    at: float = Field(ge=0)
-    broker: str
-    attributes: Attributes
+    at: float = Field(ge=0)  # s: when it is published
+    broker: str  # the publisher's broker
+    attributes: Attributes  # name: value (str, int, float or bool; finite numbers only)
     client: str | None = None  # default: p<broker>, the workload's publisher at that broker
 
 
@@ -568,17 +568,17 @@ class Live(_Model):
 
 
 class Scenario(_Model):
-    name: str
-    seed: int = 0
-    duration: float = Field(gt=0)
-    topology: TopologySpec
+    name: str  # names the run (run ids, reports, the run header)
+    seed: int = 0  # the run's random draws (workload, a random tree, faults) come from it
+    duration: float = Field(gt=0)  # s of workload: virtual time simulated, real time live
+    topology: TopologySpec  # the broker tree; `kind` picks one of the four forms
     root: str | None = None  # default: the first broker
-    routing: Routing
-    timing: Timing
-    workload: Workload | None = None
-    subscriptions: list[Subscription] = []
-    publications: list[Publication] = []
-    trace: Trace = Trace()
+    routing: Routing  # the routing algorithm and its switches
+    timing: Timing  # π, ρ and the delay bounds the algorithms and the checker rely on
+    workload: Workload | None = None  # a randomized workload drawn from the seed
+    subscriptions: list[Subscription] = []  # explicit clients, beside or instead of the workload
+    publications: list[Publication] = []  # explicit publications
+    trace: Trace = Trace()  # what the run traces
     # where a live run puts its brokers (weeble/orchestrator/backend.py BACKEND_KINDS)
     backend: Literal["local", "mininet", "docker", "k8s"] = "local"
     live: Live = Live()
