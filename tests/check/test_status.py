@@ -72,3 +72,11 @@ def test_weeble_check_exits_with_the_status_code(tmp_path: Path) -> None:
 
     assert main(["check", str(tmp_path)]) == exit_code(check_run(tmp_path)["verdict"]["status"])
     assert main(["check", str(tmp_path / "nothing")]) == BAD_INPUT
+
+
+def test_an_episode_without_publications_is_not_judged_not_failed() -> None:
+    quiet = Episode(0, 10.0, 11.0, 40.0, ["a"], service_status="no publications observed",
+                    state_time=1.0, state_status="stabilized")
+    v = _judge(quiet)
+    assert v["parts"][1]["status"] == "not judged" and v["status"] == "not judged"
+    assert "no publications observed" in v["parts"][1]["reason"]

@@ -63,21 +63,47 @@ than a `seq` of that publisher already delivered to that client is a *FIFO viola
 
 **R8 Legitimacy checks.** The state is judged at *checks*, each a time and ok/not ok:
 (a) every `legitimacy` record (the simulator's own check: time `t`, verdict `ok`); (b) every
-complete snapshot *round*: the `snapshot` records with the same `round`, one per broker of
-`topology.brokers` (a round missing a broker is skipped), checked at the time of its latest
-record by R9. A check is ok if its set of problems is empty.
+complete snapshot *round*: the `snapshot` records with the same `round` (no `round`: the same
+`t`), one per broker of the header's `topology.brokers` (a broker's last record in the round
+counts), checked at the time of its latest record by R9. A round without a record of some
+broker of the header, or with a broker the header does not list, is skipped: so after a broker
+is removed from the tree (or while one is down, or once one has joined), no round of snapshots
+is checked, and only the `legitimacy` records remain. A check is ok if its set of problems is
+empty. `weeble check` and `weeble analyze` use both kinds. The simulator's own
+`summary.json` (written as the run goes, before any snapshot is read back) counts and uses
+R8(a) only: on a simulated run that also wrote snapshots, its `legitimacy.checks` and state
+times can differ from `weeble check`'s, and `weeble check`'s are the contract's.
 
 **R9 Legitimate routing configuration.** At time t, a subscription (R1) is *required* if it has
 started by t − D and not ended by t, and *allowed* if it has started by t and not ended before
 t − L. The configuration of the snapshots is legitimate iff the routing tables hold, for every
 required subscription, exactly the entries the routing algorithm of the header gives it in the
-tree of the header, and no entry that no allowed subscription explains (weeble computes this
-with `weeble.core.legitimacy.check`: for each algorithm, the entries a legitimate table
-holds are those its routing rule derives from the required subscriptions; see spec ch3 §6).
+tree, and no entry that no allowed subscription explains (weeble computes this with
+`weeble.core.legitimacy.check`: for each algorithm, the entries a legitimate table holds are
+those its routing rule derives from the required subscriptions; see spec ch3 §6). Precisely:
+(a) the tree is the one the snapshots show (each broker's `neighbors` and `parent` when it was
+taken), not the header's: in a reconfigured run, the tree at that round. (b) An entry towards a
+*local client* (a destination that is not a neighbour) is judged by subscription id: the ids
+held towards client c must include the ids of c's required subscriptions at that broker and be
+among those of its allowed ones (ids are unique per client, and the destination is the
+client). (c) Entries towards a neighbour are judged by filter (simple routing: by the pair
+(`sub_id`, `filter`), ids compared bare, so two clients' subscriptions with the same id and
+filter on the same side count once). (d) A merger record (which constituents a broker merged,
+`mergers` in a snapshot) is not an entry and is not judged; the merger it forwarded is an
+ordinary entry at the neighbour, judged by its filter. (e) Under the periodic-rebuild wrapper
+the union of the two tables is judged; with the coloured overlay, the tables of the colours
+the root calls current and old, each against its colour's tree (the table being prepared is
+not judged); with advertisements, the advertisement tables are judged like subscription
+tables against the live advertisements by the simulator's own checks (R8a) only, not in
+snapshot rounds.
 
 **R10 Faults and episodes.** A fault is all `fault_begin` and `fault_end` records with the same
 `fault_id`; it begins at its earliest `fault_begin` and ends at its latest `fault_end` (no
-`fault_end`: it never ends). Sort faults by begin. A fault belongs to the current episode if it
+`fault_end`: it never ends). A `fault_end` with `ok: false` ends the fault too: its action
+failed (e.g. a restart that could not start the broker ends the crash it meant to end), the
+reason is in `error`, and the fault's episode is judged from there like any other. Its target
+is the `target` of its records, else their `links`, else the recording node, each name once.
+Sort faults by begin. A fault belongs to the current episode if it
 begins before the current episode ends + Δ (faults closer than Δ form one episode), or if the
 current episode never ends; otherwise it starts a new episode. An episode begins when its first
 fault begins and ends when its last-ending fault ends; it is *observed until* the next episode
@@ -93,7 +119,9 @@ after the last incorrect one.
 An episode that never ends: "fault never ended", no time.
 
 **R12 State-level stabilization of an episode** (from E, as R11): take the checks (R8) with
-E ≤ t < observed-until. None: "no checks observed". All ok: 0 s. Checks at the same instant
+E ≤ t < observed-until (the one exception to "on the edge is inside": a check at the very
+instant the next episode begins may already see its fault, and belongs to it). None: "no
+checks observed". All ok: 0 s. Checks at the same instant
 are one moment, as in R11. The last moment not ok: "not stabilized". Otherwise: the time of the
 first moment after the last failing one, minus E.
 A run without faults has no episode and no stabilization time.
@@ -103,7 +131,9 @@ A run without faults has no episode and no stabilization time.
 τ = {TIMING_TOLERANCE} s of measurement slack, the trace shows a *timing violation*:
 (a) hop: a `send` and the `receive` with the same (`from`, `to`, `lseq`) (the latest send
 before the receive) more than δmax + τ apart, or less than δmin − τ; the violation lasts from
-the send to the receive; (b) refresh: two consecutive `subscribe`/`refresh` records of a
+the send to the receive (only records with an `lseq` are paired: the simulator writes none,
+its links keep [δmin, δmax] by construction, so its traces have no hop violations); (b) refresh:
+two consecutive `subscribe`/`refresh` records of a
 running subscription more than ρ + τ apart; it lasts from the first to the second; (c) timer:
 a `timer` record with `late` > τ; it lasts from `t − late` to `t`; (d) path: the first
 `deliver` of a published pair (p, c) whose `t` minus t_p exceeds h·δmax + τ, h being the hops
@@ -140,8 +170,10 @@ against it counted from K: a stabilization time with E + time > K + Δ̂, or "no
 although the episode was observed past K + Δ̂ (observed-until − D for the service level,
 observed-until for the state level). Such an episode, or a prefix that fails anyway, fails;
 the run then does not pass. An "assumptions violated" part does not pass either. An episode
-that never ends (R10) is *not judged*: it has no stabilization time, is reported on its own
-row, and the other parts keep their own verdicts. An episode that passes at the service level
+that never ends (R10), or that has no judged publication after its end (R11: "no publications
+observed"; its state-level result alone does not make it stabilized) is *not judged*: it is
+reported on its own row, and the other parts keep their own verdicts. An episode that passes at
+the service level
 but had no state-level check (R12: "no checks observed") has the status *no checks observed*,
 which is not a pass. The run's status is the first of fail, assumptions violated, not judged,
 no checks observed that a part has, else pass; "Verdict statuses and exit codes" below gives
@@ -154,9 +186,13 @@ start − D ≤ t_p < end + D (those in flight when it started, and those that m
 old paths). Per reconfiguration: *lost* is the sum of R5's missing deliveries over the judged
 publications of its window, *duplicated* their duplicate deliveries, *reordered* the FIFO
 violations (R7) with delivery time in [start − D, end + 2D), plus, when the header's
-`ordering` is `causal`, the causal violations in that span (a delivery of a notification that
-causally precedes one the client already received; n1 → n2 when one client published n1
-before n2, or received n1 before publishing n2). Its coordination messages are the
+`ordering` is `causal`, the causal violations in that span that are not FIFO violations (a
+delivery of a notification that causally precedes one the client already received, n1 → n2
+when one client published n1 before n2, or received n1 before publishing n2 — unless the
+client had already received a later publication of n1's own publisher: R7 counted it), so each
+reordering counts once. "In that span" is by *delivery* time, for FIFO and causal violations
+alike; lost and duplicated are by *publication* time (the window above). Its coordination
+messages are the
 `finished` record's `coordination`. It is *during faults* if [start − D, end + 2D] overlaps a
 fault (R10) or the Δ after its end. Its *verdict*, on the service over its window: if it
 lost, duplicated, spuriously delivered or reordered anything, *during faults* when it is (the

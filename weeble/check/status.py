@@ -51,9 +51,9 @@ STATUSES: tuple[StatusInfo, ...] = (
         "a part broke a rule while the run broke the timing model the bounds assume (R13): "
         "the figures say how far; the algorithm is not shown wrong, and the run does not pass")),
     StatusInfo(status=Status.NOT_JUDGED, exit_code=4, rank=2, meaning=(
-        "a part could not be judged: a fault never ended, or its end failed (`fault_end` with "
-        "`ok: false`) and no later record ended it; its episode is reported on its own row and "
-        "the other parts are judged as usual")),
+        "a part could not be judged: a fault never ended (R10), or an episode had no judged "
+        "publication after its end (R11: \"no publications observed\"); it is reported on "
+        "its own row and the other parts are judged as usual")),
     StatusInfo(status=Status.NO_CHECKS_OBSERVED, exit_code=5, rank=1, meaning=(
         "every judged part passed, but an episode had no state-level check (R12: no "
         "`legitimacy` record and no complete snapshot round between its end and the next "

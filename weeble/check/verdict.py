@@ -23,6 +23,7 @@ from weeble.check.timing import Violation, describe, overlapping
 
 PASS, FAIL, ASSUMPTIONS = Status.PASS.value, Status.FAIL.value, Status.ASSUMPTIONS_VIOLATED.value
 NOT_JUDGED, NO_CHECKS = Status.NOT_JUDGED.value, Status.NO_CHECKS_OBSERVED.value
+UNOBSERVED = "no publications observed"  # R11's status of an episode without publications
 
 SERVICE_FROM = ("service level: from the end of the episode's last fault (t = {end:.6g} s) to "
                 "the first publication after which every publication was delivered correctly")
@@ -153,6 +154,9 @@ def _episode(name: str, e: Episode, bound: float, deactivation: float,
         return {"part": name, "begin": e.begin, "end": e.observed_until, "status": NOT_JUDGED,
                 "reason": "a fault never ended: no stabilization time can be measured"}
     problems = episode_problems(e, bound)
+    if problems == [f"service: {UNOBSERVED}"]:  # nothing to judge it by, not a failure
+        return {"part": name, "begin": e.begin, "end": e.observed_until, "status": NOT_JUDGED,
+                "reason": f"service: {UNOBSERVED} (no judged publication after its end)"}
     part = _part(name, e.begin, e.observed_until, problems, violations)
     if part["status"] == PASS and e.state_status == NO_CHECKS:
         return {**part, "status": NO_CHECKS,
