@@ -7,8 +7,8 @@
 `--recorded DIR` re-runs nothing: it reads the per-point results a `weeble reproduce` run kept in
 DIR/points/ (any experiment) and prints the simulated points, their events and the wall time the
 simulation column took, summed over the points (what a run of that grid costs on one core; a
-run resumed over several sessions is summed the same way). The README's --full figure comes from
-it, because --full takes hours and is not re-run in CI.
+run resumed over several sessions is summed the same way). docs/reproduce.md's --full figure comes
+from it, because --full takes hours and is not re-run in CI.
 
 Each run is a fresh `weeble reproduce` process in a fresh directory (so interpreter start-up,
 imports and matplotlib count, as a user sees them), then the same command again in that

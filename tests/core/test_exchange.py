@@ -518,10 +518,10 @@ def _same_exchange_twice(seed: int, ordering: Ordering) -> Net:
 
 @pytest.mark.parametrize("ordering", list(Ordering), ids=[o.value for o in Ordering])
 def test_d14_the_same_exchange_decided_twice_loses_nothing(ordering: Ordering) -> None:
-    """The live loss of `test_live_costs` (README, "Measured link costs"), replayed: seed 1
-    retries b3's request after b1's exchange made b1-b3 a link; b3 took its lock, b2 refused
-    it ("path"), and the notifications b3 routed to b1 meanwhile (its own, b2's) were dropped
-    as "black over a": 147 missing before D14."""
+    """The live loss of `test_live_costs` (docs/guide/optimizer.md, "Measured link costs"),
+    replayed: seed 1 retries b3's request after b1's exchange made b1-b3 a link; b3 took its lock,
+    b2 refused it ("path"), and the notifications b3 routed to b1 meanwhile (its own, b2's) were
+    dropped as "black over a": 147 missing before D14."""
     net = _same_exchange_twice(1, ordering)
     phases = {(node, tr.fields["rid"], tr.fields["phase"]): tr.fields.get("why")
               for _, node, tr in net.traces if tr.kind == "reconfig"}

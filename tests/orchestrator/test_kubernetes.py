@@ -1,5 +1,5 @@
-"""Kubernetes, validated offline (no cluster can run on this machine; the README says what was
-not exercised). The committed k8s/ tree is what the code generates; `kubectl kustomize`
+"""Kubernetes, validated offline (no cluster can run on this machine; docs/guide/backends.md says
+what was not exercised). The committed k8s/ tree is what the code generates; `kubectl kustomize`
 renders each overlay into exactly the objects the backend applies; every object validates
 against the Kubernetes JSON schemas of a pinned version and round-trips through the official
 client's models; the backend's calls go through the official client to an API endpoint that

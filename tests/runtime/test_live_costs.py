@@ -10,7 +10,7 @@ does (`LiveReconfigurator.monitor_costs`): its exchanges become reconfiguration 
 per notification falls once the delayed link is gone, and nothing is lost, duplicated or
 reordered — also when several brokers decide the same exchange at once and a retry is stale
 (its new link a link already: refused before the lock, fix D14 of the exchange; this run found
-that loss, README "Measured link costs").
+that loss, docs/guide/optimizer.md, "Measured link costs").
 """
 
 from __future__ import annotations

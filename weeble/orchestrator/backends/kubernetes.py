@@ -35,7 +35,8 @@ Traces are read from the pods (exec), logs from the API.
 
 No cluster runs on the machines this project is built on: the manifests are validated offline
 (kubectl kustomize, the Kubernetes JSON schemas of a pinned version, the client's models) and
-the backend's calls run against the client; what was not exercised is said in the README.
+the backend's calls run against the client; what was not exercised is said in
+docs/guide/backends.md.
 """
 
 from __future__ import annotations
