@@ -7,7 +7,9 @@ The convention (docs/README.md says it to writers):
   order, in one shell per page.
 - ```python blocks run too, in page order, in one interpreter per page.
 - a block that cannot run on this machine has the line `<!-- docs-test: not run: REASON -->`
-  right above it (keep these few).
+  right above it (keep these few); a block whose commands a test already runs (a live suite,
+  not run twice) has `<!-- docs-test: run by tests/PATH.py -->`, and that file must name each
+  of the commands' options.
 - ```bash, ```sh and ```shell blocks are not used (they would hide commands from the tests);
   output is ```text.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_RUN = re.compile(r"<!--\s*docs-test:\s*not run:\s*(?P<reason>.+?)\s*-->")
+RUN_BY = re.compile(r"<!--\s*docs-test:\s*run by\s+(?P<test>\S+?)\s*-->")
 EXPECT = re.compile(r"\s+#\s*exit\s+(?P<status>\d+)\s*$")
 HEREDOC = re.compile(r"<<-?\s*['\"]?(?P<end>\w+)['\"]?")
 
@@ -37,6 +40,7 @@ class Block:
     info: str
     text: str
     not_run: str | None  # the reason, when the block is marked not to run
+    run_by: str | None = None  # the test file that runs these commands (a live suite, once)
 
     def where(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
@@ -58,9 +62,9 @@ def blocks(page: Path) -> list[Block]:
             body.append(lines[i])
             i += 1
         above = next((lines[k] for k in range(start - 1, -1, -1) if lines[k].strip()), "")
-        marker = NOT_RUN.search(above)
+        marker, by = NOT_RUN.search(above), RUN_BY.search(above)
         out.append(Block(page, start + 1, m["info"].strip(), "\n".join(body),
-                         marker["reason"] if marker else None))
+                         marker["reason"] if marker else None, by["test"] if by else None))
         i += 1
     return out
 

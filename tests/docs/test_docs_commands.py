@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ from tests.docs.markdown import ROOT, Block, blocks, commands, pages
 
 RUNNABLE = ("console", "python")
 # The blocks that cannot run here, each with its reason on the page; keep this list tiny.
-MAX_NOT_RUN = 4
-LINKED = ("scenarios", "benchmarks", "scripts", "k8s", "analytics")
+MAX_NOT_RUN = 3
+# read-only, so linked; copied: what a page's commands may write into (k8s render, ...)
+LINKED = ("benchmarks", "scripts", "analytics")
+COPIED = ("scenarios", "k8s", "examples")
 BIN = Path(sys.executable).parent
 # written by their generators, which hold no commands (python -m weeble.check.doc)
 GENERATED = (ROOT / "docs" / "trace-schema.md",)
@@ -36,7 +39,8 @@ def _blocks() -> list[Block]:
 def _runnable_pages() -> list[Path]:
     found = []
     for b in _blocks():
-        if b.info in RUNNABLE and b.not_run is None and b.page not in found:
+        if b.info in RUNNABLE and b.not_run is None and b.run_by is None and \
+                b.page not in found:
             found.append(b.page)
     return found
 
@@ -50,6 +54,16 @@ def test_the_convention_holds() -> None:
     not_run = [(b.where(), b.not_run) for b in _blocks() if b.not_run is not None]
     assert len(not_run) <= MAX_NOT_RUN, f"too many blocks not run: {not_run}"
     assert all(reason and len(reason) > 10 for _, reason in not_run), not_run
+    by = [b for b in _blocks() if b.run_by is not None]
+    assert len(by) <= MAX_NOT_RUN, f"too many blocks run elsewhere: {[b.where() for b in by]}"
+    for b in by:
+        test = ROOT / b.run_by
+        assert test.is_file() and test.parts[-2:][0] != "docs", f"{b.where()}: no {b.run_by}"
+        text = test.read_text(encoding="utf-8")
+        options = {w.split("=")[0] for c in commands(b) for w in c.text.split()
+                   if w.startswith("--")}
+        missing = sorted(o for o in options if o not in text)
+        assert not missing, f"{b.where()}: {b.run_by} does not use {missing}"
     empty = [b.where() for b in _blocks()
              if b.info == "console" and b.not_run is None and not commands(b)]
     assert not empty, f"console blocks without a `$ ` command: {empty}"
@@ -58,7 +72,7 @@ def test_the_convention_holds() -> None:
 def _script(page: Path) -> str:
     lines = ["set -u", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
     for b in blocks(page):
-        if b.info != "console" or b.not_run is not None:
+        if b.info != "console" or b.not_run is not None or b.run_by is not None:
             continue
         for c in commands(b):
             shown = c.text.splitlines()[0]
@@ -88,6 +102,9 @@ def test_every_command_of_the_page_runs(page: Path, tmp_path: Path) -> None:
     for name in LINKED:
         if (ROOT / name).exists():
             (work / name).symlink_to(ROOT / name)
+    for name in COPIED:
+        if (ROOT / name).exists():
+            shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
     try:
