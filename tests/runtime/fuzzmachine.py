@@ -63,6 +63,7 @@ class _LinkPeer:
         self.out: queue.Queue[bytes | None] = queue.Queue()
         self.out.put(hello("b0", LINK_TOKEN).SerializeToString())
         self.call = channel.stream_stream(CONNECT_METHOD)(iter(self.out.get, None))
+        self.ended = threading.Event()
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
 
@@ -71,7 +72,9 @@ class _LinkPeer:
             for _ in self.call:
                 pass
         except grpc.RpcError:
-            pass  # the broker ended it (a repeated hello, a refused session): fine
+            pass  # the broker ended it (a Bye, a refused session): the machine redials
+        finally:
+            self.ended.set()
 
     def send(self, data: bytes) -> None:
         self.out.put(data)
@@ -165,29 +168,37 @@ class LiveBrokerMachine(RuleBasedStateMachine):
         self.accepted: list[str] = []  # nids the broker accepted for the watcher
         self.seq = 0
 
+    def _link(self, data: bytes) -> None:
+        """Send on the link session, dialling a new one when the broker ended the last (a
+        Bye among the fuzzed frames ends it): later link rules must reach a live session."""
+        if self.peer.ended.is_set():
+            self.redial()
+        self.peer.send(data)
+
     # ---- rules ------------------------------------------------------------------------------
 
     @rule(data=st.lists(frames, min_size=1, max_size=8))
     def link_frames(self, data: list[bytes]) -> None:
         for frame in data:
-            self.peer.send(frame)
+            self._link(frame)
 
     @rule(seqs=st.lists(st.sampled_from([0, 1, 2, U64 - 1, U64]), min_size=2, max_size=6))
     def link_sequence_extremes(self, seqs: list[int]) -> None:
         for seq in seqs:
-            self.peer.send(link_pb2.Envelope(seq=seq, sub=link_pb2.SubMsg(
+            self._link(link_pb2.Envelope(seq=seq, sub=link_pb2.SubMsg(
                 sub_id="s", filter="fz == 1")).SerializeToString())
 
     @rule(m=st.sampled_from([0, 8, 64, MAX_BITS, MAX_BITS + 1, 2**27]),
           k=st.sampled_from([0, 1, 7, MAX_HASHES, MAX_HASHES + 1, 1000]))
     def ask_for_a_sketch(self, m: int, k: int) -> None:
-        self.peer.send(link_pb2.Envelope(seq=0, ae_observe=link_pb2.AeObserveMsg(
+        self._link(link_pb2.Envelope(seq=0, ae_observe=link_pb2.AeObserveMsg(
             round=1, m=m, k=k, seed=7)).SerializeToString())
 
     @rule(n=st.sampled_from([MAX_BATCH, MAX_BATCH + 1]))
     def a_large_batch(self, n: int) -> None:
-        self.peer.send(link_pb2.Envelope(batch=link_pb2.Batch(envelopes=[
-            link_pb2.Envelope(seq=0, bye=link_pb2.ByeMsg()) for _ in range(n)]))
+        self._link(link_pb2.Envelope(batch=link_pb2.Batch(envelopes=[
+            link_pb2.Envelope(seq=0, sub=link_pb2.SubMsg(sub_id="b", filter="fz == 2"))
+            for _ in range(n)]))
             .SerializeToString())
 
     @rule()
