@@ -10,6 +10,7 @@ on failure."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -23,6 +24,9 @@ from tests.docs.markdown import ROOT, Block, blocks, commands, pages
 RUNNABLE = ("console", "python")
 # The blocks that cannot run here, each with its reason on the page; keep this list tiny.
 MAX_NOT_RUN = 3
+# blocks whose commands a live or long test already runs (docs-test: run by ...), not run twice
+MAX_RUN_BY = 6
+COMMAND = re.compile(r"^ {4,}(\$ |weeble |python |pytest |bash |sudo |kubectl |docker )")
 # read-only, so linked; copied: what a page's commands may write into (k8s render, ...)
 LINKED = ("benchmarks", "scripts", "analytics")
 COPIED = ("scenarios", "k8s", "examples")
@@ -54,8 +58,10 @@ def test_the_convention_holds() -> None:
     not_run = [(b.where(), b.not_run) for b in _blocks() if b.not_run is not None]
     assert len(not_run) <= MAX_NOT_RUN, f"too many blocks not run: {not_run}"
     assert all(reason and len(reason) > 10 for _, reason in not_run), not_run
+    indented = [f"{page.relative_to(ROOT)}:{n}" for page in pages() for n in _indented(page)]
+    assert not indented, f"commands in an indented block, use ```console: {indented}"
     by = [b for b in _blocks() if b.run_by is not None]
-    assert len(by) <= MAX_NOT_RUN, f"too many blocks run elsewhere: {[b.where() for b in by]}"
+    assert len(by) <= MAX_RUN_BY, f"too many blocks run elsewhere: {[b.where() for b in by]}"
     for b in by:
         test = ROOT / b.run_by
         assert test.is_file() and test.parts[-2:][0] != "docs", f"{b.where()}: no {b.run_by}"
@@ -67,6 +73,19 @@ def test_the_convention_holds() -> None:
     empty = [b.where() for b in _blocks()
              if b.info == "console" and b.not_run is None and not commands(b)]
     assert not empty, f"console blocks without a `$ ` command: {empty}"
+
+
+def _indented(page: Path) -> list[int]:
+    """Lines of an indented code block (after a blank line, outside fences) that hold a command:
+    such a block would hide it from these tests."""
+    found, fence, blank = [], False, True
+    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.startswith(("```", "~~~")):
+            fence = not fence
+        elif not fence and blank and COMMAND.match(line):
+            found.append(n)
+        blank = not line.strip() or (blank and COMMAND.match(line) is not None)
+    return found
 
 
 def _script(page: Path) -> str:
