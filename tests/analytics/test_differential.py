@@ -109,3 +109,47 @@ def test_checker_and_spark_agree_on_a_skip_ring_run(spark: Any, tmp_path: Path) 
     load = ours["load"]  # messages per interval per node, max and mean, the same in both
     assert theirs["overhead"]["load"] == load
     assert load["by_kind"]["introduce"] > 0 and load["by_kind"]["checktrie"] > 0
+
+
+def test_the_service_tail_of_spark_equals_the_checkers(spark: Any) -> None:
+    """The one stabilization tail is the checker's (`weeble.check.episodes.stabilization_tail`,
+    through `service_stabilization`); the Spark job computes it with aggregations: on windows
+    of every shape (none, all correct, last one bad, bad ones inside, publications outside the
+    window on both sides, one on the window's edge, a good and a bad one at the same instant)
+    both give the same time and status."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from weeble.analytics.jobs.stabilization import service_tail as spark_tail
+    from weeble.check.episodes import Episode, service_stabilization
+
+    def service_tail(case: list[tuple[float, bool]], end: float, until: float,
+                     deactivation: float) -> tuple[float | None, str]:
+        return service_stabilization(Episode(0, end, end, until), [t for t, _ in case],
+                                     [int(ok) for _, ok in case], deactivation)
+
+    rng = random.Random(7)
+    end, until, deactivation = 10.0, 20.0, 1.0
+    cases: list[list[tuple[float, bool]]] = [
+        [],
+        [(5.0, False), (19.5, True)],  # before the end, and not complete by `until`
+        [(10.0, False), (11.0, True), (12.0, True)],  # a bad one on the window's edge
+        [(11.0, True), (12.0, True)],
+        [(11.0, True), (12.0, False)],
+        [(11.0, False), (13.0, True), (14.0, False), (15.5, True), (16.0, True)],
+        [(11.0, True), (12.0, True), (12.0, False), (13.0, True)],  # one moment, not ok
+        [(11.0, False), (12.0, False), (12.0, True)],
+    ]
+    for _ in range(6):
+        times = sorted(rng.sample(range(80, 200), rng.randint(1, 12)))
+        cases.append([(t / 10, rng.random() < 0.7) for t in times])
+    rows = [(i, t, ok) for i, case in enumerate(cases) for t, ok in case]
+    df = spark.createDataFrame(rows, "case long, ts double, correct boolean").cache()
+    for i, case in enumerate(cases):
+        ours = service_tail(case, end, until, deactivation)
+        theirs = spark_tail(df.where(F.col("case") == i), end, until, deactivation)
+        assert theirs[1] == ours[1], (case, ours, theirs)
+        assert theirs[0] == pytest.approx(ours[0], abs=1e-9), (case, ours, theirs)
+    statuses = {service_tail(case, end, until, deactivation)[1] for case in cases}
+    assert statuses == {"no publications observed", "not stabilized", "stable", "stabilized"}

@@ -52,9 +52,7 @@ def run(ctx: Context) -> dict[str, Any]:
             row.update(service_time=None, service_status="fault never ended",
                        state_time=None, state_status="fault never ended")
         else:
-            window = pubs.where((F.col("ts") >= e["end"] - EPS)
-                                & (F.col("ts") + D <= e["observed_until"] + EPS))
-            time, status = _service(window, e["end"])
+            time, status = service_tail(pubs, e["end"], e["observed_until"], D)
             row.update(service_time=time, service_status=status)
             time, status = _state(check_rows, e["end"], e["observed_until"])
             row.update(state_time=time, state_status=status)
@@ -66,8 +64,15 @@ def run(ctx: Context) -> dict[str, Any]:
     return {"bound": bound, "episodes": rows}
 
 
-def _service(window: DataFrame, end: float) -> tuple[float | None, str]:
+def service_tail(pubs: DataFrame, end: float, until: float,
+                 deactivation: float) -> tuple[float | None, str]:
+    """The checker's service level (`weeble.check.episodes.service_stabilization`, its
+    `stabilization_tail`) at scale, over the judged publications (`ts`, `correct`) of an
+    episode that ended at `end`, observed until `until`: a few aggregations, no publication
+    collected. tests/analytics/test_differential.py holds the two equal."""
     from pyspark.sql import functions as F
+
+    window = pubs.where((F.col("ts") >= end - EPS) & (F.col("ts") + deactivation <= until + EPS))
 
     last_bad = window.where(~F.col("correct")).agg(F.max("ts")).first()[0]  # type: ignore[index]
     if last_bad is None:
