@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Any
 
 from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES
 
@@ -458,3 +460,79 @@ class Rom:
     @property
     def is_root(self) -> bool:
         return self.broker_id == self.root
+
+
+# ---- a Rom as plain fields (a live broker's configuration file carries them) ----
+
+def rom_fields(rom: Rom) -> dict[str, Any]:
+    """`rom` as JSON-ready fields (the neighbours left out: a configuration holds their
+    addresses); `rom_of_fields` is the inverse."""
+    return {"broker_id": rom.broker_id, "algorithm": rom.algorithm,
+            "params": asdict(rom.params), "root": rom.root, "parent": rom.parent,
+            "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
+            "options": asdict(rom.options), "adverts": rom.adverts,
+            "ordering": rom.ordering, "overlay": rom.overlay,
+            "colours": asdict(rom.colours) if rom.overlay is OverlayKind.COLOURED else None,
+            "optimizer": asdict(rom.optimizer) if rom.optimizer is not None else None,
+            "mode": rom.mode,
+            "anti_entropy": asdict(rom.anti_entropy) if rom.mode is Mode.ANTI_ENTROPY
+            else None,
+            "skip_ring": asdict(rom.skip_ring) if rom.mode is Mode.SKIP_RING else None}
+
+
+def rom_of_fields(fields: Mapping[str, Any], neighbors: Iterable[str]) -> Rom:
+    """The Rom of `rom_fields` (absent fields: their defaults; enums by value too). Raises
+    ConfigError naming the part that does not hold."""
+    f = dict(fields)
+    mode = Mode(f.get("mode", Mode.LEASING))
+    try:
+        return Rom(broker_id=f["broker_id"], neighbors=frozenset(neighbors), root=f["root"],
+                   parent=f.get("parent"), algorithm=Algorithm(f["algorithm"]),
+                   params=Params(**f["params"]), hierarchical=f.get("hierarchical", False),
+                   wrapper=f.get("wrapper", False), options=Options(**(f.get("options") or {})),
+                   adverts=f.get("adverts", False),
+                   ordering=Ordering(f.get("ordering", Ordering.FIFO)),
+                   overlay=OverlayKind(f.get("overlay", OverlayKind.STATIC)),
+                   colours=Colours(**f["colours"]) if f.get("colours") else Colours(),
+                   optimizer=_optimizer(f.get("optimizer")), mode=mode,
+                   anti_entropy=_anti_entropy(f.get("anti_entropy")),
+                   skip_ring=_skip_ring(f.get("skip_ring"), mode))
+    except (KeyError, TypeError) as e:
+        raise ConfigError(f"rom: {e}") from None
+
+
+def _optimizer(fields: dict[str, Any] | None) -> Optimizer | None:
+    """The optimizer's ROM from its fields (JSON: link_costs as pairs, heuristic as text)."""
+    if not fields:
+        return None
+    try:
+        opt = Optimizer(**{**fields, "heuristic": Heuristic(fields.get("heuristic", "ci")),
+                           "link_costs": tuple((str(b), float(c)) for b, c in
+                                               fields.get("link_costs", ()))})
+        opt.validate()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"optimizer: {e}") from None
+    return opt
+
+
+def _anti_entropy(fields: dict[str, Any] | None) -> AntiEntropy:
+    """The anti-entropy ROM from its fields (defaults for the ones left out)."""
+    try:
+        ae = AntiEntropy(**(fields or {}))
+        ae.validate()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"anti_entropy: {e}") from None
+    return ae
+
+
+def _skip_ring(fields: dict[str, Any] | None, mode: Mode) -> SkipRing:
+    """The skip-ring ROM from its fields (lists from YAML become tuples)."""
+    try:
+        fields = dict(fields or {})
+        fields["supervisors"] = tuple(fields.get("supervisors", ()))
+        sr = SkipRing(**fields)
+        if mode is Mode.SKIP_RING:
+            sr.validate()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"skip_ring: {e}") from None
+    return sr

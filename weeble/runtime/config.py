@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +33,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from weeble.codec.wire import MAX_BATCH, Limits
 from weeble.core.rom import (
     Algorithm,
-    AntiEntropy,
-    Colours,
     ConfigError,
-    Heuristic,
     Mode,
-    Optimizer,
-    Options,
     Ordering,
     OverlayKind,
     Params,
     Rom,
-    SkipRing,
     leased_like,
+    rom_fields,
+    rom_of_fields,
 )
 from weeble.runtime.linkshaper import LinkShape
 from weeble.runtime.private import write_private
@@ -146,6 +141,12 @@ class Tuning(_Strict):
     seed: int | None = None  # link shaper randomness; None = fresh per process
 
 
+# the fields of a config that carry the broker's Rom (`core.rom.rom_fields`), but the neighbours
+_ROM_FIELDS = frozenset(("broker_id", "algorithm", "params", "root", "parent", "hierarchical",
+                         "wrapper", "options", "adverts", "ordering", "overlay", "colours",
+                         "optimizer", "mode", "anti_entropy", "skip_ring"))
+
+
 class BrokerConfig(_Strict):
     broker_id: str = Field(min_length=1)
     algorithm: Algorithm
@@ -239,41 +240,13 @@ class BrokerConfig(_Strict):
         return Params(**self.params.model_dump())
 
     def to_rom(self) -> Rom:
-        return Rom(
-            broker_id=self.broker_id,
-            neighbors=frozenset(self.neighbors),
-            root=self.root,
-            parent=self.parent,
-            algorithm=self.algorithm,
-            params=self.params_obj(),
-            hierarchical=self.hierarchical,
-            wrapper=self.wrapper,
-            options=Options(**self.options.model_dump()),
-            adverts=self.adverts,
-            ordering=self.ordering,
-            overlay=self.overlay,
-            colours=Colours(**self.colours) if self.colours else Colours(),
-            optimizer=_optimizer(self.optimizer),
-            mode=self.mode,
-            anti_entropy=_anti_entropy(self.anti_entropy),
-            skip_ring=_skip_ring(self.skip_ring, self.mode),
-        )
+        return rom_of_fields(self.model_dump(include=_ROM_FIELDS), self.neighbors)
 
     @staticmethod
     def rom_fields(rom: Rom) -> dict[str, Any]:
         """The fields of a config that carry `rom` (the inverse of `to_rom`, but for the
         neighbours' addresses, which the orchestrator adds)."""
-        return {"broker_id": rom.broker_id, "algorithm": rom.algorithm,
-                "params": asdict(rom.params), "root": rom.root, "parent": rom.parent,
-                "hierarchical": rom.hierarchical, "wrapper": rom.wrapper,
-                "options": asdict(rom.options), "adverts": rom.adverts,
-                "ordering": rom.ordering, "overlay": rom.overlay,
-                "colours": asdict(rom.colours) if rom.overlay is OverlayKind.COLOURED else None,
-                "optimizer": asdict(rom.optimizer) if rom.optimizer is not None else None,
-                "mode": rom.mode,
-                "anti_entropy": asdict(rom.anti_entropy) if rom.mode is Mode.ANTI_ENTROPY
-                else None,
-                "skip_ring": asdict(rom.skip_ring) if rom.mode is Mode.SKIP_RING else None}
+        return rom_fields(rom)
 
     def limits(self) -> Limits:
         t = self.tuning
@@ -315,40 +288,3 @@ def format_errors(error: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(config)"
         lines.append(f"{where}: {err['msg']}")
     return "; ".join(lines)
-
-
-def _optimizer(fields: dict[str, Any] | None) -> Optimizer | None:
-    """The optimizer's ROM from its config fields (JSON: link_costs as pairs, heuristic as text)."""
-    if not fields:
-        return None
-    try:
-        opt = Optimizer(**{**fields, "heuristic": Heuristic(fields.get("heuristic", "ci")),
-                           "link_costs": tuple((str(b), float(c)) for b, c in
-                                               fields.get("link_costs", ()))})
-        opt.validate()
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"optimizer: {e}") from None
-    return opt
-
-
-def _anti_entropy(fields: dict[str, Any] | None) -> AntiEntropy:
-    """The anti-entropy ROM from its config fields (defaults for the ones left out)."""
-    try:
-        ae = AntiEntropy(**(fields or {}))
-        ae.validate()
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"anti_entropy: {e}") from None
-    return ae
-
-
-def _skip_ring(fields: dict[str, Any] | None, mode: Mode) -> SkipRing:
-    """The skip-ring ROM from its config fields (lists from YAML become tuples)."""
-    try:
-        fields = dict(fields or {})
-        fields["supervisors"] = tuple(fields.get("supervisors", ()))
-        sr = SkipRing(**fields)
-        if mode is Mode.SKIP_RING:
-            sr.validate()
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"skip_ring: {e}") from None
-    return sr
