@@ -7,7 +7,7 @@
     sketches.py   seed 002: edge stabilization with Bloom sketches (spec seed23 §C.2)
     skipring.py   seed 003: the supervised skip ring and its pub/sub (spec seed23 §C.1);
                   skipring_world.py is its view of the one Simulation
-    plots.py      the figures
+    plots.py      what the figures share (each experiment draws its own)
 
 Pure Python plus matplotlib: no Spark.
 """

@@ -46,6 +46,7 @@ from weeble.analytics.reproduce.framework import (
     fmt,
     printed_precision,
 )
+from weeble.analytics.reproduce.plots import pyplot
 from weeble.model.scenario import Scenario
 
 TREE = CompleteTree(m=3, k=5)
@@ -481,8 +482,6 @@ class Chapter3:
                 for c in thesis_claims() + break_even_claims() + table_claims()]
 
     def figures(self, results: Results, out: Path) -> list[tuple[Path, str]]:
-        from weeble.analytics.reproduce.plots import ch3_figures
-
         return ch3_figures(results, out=out, columns=[e.name for e in self.evaluators])
 
     def sections(self, results: Results, outcomes: Sequence[Outcome]) -> list[str]:
@@ -556,3 +555,64 @@ class Chapter3:
                   "in no traffic formula. Curves are named by their parameters: the thesis's "
                   "bc1…bc4 indices disagree between the Fig. 3.2 caption and the text.", ""]
         return lines
+
+
+def ch3_figures(results: Results, *, out: Path, columns: Sequence[str]) -> list[tuple[Path, str]]:
+    """Fig. 3.2 (bs and bc against N_s) and Fig. 3.3 (the same, y-axis 1/40 of 3.2's)."""
+    plt = pyplot()
+    ns = [i * 1000.0 for i in range(int(X_MAX / 1000) + 1)]
+    others = [c for c in columns if c != "model"]
+    markers = ("o", "s", "^", "D")
+    # (label, quantity, scenario whose model values give the curve)
+    curves = [(f"bs, {scenario_name(omega=w)}", "saved_leaf", (w, 600.0, 60.0))
+              for w in OMEGAS]
+    curves += [(f"bc, {scenario_name(mu_inv=life, rho=rho)}", "b_c", (1000.0, life, rho))
+               for life, rho in PAIRS]
+    crossings = []
+    for scenario in SCENARIOS:
+        n = break_even(scenario, "b_leaf")(results, "model")
+        if n is not None and n <= X_MAX:
+            crossings.append((n, model(omega=scenario[0], mu_inv=scenario[1],
+                                           rho=scenario[2], n=n).b_c))
+    written = []
+    for name, top, caption in (
+        ("fig3_2", 125_000.0, "Fig. 3.2: notification bandwidth saved by filtering (bs, leaf "
+                              "publishers) and control traffic (bc) against the number of "
+                              "subscriptions"),
+        ("fig3_3", 3_000.0, "Fig. 3.3: the same, y-axis 1/40 of Fig. 3.2; dots: the 8 "
+                            "break-even points (bs = bc)"),
+    ):
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, (label, quantity, scenario) in enumerate(curves):
+            color = f"C{i}"
+            ys = [getattr(model(omega=scenario[0], mu_inv=scenario[1], rho=scenario[2],
+                                    n=n), quantity) for n in ns]
+            ax.plot(ns, ys, color=color, label=f"{label} (model)",
+                    linestyle="-" if quantity == "b_c" else "--")
+            # bc does not depend on ω: its simulated points may come from any ω
+            where = _where(scenario)
+            if quantity == "b_c":
+                del where["omega"]
+            for j, column in enumerate(others):
+                pts = [(n, v) for n, v in results.curve(column, quantity, x="n", where=where)
+                       if n <= X_MAX]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="none",
+                            marker=markers[j % len(markers)], color=color, markersize=4,
+                            label=f"{label} ({column})")
+        if name == "fig3_3":
+            ax.plot([c[0] for c in crossings], [c[1] for c in crossings], "k.", markersize=8,
+                    label="break-even (model)")
+        ax.set_xlim(0, X_MAX)
+        ax.set_ylim(0, top)
+        ax.set_xlabel("number of subscriptions N_s")
+        ax.set_ylabel("messages per second")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+        ax.set_title(caption.split(":")[0] + " (m = 3, k = 5, z = 1000)")
+        fig.tight_layout()
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, caption))
+    return written

@@ -28,7 +28,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,12 @@ from weeble.analytics.reproduce.framework import (
     Outcome,
     Point,
     Results,
+    SimulatedExperiment,
     SimulationColumnBase,
     Tolerance,
     fmt,
 )
+from weeble.analytics.reproduce.plots import pyplot
 
 RHO = 3600.0  # no refresh inside the measurement: every control message is the exchange's
 DMIN, DMAX = 0.005, 0.1
@@ -308,20 +310,16 @@ COST, LOSS, DELAY = ("control messages (Fig. 4.14, L5681–5715)",
 
 
 @dataclass
-class Chapter4:
+class Chapter4(SimulatedExperiment):
     name: str = "ch4"
     title: str = ("Thesis chapter 4.4.3: the coordinated link exchange against the strawman, "
                   "by reconfiguration cycle length")
     setup: Setup = Setup()
     seeds: tuple[int, int] = (1, 5)  # short, --full
     exchanges: tuple[int, int] = (30, 100)  # short, --full
-    evaluators: Sequence[Evaluator] = ()
-    pending: dict[str, str] = field(default_factory=dict)
-    compact_groups: frozenset[str] = frozenset()
 
-    def __post_init__(self) -> None:
-        if not self.evaluators:
-            self.evaluators = (SimulationColumn(self.setup),)
+    def default_columns(self) -> tuple[Evaluator, ...]:
+        return (SimulationColumn(self.setup),)
 
     def grid(self, *, full: bool) -> list[Point]:
         seeds, exchanges = (self.seeds[1], self.exchanges[1]) if full else (
@@ -371,8 +369,6 @@ class Chapter4:
         ]
 
     def figures(self, results: Results, out: Path) -> list[tuple[Path, str]]:
-        from weeble.analytics.reproduce.plots import ch4_figures
-
         if not self.evaluators:
             return []
         column = self.evaluators[0].name
@@ -417,3 +413,34 @@ class Chapter4:
                   f"{sum(c for c in wall if c is not None and not math.isnan(c)):.0f} s "
                   "(wall clock).", ""]
         return lines
+
+
+def ch4_figures(out: Path, *, control: dict[str, dict[int, float]],
+                loss: dict[str, dict[int, float]],
+                wait: dict[str, dict[int, float]]) -> list[tuple[Path, str]]:
+    """Figs. 4.14–4.16 against the reconfiguration cycle length: control messages (advanced and
+    strawman), the strawman's lost and duplicated notifications, the mean wait in Qnot."""
+    plt = pyplot()
+    written = []
+    for name, series, ylabel, caption in (
+        ("fig4_14_control_messages.png", control, "control messages per exchange",
+         "Fig. 4.14: control messages per exchange, coordinated (FIFO) and strawman"),
+        ("fig4_15_strawman_loss.png", loss, "notifications per exchange (strawman)",
+         "Fig. 4.15: notifications the strawman lost and duplicated per exchange"),
+        ("fig4_16_qnot_wait.png", {k: {c: 1000 * v for c, v in pts.items()}
+                                   for k, pts in wait.items()},
+         "mean wait in Qnot (ms)", "Fig. 4.16: mean time a notification waits in Qnot"),
+    ):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for label, pts in series.items():
+            ax.plot(list(pts), list(pts.values()), marker="o", label=label)
+        ax.set_xlabel("reconfiguration cycle length (brokers)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = out / name
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, caption))
+    return written

@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,12 @@ from weeble.analytics.reproduce.framework import (
     Outcome,
     Point,
     Results,
+    SimulatedExperiment,
     SimulationColumnBase,
     Tolerance,
     fmt,
 )
+from weeble.analytics.reproduce.plots import pyplot
 
 HEURISTICS = ("none", "ci", "mst", "mit")
 NAMES = {"none": "random static", "ci": "CI", "mst": "ℓMST", "mit": "ℓMIT"}
@@ -266,20 +268,16 @@ RATES = "exchanges per 1000 ticks over the last third (thesis exp. 8, Experiment
 
 
 @dataclass
-class Chapter5:
+class Chapter5(SimulatedExperiment):
     name: str = "ch5"
     title: str = ("Thesis chapter 5.6, experiments 3 and 4: the Cost-and-Interest heuristic "
                   "against ℓMST, ℓMIT and the random static tree")
     setup: Setup = Setup()
     topologies: tuple[int, int] = (2, 50)  # short, --full
     durations: tuple[float, float] = (120.0, 300.0)  # short, --full
-    evaluators: Sequence[Evaluator] = ()
-    pending: dict[str, str] = field(default_factory=dict)
-    compact_groups: frozenset[str] = frozenset()
 
-    def __post_init__(self) -> None:
-        if not self.evaluators:
-            self.evaluators = (SimulationColumn(self.setup),)
+    def default_columns(self) -> tuple[Evaluator, ...]:
+        return (SimulationColumn(self.setup),)
 
     def grid(self, *, full: bool) -> list[Point]:
         n, duration = (self.topologies[1], self.durations[1]) if full else (
@@ -333,8 +331,6 @@ class Chapter5:
         ]
 
     def figures(self, results: Results, out: Path) -> list[tuple[Path, str]]:
-        from weeble.analytics.reproduce.plots import ch5_figures
-
         return ch5_figures(results, out=out, columns=[e.name for e in self.evaluators])
 
     def sections(self, results: Results, outcomes: Sequence[Outcome]) -> list[str]:
@@ -385,3 +381,64 @@ class Chapter5:
 
 def spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+
+
+def ch5_figures(results: Results, *, out: Path, columns: Sequence[str]) -> list[tuple[Path, str]]:
+    """Figs. 5.8 and 5.9 (cost per notification over time, median over the topologies, one
+    panel per load) and the final cost / static tree per heuristic (one box per heuristic and
+    load, the thesis's "about half" as a line)."""
+    plt = pyplot()
+    written = []
+    for column in columns:
+        points = [p for p in results.points if results.value(column, p, "ci.ratio") is not None]
+        if not points:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4), squeeze=False)
+        for ax, (load, label) in zip(axes[0], enumerate(LOADS), strict=True):
+            mine = [p for p in points if p["load"] == load]
+            if not mine:
+                continue
+            steps = 0
+            while results.value(column, mine[0], f"series_t.{steps}") is not None:
+                steps += 1
+            ts = [results.value(column, mine[0], f"series_t.{i}") for i in range(steps)]
+            for h in HEURISTICS:
+                med = []
+                for i in range(steps):
+                    vs = [results.value(column, p, f"{h}.series.{i}") for p in mine]
+                    vs = [v for v in vs if v is not None and not math.isnan(v)]
+                    med.append(statistics.median(vs) if vs else math.nan)
+                ax.plot([t / TICK / 1000 for t in ts], med, label=NAMES[h])  # type: ignore[operator]
+            ax.set_title(f"experiment {3 + load}: {label} load ({len(mine)} "
+                         f"topolog{'y' if len(mine) == 1 else 'ies'})")
+            ax.set_xlabel("time (1000 ticks = 10 s)")
+            ax.set_ylabel("cost per notification (median)")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.tight_layout()
+        path = out / "ch5_cost_over_time.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, "Figs. 5.8 and 5.9: cost per notification over time (10 s "
+                              "windows), median over the topologies, per heuristic"))
+        fig, ax = plt.subplots(figsize=(7, 4))
+        data, labels = [], []
+        for load, label in enumerate(LOADS):
+            for h in ("ci", "mst", "mit"):
+                vs = [results.value(column, p, f"{h}.ratio") for p in points if p["load"] == load]
+                data.append([v for v in vs if v is not None])
+                labels.append(f"{NAMES[h]}\n{label}")
+        ax.boxplot(data)
+        ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
+        ax.axhline(0.5, color="grey", linestyle="--", label="thesis: CI ≈ half (exp. 3)")
+        ax.axhline(1.0, color="black", linewidth=0.8, label="random static tree")
+        ax.set_ylabel("final cost / random static tree")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+        fig.tight_layout()
+        path = out / "ch5_final_cost.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append((path, "Final cost (last 30 s) as a fraction of the random static tree's, "
+                              "per topology: experiments 3 and 4"))
+    return written

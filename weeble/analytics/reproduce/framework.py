@@ -226,6 +226,26 @@ class Experiment(Protocol):
 
 
 @dataclass
+class SimulatedExperiment:
+    """The part every simulated experiment (ch4, ch5, sketches, skipring) shares, after its own
+    name, title, setup and grid knobs: its columns (`evaluators`, by default those of
+    `default_columns`), the columns pending with why, and the compact claim groups. A subclass
+    is a dataclass that says its default columns."""
+
+    evaluators: Sequence[Evaluator] = ()
+    pending: dict[str, str] = field(default_factory=dict)
+    compact_groups: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.evaluators:
+            self.evaluators = self.default_columns()
+
+    def default_columns(self) -> tuple[Evaluator, ...]:
+        """The columns an experiment made without `evaluators` evaluates."""
+        return ()
+
+
+@dataclass
 class Run:
     """What `run` did: for the command to render."""
 

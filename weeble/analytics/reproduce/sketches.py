@@ -36,7 +36,7 @@ import statistics
 import string
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,12 @@ from weeble.analytics.reproduce.framework import (
     Outcome,
     Point,
     Results,
+    SimulatedExperiment,
     SimulationColumnBase,
     Tolerance,
     fmt,
 )
+from weeble.analytics.reproduce.plots import pyplot, save
 
 BLOOM, SIZE, LEGAL, CONVERGE, OVERHEAD = range(5)
 ELEMENTS = 1000  # |B| of the false-positive points (the spec's [V] table)
@@ -558,7 +560,7 @@ TIMERS = "§5: timer strategies after a transient link failure (C.2-6)"
 
 
 @dataclass
-class Sketches:
+class Sketches(SimulatedExperiment):
     name: str = "sketches"
     title: str = ("Seed 002 (Shen and Tirthapura): edge stabilization with Bloom sketches, "
                   "spec seed23 §C.2")
@@ -572,13 +574,9 @@ class Sketches:
     diameter_seeds: tuple[int, int] = (6, 10)
     overhead_seeds: tuple[int, int] = (1, 5)
     downtimes: tuple[tuple[float, ...], tuple[float, ...]] = ((5.0,), (3.0, 15.0))
-    evaluators: Sequence[Evaluator] = ()
-    pending: dict[str, str] = field(default_factory=dict)
-    compact_groups: frozenset[str] = frozenset()
 
-    def __post_init__(self) -> None:
-        if not self.evaluators:
-            self.evaluators = (ModelColumn(), SimulationColumn(self.setup))
+    def default_columns(self) -> tuple[Evaluator, ...]:
+        return (ModelColumn(), SimulationColumn(self.setup))
 
     def grid(self, *, full: bool) -> list[Point]:
         i = int(full)
@@ -668,8 +666,6 @@ class Sketches:
         ]
 
     def figures(self, results: Results, out: Path) -> list[tuple[Path, str]]:
-        from weeble.analytics.reproduce.plots import sketches_figures
-
         return sketches_figures(results, out=out, brokers=self.setup.brokers)
 
     def sections(self, results: Results, outcomes: Sequence[Outcome]) -> list[str]:
@@ -761,3 +757,94 @@ def _sci(v: float | None) -> str:
 
 def model_only() -> Sketches:
     return Sketches(evaluators=(ModelColumn(),))
+
+
+def sketches_figures(results: Results, *, out: Path, brokers: int) -> list[tuple[Path, str]]:
+    """Seed 002: the equality test's false-positive rate against |A−B| (Theorem 3 repaired and
+    as printed, as lines; Monte Carlo as markers: Fig. 1 of the paper, lost in extraction); the
+    §5 overhead per timer strategy and load (Figs. 2 and 3); convergence on paths and stars."""
+    from weeble.core.sketch.bloom import (
+        equality_false_positive_bound,
+        printed_equality_false_positive_bound,
+    )
+
+    plt = pyplot()
+    written = []
+    blooms = [p for p in results.points if int(p["part"]) == BLOOM]
+    if blooms:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ds = list(range(1, 7))
+        for i, m_per_n in enumerate(sorted({p["m_per_n"] for p in blooms})):
+            kw = {"m": int(m_per_n * ELEMENTS), "k": 2, "size_b": ELEMENTS,
+                  "b_minus_a": 0}
+            ax.plot(ds, [equality_false_positive_bound(size_a=ELEMENTS + d, a_minus_b=d, **kw)
+                         for d in ds], color=f"C{i}", label=f"m/n = {m_per_n:g}, k = 2: "
+                                                             "Theorem 3 repaired")
+            if m_per_n == 4:
+                ax.plot(ds, [printed_equality_false_positive_bound(
+                    size_a=ELEMENTS + d, a_minus_b=d, **kw) for d in ds], color=f"C{i}",
+                    linestyle=":", label=f"m/n = {m_per_n:g}: as printed (α without '1 −')")
+            pts = [(p["diff"], results.value("simulation", p, "p"),
+                    results.value("simulation", p, "stderr")) for p in blooms
+                   if p["m_per_n"] == m_per_n and p["k"] == 2]
+            pts = [(d, v, e or 0.0) for d, v, e in pts if v]
+            if pts:
+                ax.errorbar([d for d, _, _ in pts], [v for _, v, _ in pts],
+                            yerr=[e for _, _, e in pts], fmt="o", color=f"C{i}",
+                            label=f"m/n = {m_per_n:g}: Monte Carlo (core's filters, mmh3)")
+        ax.set_yscale("log")
+        ax.set_xlabel("|A − B| (elements in one set only)")
+        ax.set_ylabel("P[B(A) = B(B)]")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+        ax.set_title("equality false positives, |B| = 1000, k = 2")
+        written.append(save(fig, out / "seed002_false_positive_vs_difference_k2.png",
+                             "The Bloom equality test's false-positive rate against |A−B| for "
+                             "m/n = 4, 8, 16 and k = 2 (the paper's lost Fig. 1): Theorem 3 "
+                             "repaired and as printed, and Monte Carlo"))
+    names = list(STRATEGIES)
+    bars = {load: [overhead(results, "simulation", li, si) for si in range(len(names))]
+            for li, load in enumerate(LOADS)}
+    if any(v is not None for vs in bars.values() for v in vs):
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for ax, (load, vals) in zip(axes, bars.items(), strict=True):
+            ax.bar(names, [v or 0.0 for v in vals], color=[f"C{i}" for i in range(len(names))])
+            ax.set_title(f"{load} load: a publication every {LOADS[load]:g} s per broker")
+            ax.set_ylabel("overhead (hops of (un)subscriptions + unwanted events)")
+            ax.tick_params(axis="x", labelsize=8)
+            ax.grid(alpha=0.3, axis="y")
+        fig.suptitle(f"§5: reconfiguration overhead of one transient link failure, by timer "
+                     f"({brokers} brokers)")
+        written.append(save(fig, out / f"seed002_overhead_by_timer_n{brokers}.png",
+                             "Reconfiguration overhead of one link failure per timer strategy, "
+                             "heavy and light load (the paper's Figs. 2 and 3)"))
+    conv = [p for p in results.points if int(p["part"]) == CONVERGE
+            and results.value("simulation", p, "took") is not None]
+    if conv:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        marks = {0: ("o", "faults anywhere (client entries, clock: leases repair them)"),
+                 1: ("x", "faults in the broker-to-broker entries F")}
+        for (shape, name), faults in itertools.product(enumerate(SHAPES), marks):
+            pts = [(results.value("simulation", p, "diameter"),
+                    results.value("simulation", p, "took")) for p in conv
+                   if int(p["shape"]) == shape and int(p["faults"]) == faults]
+            pts = [(d, t) for d, t in pts if d is not None and t is not None and t >= 0]
+            if pts:
+                ax.plot([d for d, _ in pts], [t for _, t in pts], marks[faults][0],
+                        color=f"C{shape}", label=f"{name}s, {marks[faults][1]}")
+        bounds = {results.value("simulation", p, "diameter"): results.value("simulation", p,
+                                                                             "bound")
+                  for p in conv}
+        bounds = {d: b for d, b in bounds.items() if d is not None and b is not None}
+        if bounds:
+            ds = sorted(bounds)
+            ax.plot(ds, [bounds[d] for d in ds], "k--", label="the mode's Δ")
+        ax.set_xlabel("tree diameter (hops)")
+        ax.set_ylabel("s (= rounds of 1 s) to legitimacy")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title("convergence after 3 table faults per broker (Theorem 2)")
+        written.append(save(fig, out / "seed002_convergence_vs_diameter.png",
+                             "Time to legitimacy after 3 random table faults per broker, on "
+                             "paths and stars, against the diameter, with the mode's Δ"))
+    return written

@@ -34,7 +34,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,12 @@ from weeble.analytics.reproduce.framework import (
     Outcome,
     Point,
     Results,
+    SimulatedExperiment,
     SimulationColumnBase,
     Tolerance,
     fmt,
 )
+from weeble.analytics.reproduce.plots import pyplot, save
 
 (JOIN, LOAD, CORRUPTED, CLOSURE, FLOOD, NEWCOMER, TIMER_RATIO, OPERATIONS, LEAVE,
  CRASH) = range(10)
@@ -447,7 +449,7 @@ PUBLICATIONS = "publications (C.1-13, C.1-14)"
 
 
 @dataclass
-class SkipRing:
+class SkipRing(SimulatedExperiment):
     name: str = "skipring"
     title: str = ("Seed 003 (Feldmann et al.): the supervised skip ring and its topic pub/sub, "
                   "spec seed23 §C.1")
@@ -465,13 +467,9 @@ class SkipRing:
     ratio_size: int = 64
     leave_size: int = 24
     ratio_seeds: tuple[int, int] = (1, 3)
-    evaluators: Sequence[Evaluator] = ()
-    pending: dict[str, str] = field(default_factory=dict)
-    compact_groups: frozenset[str] = frozenset()
 
-    def __post_init__(self) -> None:
-        if not self.evaluators:
-            self.evaluators = (ModelColumn(), SimulationColumn(self.setup))
+    def default_columns(self) -> tuple[Evaluator, ...]:
+        return (ModelColumn(), SimulationColumn(self.setup))
 
     def grid(self, *, full: bool) -> list[Point]:
         i = int(full)
@@ -627,8 +625,6 @@ class SkipRing:
         ]
 
     def figures(self, results: Results, out: Path) -> list[tuple[Path, str]]:
-        from weeble.analytics.reproduce.plots import skipring_figures
-
         return skipring_figures(results, out=out, supervisor_period=SUPERVISOR_PERIOD)
 
     def sections(self, results: Results, outcomes: Sequence[Outcome]) -> list[str]:
@@ -679,3 +675,104 @@ class SkipRing:
                   "([V]); p(k) = 4^−k and q = ½ (spec seed23 §A.13-1). Simulated in "
                   f"{sum(w for w in wall if w is not None):.0f} s (wall clock).", ""]
         return lines
+
+
+def skipring_figures(results: Results, *, out: Path,
+                     supervisor_period: float) -> list[tuple[Path, str]]:
+    """Seed 003: SR(n)'s degrees and diameter against n (definition as lines, the members'
+    stored edges as markers); the per-interval load against n; convergence against its bound."""
+    plt = pyplot()
+    written = []
+    joins = sorted((int(p["n"]), p) for p in results.points if int(p["part"]) == JOIN)
+    if joins:
+        ns = [n for n, _ in joins]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for i, (q, label) in enumerate((("degree_max", "maximum degree"),
+                                        ("diameter", "diameter"),
+                                        ("degree_mean", "average degree"))):
+            model = [results.value("model", p, q) for _, p in joins]
+            ax.plot(ns, model, color=f"C{i}", label=f"{label} (SR(n) by definition)")
+            sim = [(n, results.value("simulation", p, q)) for n, p in joins]
+            sim = [(n, v) for n, v in sim if v is not None]
+            ax.plot([n for n, _ in sim], [v for _, v in sim], "o", color=f"C{i}",
+                    label=f"{label} (stored after n joins)")
+        ax.plot(ns, [2 * log2_ceil(n) - 1 for n in ns], "k:", label="2⌈log₂ n⌉ − 1")
+        ax.plot(ns, [log2_ceil(n) for n in ns], "k--", linewidth=0.8, label="⌈log₂ n⌉")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("subscribers n")
+        ax.set_ylabel("edges per node / hops")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title("SR(n): degree and diameter against n")
+        written.append(save(fig, out / "seed003_degree_diameter_vs_n.png",
+                             "SR(n): maximum and average degree and diameter against n (lines: "
+                             "the definition; markers: the members' stored edges after n "
+                             "joins from nothing)"))
+    loads = sorted((int(p["n"]), p) for p in results.points if int(p["part"]) == LOAD)
+    loads = [(n, p) for n, p in loads if results.value("simulation", p, "sent_max") is not None]
+    if loads:
+        ns = [n for n, _ in loads]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for i, (q, label) in enumerate((("sent_max", "sent, busiest member"),
+                                        ("sent_mean", "sent, mean member"),
+                                        ("recv_max", "received, busiest member"),
+                                        ("recv_mean", "received, mean member"),
+                                        ("sup_in", "received by the supervisor"))):
+            ax.plot(ns, [results.value("simulation", p, q) for _, p in loads], "o-",
+                    color=f"C{i}", label=label)
+        ax.axhline(0.75 + 0.5, color="C4", linestyle=":", label="0.75 + q (supervisor, [R])")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("subscribers n")
+        ax.set_ylabel("messages per member interval")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title(f"legitimate SR(n): load per interval (supervisor Timeout "
+                     f"{supervisor_period:g} interval)")
+        written.append(save(fig, out / f"seed003_load_vs_n_supervisor{supervisor_period:g}.png",
+                             "Messages per member interval in a legitimate SR(n) against n: "
+                             "sent stays constant, the supervisor's requests stay flat, what "
+                             "labels 0 and 1 receive grows by about 2 per doubling"))
+    conv = [(int(p["n"]), results.value("simulation", p, "took")) for p in results.points
+            if int(p["part"]) == CORRUPTED]
+    conv = [(n, v) for n, v in conv if v is not None]
+    if conv:
+        ns = sorted({n for n, _ in conv})
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ok = [(n, v) for n, v in conv if v >= 0]
+        ax.plot([n for n, _ in ok], [v for _, v in ok], "o", label="runs (per seed)")
+        grid = [2 ** e for e in range(int(math.log2(ns[0])), int(math.log2(ns[-1])) + 1)]
+        ax.plot(grid, [corruption_bound(n) for n in grid], "k--",
+                label="2n supervisor Timeouts + ⌈log₂ n⌉ [R]")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("subscribers n")
+        ax.set_ylabel("member intervals to legitimacy")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title(f"convergence from a corrupted state (supervisor Timeout "
+                     f"{supervisor_period:g})")
+        written.append(save(fig, out / f"seed003_convergence_vs_n_supervisor"
+                                        f"{supervisor_period:g}.png",
+                             "Member intervals from a corrupted state (labels, edges, "
+                             "database, junk messages) to legitimacy against n, with the "
+                             "reconstructed bound"))
+    ratio = [p for p in results.points if int(p["part"]) == TIMER_RATIO
+             and results.value("simulation", p, "took") is not None]
+    if ratio:
+        n = int(ratio[0]["n"])
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for check, label in ((0, "the paper's rules"), (1, "with the plausibility check")):
+            pts = [(period, ratio_took(results, "simulation", period, check))
+                   for period in SUPERVISOR_PERIODS]
+            pts = [(x, y) for x, y in pts if y is not None]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("supervisor Timeout (member intervals)")
+        ax.set_ylabel("member intervals to legitimacy (median)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        ax.set_title(f"convergence from a corrupted state against the timer ratio, n = {n}")
+        written.append(save(fig, out / f"seed003_convergence_vs_supervisor_timeout_n{n}.png",
+                             "Member intervals from a corrupted state to legitimacy against the "
+                             f"supervisor's Timeout (n = {n}), with and without the local "
+                             "plausibility check (spec seed23 §A.13-5)"))
+    return written
