@@ -134,6 +134,7 @@ class DockerBackend(PeerLinks):
     def __init__(self, workdir: Path | str, access: AdminAccess, *, image: str | None = None,
                  tag: str = "", log_level: str = "INFO") -> None:
         super().__init__(workdir, access, python=PYTHON, log_level=log_level)
+        self.wires = DockerWires(self)
         self.run_dir = self.workdir.parent
         self.image = image
         self.tag = tag
@@ -141,7 +142,6 @@ class DockerBackend(PeerLinks):
         self._containers: dict[str, Any] = {}
         self._mgmt_ip: dict[str, str] = {}
         self._mgmt: Any = None  # docker Network
-        self._links: dict[frozenset[str], _Link] = {}
         self._mgmt_hosts: Iterator[ipaddress.IPv4Address] = iter(())
         self._subnets: Iterator[ipaddress.IPv4Network] = iter(())
         self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
@@ -240,7 +240,7 @@ class DockerBackend(PeerLinks):
                 self._create_container(b)
             for a, b in edges:
                 self._connect(a, b)
-        return {b: self._placement(b) for b in brokers}
+        return {b: self._placement(b, self._mgmt_ip[b]) for b in brokers}
 
     def _free_block(self) -> ipaddress.IPv4Network:
         taken = set()
@@ -344,23 +344,6 @@ class DockerBackend(PeerLinks):
         with contextlib.suppress(docker.errors.APIError):  # not connected: nothing to do
             entry.network.disconnect(self._containers[broker], force=True)
         self._no_default_route(broker)
-
-    def _placement(self, broker_id: str) -> Placement:
-        mgmt = self._mgmt_ip[broker_id]
-        listen, admin, metrics = self._ports
-        reach = BrokerAddress(broker_id, f"{mgmt}:{listen}", f"{mgmt}:{admin}",
-                              None if metrics is None else f"{mgmt}:{metrics}")
-        self._reach[broker_id] = reach
-        return Placement(f"0.0.0.0:{listen}", reach.admin, reach.metrics, reach)
-
-    def _link(self, a: str, b: str) -> _Link:
-        entry = self._links.get(frozenset((a, b)))
-        if entry is None:
-            raise BackendError(f"no link {a}-{b} in this Docker run")
-        return entry
-
-    def _wire_address(self, broker_id: str, neighbor: str) -> str:
-        return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"
 
     def container(self, broker_id: str) -> Any:
         try:
@@ -483,7 +466,7 @@ class DockerBackend(PeerLinks):
     def _place(self, config: BrokerConfig) -> BrokerConfig:
         with self._net_lock:
             self._create_container(config.broker_id)
-            p = self._placement(config.broker_id)
+            p = self._placement(config.broker_id, self._mgmt_ip[config.broker_id])
         return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
                                          "metrics_address": p.metrics})
 
@@ -497,33 +480,7 @@ class DockerBackend(PeerLinks):
         self._mgmt_ip.pop(broker_id, None)
         self._forget_peer(broker_id)
 
-    def _wire_link(self, a: str, b: str) -> None:
-        with self._net_lock:
-            self._connect(a, b)
-
-    def _unwire_link(self, a: str, b: str) -> None:
-        entry = self._link(a, b)
-        with self._net_lock:
-            self._detach_end(entry, a)
-            self._detach_end(entry, b)
-            with contextlib.suppress(Exception):
-                entry.network.remove()
-            del self._links[frozenset((a, b))]
-
-    def _wire_links(self, everything: bool = False) -> list[tuple[str, str]]:
-        return sorted((e.a, e.b) for e in self._links.values())
-
     # ---- links ------------------------------------------------------------------------------
-
-    def _wire_cut(self, a: str, b: str, status: str) -> None:
-        if status == "up":
-            self._heal(a, b)
-            return
-        entry = self._link(a, b)
-        with self._net_lock:
-            for broker in (a, b):
-                self._detach_end(entry, broker)
-                self._no_default_route(broker)
 
     def _heal(self, a: str, b: str) -> None:
         entry = self._link(a, b)
@@ -538,14 +495,6 @@ class DockerBackend(PeerLinks):
         container.reload()
         networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
         return entry.network.name in networks
-
-    def _wire_state(self, a: str, b: str) -> LinkState:
-        """Whether each container is on the link's network, as the engine says."""
-        entry = self._link(a, b)
-        ends = {x: (f"on {entry.network.name} ({entry.ip[x]})" if self._connected(entry, x)
-                    else f"off {entry.network.name}") for x in (a, b)}
-        cut = all(v.startswith("off ") for v in ends.values())
-        return LinkState(a, b, cut=cut, mechanism="network", ends=ends)
 
     def _nsenter(self, broker_id: str, *cmd: str) -> str:
         """Run a command of the host in the container's network namespace (tc and ip: the
@@ -567,26 +516,6 @@ class DockerBackend(PeerLinks):
             if parts[3].split("/")[0] == ip:
                 return parts[1].split("@")[0]
         raise BackendError(f"broker {broker_id}: no interface with {ip} (is the link cut?)")
-
-    def _wire_shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
-        """Rate as a tbf qdisc on the sending container's link interface; the rest in the
-        brokers' link shaper (admin)."""
-        fields = change.fields()
-        rate = fields.pop("rate_bps", None)
-        if rate is not None:
-            entry = self._link(a, b)
-            for x in (a, b) if both_ways else (a,):
-                self.container(x).reload()
-                dev = self._interface(x, entry.ip[x])
-                if rate > 0:
-                    self._nsenter(x, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-                                  "rate", f"{int(rate)}bit", "burst", "32kbit",
-                                  "latency", "100ms")
-                else:
-                    with contextlib.suppress(BackendError):  # none set: nothing to remove
-                        self._nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
-        if fields:
-            LocalBackend.shape_link(self, a, b, LinkShapeChange(**fields), both_ways=both_ways)
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's link interface toward b (evidence of a rate limit)."""
@@ -633,3 +562,72 @@ class DockerBackend(PeerLinks):
             _remove_run(self._client, self.tag)
         self._containers.clear()
         self._links.clear()
+
+
+class DockerWires:
+    """The network part of the Docker backend (`peernet.Wires`): a Docker network per link, a
+    cut by disconnecting both containers from it, a rate as a tbf qdisc in the container's
+    namespace."""
+
+    def __init__(self, backend: DockerBackend) -> None:
+        self.backend = backend
+
+    def link(self, a: str, b: str) -> None:
+        bk = self.backend
+        with bk._net_lock:
+            bk._connect(a, b)
+
+    def unlink(self, a: str, b: str) -> None:
+        bk = self.backend
+        entry = bk._link(a, b)
+        with bk._net_lock:
+            bk._detach_end(entry, a)
+            bk._detach_end(entry, b)
+            with contextlib.suppress(Exception):
+                entry.network.remove()
+            del bk._links[frozenset((a, b))]
+
+    def links(self, everything: bool = False) -> list[tuple[str, str]]:
+        bk = self.backend
+        return sorted((e.a, e.b) for e in bk._links.values())
+
+    def cut(self, a: str, b: str, status: str) -> None:
+        bk = self.backend
+        if status == "up":
+            bk._heal(a, b)
+            return
+        entry = bk._link(a, b)
+        with bk._net_lock:
+            for broker in (a, b):
+                bk._detach_end(entry, broker)
+                bk._no_default_route(broker)
+
+    def state(self, a: str, b: str) -> LinkState:
+        """Whether each container is on the link's network, as the engine says."""
+        bk = self.backend
+        entry = bk._link(a, b)
+        ends = {x: (f"on {entry.network.name} ({entry.ip[x]})" if bk._connected(entry, x)
+                    else f"off {entry.network.name}") for x in (a, b)}
+        cut = all(v.startswith("off ") for v in ends.values())
+        return LinkState(a, b, cut=cut, mechanism="network", ends=ends)
+
+    def shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
+        """Rate as a tbf qdisc on the sending container's link interface; the rest in the
+        brokers' link shaper (admin)."""
+        bk = self.backend
+        fields = change.fields()
+        rate = fields.pop("rate_bps", None)
+        if rate is not None:
+            entry = bk._link(a, b)
+            for x in (a, b) if both_ways else (a,):
+                bk.container(x).reload()
+                dev = bk._interface(x, entry.ip[x])
+                if rate > 0:
+                    bk._nsenter(x, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+                                  "rate", f"{int(rate)}bit", "burst", "32kbit",
+                                  "latency", "100ms")
+                else:
+                    with contextlib.suppress(BackendError):  # none set: nothing to remove
+                        bk._nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
+        if fields:
+            LocalBackend.shape_link(bk, a, b, LinkShapeChange(**fields), both_ways=both_ways)

@@ -197,6 +197,7 @@ class MininetBackend(PeerLinks):
     def __init__(self, workdir: Path | str, access: AdminAccess, *, tag: str | None = None,
                  log_level: str = "INFO") -> None:
         super().__init__(workdir, access, log_level=log_level)
+        self.wires = MininetWires(self)
         self.tag = tag or ""
         self._mn: Any = None
         self._net: Any = None
@@ -204,7 +205,6 @@ class MininetBackend(PeerLinks):
         self._hosts: dict[str, Any] = {}  # broker -> mininet Host
         self._host_names: dict[str, str] = {}
         self._mgmt: dict[str, tuple[str, str]] = {}  # broker -> (host ip, root ip)
-        self._links: dict[frozenset[str], _Link] = {}
         self._subnets: Iterator[ipaddress.IPv4Network] = iter(())
         self._next_host = 0
         self._ports = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
@@ -309,7 +309,7 @@ class MininetBackend(PeerLinks):
                 self._add_host(b)
             for a, b in edges:
                 self._connect(a, b)
-        return {b: self._placement(b) for b in brokers}
+        return {b: self._placement(b, self._mgmt[b][0]) for b in brokers}
 
     def _free_block(self) -> ipaddress.IPv4Network:
         taken = set()
@@ -387,25 +387,6 @@ class MininetBackend(PeerLinks):
         self._links[key] = entry
         return entry
 
-    def _placement(self, broker_id: str) -> Placement:
-        mgmt = self._mgmt[broker_id][0]
-        listen, admin, metrics = self._ports
-        reach = BrokerAddress(broker_id, f"{mgmt}:{listen}", f"{mgmt}:{admin}",
-                              None if metrics is None else f"{mgmt}:{metrics}")
-        self._reach[broker_id] = reach
-        # links and clients on every interface (a link address and the management one);
-        # admin and metrics on the management address only
-        return Placement(f"0.0.0.0:{listen}", reach.admin, reach.metrics, reach)
-
-    def _link(self, a: str, b: str) -> _Link:
-        entry = self._links.get(frozenset((a, b)))
-        if entry is None:
-            raise BackendError(f"no link {a}-{b} in this Mininet network")
-        return entry
-
-    def _wire_address(self, broker_id: str, neighbor: str) -> str:
-        return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"
-
     def host(self, broker_id: str) -> Any:
         """The Mininet host of a broker (tests use it to send traffic from inside)."""
         try:
@@ -438,7 +419,7 @@ class MininetBackend(PeerLinks):
                 self._attached_host(config.broker_id)
             else:
                 self._add_host(config.broker_id)
-            p = self._placement(config.broker_id)
+            p = self._placement(config.broker_id, self._mgmt[config.broker_id][0])
         return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
                                          "metrics_address": p.metrics})
 
@@ -545,35 +526,7 @@ class MininetBackend(PeerLinks):
         self._mgmt[broker_id] = (host_ip, root_ip)
         self._peer_ip[broker_id] = peer_ip
 
-    def _wire_link(self, a: str, b: str) -> None:
-        self._need_net("add_link")
-        with self._lock:
-            self._connect(a, b)
-
-    def _unwire_link(self, a: str, b: str) -> None:
-        self._need_net("remove_link")
-        entry = self._link(a, b)
-        with self._lock:
-            self._net.delLink(entry.link)
-            del self._links[frozenset((a, b))]
-        self._rates.pop((a, b), None)
-        self._rates.pop((b, a), None)
-
-    def _wire_links(self, everything: bool = False) -> list[tuple[str, str]]:
-        if self._net is None:  # attached: the configs' links that are not peer links
-            return [e for e in LocalBackend.links(self) if not self._peer_link(*e)]
-        return sorted((e.a, e.b) for e in self._links.values())
-
     # ---- links ------------------------------------------------------------------------------
-
-    def _wire_cut(self, a: str, b: str, status: str) -> None:
-        self._need_net(f"link {status}")
-        entry = self._link(a, b)
-        with self._lock:
-            # Mininet's own link switch: both interfaces of the veth pair down (or up)
-            self._net.configLinkStatus(self._host_names[a], self._host_names[b], status)
-            if status == "up":
-                self._restore(entry)
 
     def _intf(self, entry: _Link, broker: str) -> Any:
         """The interface of `broker`'s end of a link."""
@@ -590,37 +543,6 @@ class MininetBackend(PeerLinks):
 
     # A cut lives in the network, not in the brokers: a restarted broker finds its link down
     # as it was, and the local backend's user-space cuts (its `_cuts`) stay empty here.
-    def _wire_state(self, a: str, b: str) -> LinkState:
-        """Each end's interface, as the kernel reports it in that host's namespace."""
-        self._need_net("link_state")
-        entry = self._link(a, b)
-        ends = {}
-        with self._lock:
-            for broker in (a, b):
-                intf = self._intf(entry, broker)
-                ends[broker] = f"{intf.name} {'up' if intf.isUp() else 'down'}"
-        cut = all(v.endswith(" down") for v in ends.values())
-        return LinkState(a, b, cut=cut, mechanism="interface", ends=ends)
-
-    def _wire_shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
-        """Rate in the kernel (htb on the sending interface, as Mininet's TCIntf sets it);
-        the rest in the brokers' link shaper, through admin."""
-        fields = change.fields()
-        rate = fields.pop("rate_bps", None)
-        directions = [(a, b), (b, a)] if both_ways else [(a, b)]
-        if rate is not None:
-            self._need_net("a rate limit")
-            entry = self._link(a, b)
-            with self._lock:
-                for x, y in directions:
-                    intf = self._intf(entry, x)
-                    if rate > 0:
-                        intf.config(bw=rate / 1e6)
-                    else:
-                        intf.tc("%s qdisc del dev %s root")
-                    self._rates[x, y] = rate
-        if fields:
-            LocalBackend.shape_link(self, a, b, LinkShapeChange(**fields), both_ways=both_ways)
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's interface toward b (evidence of a rate limit)."""
@@ -651,3 +573,78 @@ class MininetBackend(PeerLinks):
             self._switch = None
         if self.tag:  # whatever escaped Mininet's own stop (an attached run's all)
             _kill_run(self.tag, str(self.workdir))
+
+
+class MininetWires:
+    """The network part of the Mininet backend (`peernet.Wires`): a Mininet link per overlay link,
+    a cut by Mininet's link switch (both interfaces down), a rate as htb on the sending
+    interface."""
+
+    def __init__(self, backend: MininetBackend) -> None:
+        self.backend = backend
+
+    def link(self, a: str, b: str) -> None:
+        bk = self.backend
+        bk._need_net("add_link")
+        with bk._lock:
+            bk._connect(a, b)
+
+    def unlink(self, a: str, b: str) -> None:
+        bk = self.backend
+        bk._need_net("remove_link")
+        entry = bk._link(a, b)
+        with bk._lock:
+            bk._net.delLink(entry.link)
+            del bk._links[frozenset((a, b))]
+        bk._rates.pop((a, b), None)
+        bk._rates.pop((b, a), None)
+
+    def links(self, everything: bool = False) -> list[tuple[str, str]]:
+        bk = self.backend
+        if bk._net is None:  # attached: the configs' links that are not peer links
+            return [e for e in LocalBackend.links(bk) if not bk._peer_link(*e)]
+        return sorted((e.a, e.b) for e in bk._links.values())
+
+    def cut(self, a: str, b: str, status: str) -> None:
+        bk = self.backend
+        bk._need_net(f"link {status}")
+        entry = bk._link(a, b)
+        with bk._lock:
+            # Mininet's own link switch: both interfaces of the veth pair down (or up)
+            bk._net.configLinkStatus(bk._host_names[a], bk._host_names[b], status)
+            if status == "up":
+                bk._restore(entry)
+
+    def state(self, a: str, b: str) -> LinkState:
+        """Each end's interface, as the kernel reports it in that host's namespace."""
+        bk = self.backend
+        bk._need_net("link_state")
+        entry = bk._link(a, b)
+        ends = {}
+        with bk._lock:
+            for broker in (a, b):
+                intf = bk._intf(entry, broker)
+                ends[broker] = f"{intf.name} {'up' if intf.isUp() else 'down'}"
+        cut = all(v.endswith(" down") for v in ends.values())
+        return LinkState(a, b, cut=cut, mechanism="interface", ends=ends)
+
+    def shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
+        """Rate in the kernel (htb on the sending interface, as Mininet's TCIntf sets it);
+        the rest in the brokers' link shaper, through admin."""
+        bk = self.backend
+        fields = change.fields()
+        rate = fields.pop("rate_bps", None)
+        directions = [(a, b), (b, a)] if both_ways else [(a, b)]
+        if rate is not None:
+            bk._need_net("a rate limit")
+            entry = bk._link(a, b)
+            with bk._lock:
+                for x, y in directions:
+                    intf = bk._intf(entry, x)
+                    if rate > 0:
+                        intf.config(bw=rate / 1e6)
+                    else:
+                        intf.tc("%s qdisc del dev %s root")
+                    bk._rates[x, y] = rate
+        if fields:
+            LocalBackend.shape_link(bk, a, b, LinkShapeChange(**fields), both_ways=both_ways)

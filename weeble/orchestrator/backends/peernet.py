@@ -17,22 +17,52 @@ evidence), since the network between the two is shared with every other broker. 
 peer network (a run that does not reconfigure) a link added at run time is a link of its own,
 as before.
 
-`PeerLinks` is the part Mininet and Docker share: each backend says how to put a broker on its
-peer network (`_join_peers`) and keeps its own link mechanics (`_wire_*`); this class decides
-which one a link is and answers the Backend interface for both.
+`PeerLinks` is the part Mininet and Docker share: where a broker is placed (a management
+address of its own, `_placement`), the table of the network's own links (`_links`, `_link`)
+and the address book; each backend puts a broker on its peer network (`_join_peers`) and is
+assembled with its own network part, a `Wires` (`self.wires`: how a link of its own is made,
+removed, cut, read and shaped); this class decides which kind a link is and answers the
+Backend interface for both.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, Protocol
 
-from weeble.orchestrator.backend import BackendError, LinkShapeChange, LinkState
+from weeble.orchestrator.backend import (
+    BackendError,
+    BrokerAddress,
+    LinkShapeChange,
+    LinkState,
+    Placement,
+)
 from weeble.orchestrator.local import LocalBackend
 
 
+class Wires(Protocol):
+    """The network part of a backend with a network of its own: the links it makes itself
+    (a veth pair, a Docker network), each found in the backend's `_links` table."""
+
+    def link(self, a: str, b: str) -> None: ...
+
+    def unlink(self, a: str, b: str) -> None: ...
+
+    def links(self, everything: bool = False) -> list[tuple[str, str]]:
+        """The network's own links (`everything`: also those no longer in the overlay)."""
+        ...
+
+    def cut(self, a: str, b: str, status: str) -> None:
+        """Take the link down (`status` "down") or up again, in the network."""
+        ...
+
+    def state(self, a: str, b: str) -> LinkState: ...
+
+    def shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None: ...
+
+
 class PeerLinks(LocalBackend):
-    """A LocalBackend whose links are its network's (`_wire_*`) or ride its peer network."""
+    """A LocalBackend whose links are its network's (`wires`) or ride its peer network."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -40,30 +70,33 @@ class PeerLinks(LocalBackend):
         self._peer_links: set[frozenset[str]] = set()  # links made at run time over it
         self._peer_network = False  # planned with one (`Ports.peer_network`)
         self._idle_wires: set[frozenset[str]] = set()  # planned links a reconfiguration removed
+        # the network's own links: each with its ends `a`, `b` and `ip` (broker -> its address
+        # on it), and the backend's handle of it
+        self._links: dict[frozenset[str], Any] = {}
 
-    # what each backend provides ------------------------------------------------------------
+    wires: Wires  # the backend's network part, set by its constructor
 
-    def _wire_link(self, a: str, b: str) -> None:
-        raise NotImplementedError
+    # placement and the network's own links -------------------------------------------------
 
-    def _unwire_link(self, a: str, b: str) -> None:
-        raise NotImplementedError
+    def _placement(self, broker_id: str, ip: str) -> Placement:
+        """A broker with a network namespace of its own, reached at its management address
+        `ip`: links and clients on every interface (a link address and the management one),
+        admin and metrics on the management address only."""
+        listen, admin, metrics = self._ports  # type: ignore[attr-defined]
+        reach = BrokerAddress(broker_id, f"{ip}:{listen}", f"{ip}:{admin}",
+                              None if metrics is None else f"{ip}:{metrics}")
+        self._reach[broker_id] = reach
+        return Placement(f"0.0.0.0:{listen}", reach.admin, reach.metrics, reach)
 
-    def _wire_address(self, broker_id: str, neighbor: str) -> str:
-        raise NotImplementedError
+    def _link(self, a: str, b: str) -> Any:
+        entry = self._links.get(frozenset((a, b)))
+        if entry is None:
+            raise BackendError(f"no link {a}-{b} in this {self.name} run")
+        return entry
 
-    def _wire_links(self, everything: bool = False) -> list[tuple[str, str]]:
-        """The network's own links (`everything`: also those no longer in the overlay)."""
-        raise NotImplementedError
-
-    def _wire_cut(self, a: str, b: str, status: str) -> None:
-        raise NotImplementedError
-
-    def _wire_state(self, a: str, b: str) -> LinkState:
-        raise NotImplementedError
-
-    def _wire_shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None:
-        raise NotImplementedError
+    def _link_address(self, broker_id: str, neighbor: str) -> str:
+        """Where `neighbor` dials `broker_id` over their link of the network's own."""
+        return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"  # type: ignore[attr-defined]
 
     # the address book ----------------------------------------------------------------------
 
@@ -89,7 +122,7 @@ class PeerLinks(LocalBackend):
     def peer_address(self, broker_id: str, neighbor: str) -> str:
         if self._peer_link(broker_id, neighbor):
             return self.book_address(broker_id)
-        return self._wire_address(broker_id, neighbor)
+        return self._link_address(broker_id, neighbor)
 
     def add_link(self, a: str, b: str) -> None:
         key = frozenset((a, b))
@@ -97,14 +130,14 @@ class PeerLinks(LocalBackend):
             self._idle_wires.discard(key)
             LocalBackend.add_link(self, a, b)
             return
-        if key in self._peer_links or any(key == frozenset(e) for e in self._wire_links()):
+        if key in self._peer_links or any(key == frozenset(e) for e in self.wires.links()):
             raise BackendError(f"link {a}-{b} exists already")
         if self._peer_network:
             for x in (a, b):
                 self.book_address(x)  # both on the peer network, or say which is not
             self._peer_links.add(key)
         else:
-            self._wire_link(a, b)
+            self.wires.link(a, b)
         LocalBackend.add_link(self, a, b)
 
     def remove_link(self, a: str, b: str) -> None:
@@ -123,9 +156,9 @@ class PeerLinks(LocalBackend):
                 with contextlib.suppress(BackendError):  # (attached: addresses unknown here)
                     config = self._configs[x]
                     self._configs[x] = config.model_copy(
-                        update={"peers": {**config.peers, y: self._wire_address(y, x)}})
+                        update={"peers": {**config.peers, y: self._link_address(y, x)}})
         else:
-            self._unwire_link(a, b)
+            self.wires.unlink(a, b)
             LocalBackend.remove_link(self, a, b)
 
     def _idle(self, a: str, b: str) -> None:
@@ -135,8 +168,8 @@ class PeerLinks(LocalBackend):
 
     def _remove_wires_of(self, broker_id: str) -> None:
         """A broker removed: the links of its own in the network go with it."""
-        for a, b in [e for e in self._wire_links(everything=True) if broker_id in e]:
-            self._unwire_link(a, b)
+        for a, b in [e for e in self.wires.links(everything=True) if broker_id in e]:
+            self.wires.unlink(a, b)
             if frozenset((a, b)) in self._idle_wires:
                 self._idle_wires.discard(frozenset((a, b)))
             else:
@@ -144,7 +177,7 @@ class PeerLinks(LocalBackend):
 
     def links(self) -> list[tuple[str, str]]:
         peer = [tuple(sorted(k)) for k in self._peer_links]
-        wired = [e for e in self._wire_links() if frozenset(e) not in self._idle_wires]
+        wired = [e for e in self.wires.links() if frozenset(e) not in self._idle_wires]
         return sorted({*wired, *peer})  # type: ignore[arg-type]
 
     def cut_link(self, a: str, b: str) -> None:
@@ -152,20 +185,20 @@ class PeerLinks(LocalBackend):
         if self._peer_link(a, b):
             LocalBackend.cut_link(self, a, b)
         else:
-            self._wire_cut(a, b, "down")
+            self.wires.cut(a, b, "down")
 
     def heal_link(self, a: str, b: str) -> None:
         self._idle(a, b)
         if self._peer_link(a, b):
             LocalBackend.heal_link(self, a, b)
         else:
-            self._wire_cut(a, b, "up")
+            self.wires.cut(a, b, "up")
 
     def link_state(self, a: str, b: str) -> LinkState:
         self._idle(a, b)
         if self._peer_link(a, b):
             return LocalBackend.link_state(self, a, b)
-        return self._wire_state(a, b)
+        return self.wires.state(a, b)
 
     def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
                    both_ways: bool = True) -> None:
@@ -173,7 +206,7 @@ class PeerLinks(LocalBackend):
         if self._peer_link(a, b):  # a rate too: the brokers' shaper (the segment is shared)
             LocalBackend.shape_link(self, a, b, change, both_ways=both_ways)
         else:
-            self._wire_shape(a, b, change, both_ways)
+            self.wires.shape(a, b, change, both_ways)
 
     def _forget_peer(self, broker_id: str) -> None:
         """A broker removed: its peer links (their config entries go with the broker)."""
