@@ -34,7 +34,6 @@ from typing import Any
 
 from weeble.analytics.reproduce.framework import (
     Claim,
-    Evaluator,
     Measure,
     Outcome,
     Point,
@@ -311,15 +310,13 @@ COST, LOSS, DELAY = ("control messages (Fig. 4.14, L5681–5715)",
 
 @dataclass
 class Chapter4(SimulatedExperiment):
+    simulation = SimulationColumn
     name: str = "ch4"
     title: str = ("Thesis chapter 4.4.3: the coordinated link exchange against the strawman, "
                   "by reconfiguration cycle length")
     setup: Setup = Setup()
     seeds: tuple[int, int] = (1, 5)  # short, --full
     exchanges: tuple[int, int] = (30, 100)  # short, --full
-
-    def default_columns(self) -> tuple[Evaluator, ...]:
-        return (SimulationColumn(self.setup),)
 
     def grid(self, *, full: bool) -> list[Point]:
         seeds, exchanges = (self.seeds[1], self.exchanges[1]) if full else (

@@ -42,7 +42,6 @@ from typing import Any
 
 from weeble.analytics.reproduce.framework import (
     Claim,
-    Evaluator,
     Measure,
     Outcome,
     Point,
@@ -269,15 +268,13 @@ RATES = "exchanges per 1000 ticks over the last third (thesis exp. 8, Experiment
 
 @dataclass
 class Chapter5(SimulatedExperiment):
+    simulation = SimulationColumn
     name: str = "ch5"
     title: str = ("Thesis chapter 5.6, experiments 3 and 4: the Cost-and-Interest heuristic "
                   "against ℓMST, ℓMIT and the random static tree")
     setup: Setup = Setup()
     topologies: tuple[int, int] = (2, 50)  # short, --full
     durations: tuple[float, float] = (120.0, 300.0)  # short, --full
-
-    def default_columns(self) -> tuple[Evaluator, ...]:
-        return (SimulationColumn(self.setup),)
 
     def grid(self, *, full: bool) -> list[Point]:
         n, duration = (self.topologies[1], self.durations[1]) if full else (

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class ReproduceError(Exception):
@@ -228,9 +228,14 @@ class Experiment(Protocol):
 @dataclass
 class SimulatedExperiment:
     """The part every simulated experiment (ch4, ch5, sketches, skipring) shares, after its own
-    name, title, setup and grid knobs: its columns (`evaluators`, by default those of
-    `default_columns`), the columns pending with why, and the compact claim groups. A subclass
-    is a dataclass that says its default columns."""
+    name, title, `setup` and grid knobs: its columns (`evaluators`; by default its `model`
+    column, if it has one, and its `simulation` column of its setup), the columns pending with
+    why, and the compact claim groups. A subclass is a dataclass that names its column
+    classes."""
+
+    # the column classes of an experiment made without `evaluators`
+    simulation: ClassVar[Callable[[Any], Evaluator]]
+    model: ClassVar[Callable[[], Evaluator] | None] = None
 
     evaluators: Sequence[Evaluator] = ()
     pending: dict[str, str] = field(default_factory=dict)
@@ -238,11 +243,9 @@ class SimulatedExperiment:
 
     def __post_init__(self) -> None:
         if not self.evaluators:
-            self.evaluators = self.default_columns()
-
-    def default_columns(self) -> tuple[Evaluator, ...]:
-        """The columns an experiment made without `evaluators` evaluates."""
-        return ()
+            model = type(self).model
+            self.evaluators = ((model(),) if model is not None else ()) + (
+                type(self).simulation(self.setup),)  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -42,7 +42,6 @@ from typing import Any
 
 from weeble.analytics.reproduce.framework import (
     Claim,
-    Evaluator,
     Measure,
     Outcome,
     Point,
@@ -561,6 +560,7 @@ TIMERS = "§5: timer strategies after a transient link failure (C.2-6)"
 
 @dataclass
 class Sketches(SimulatedExperiment):
+    simulation, model = SimulationColumn, ModelColumn
     name: str = "sketches"
     title: str = ("Seed 002 (Shen and Tirthapura): edge stabilization with Bloom sketches, "
                   "spec seed23 §C.2")
@@ -574,9 +574,6 @@ class Sketches(SimulatedExperiment):
     diameter_seeds: tuple[int, int] = (6, 10)
     overhead_seeds: tuple[int, int] = (1, 5)
     downtimes: tuple[tuple[float, ...], tuple[float, ...]] = ((5.0,), (3.0, 15.0))
-
-    def default_columns(self) -> tuple[Evaluator, ...]:
-        return (ModelColumn(), SimulationColumn(self.setup))
 
     def grid(self, *, full: bool) -> list[Point]:
         i = int(full)

@@ -40,7 +40,6 @@ from typing import Any
 
 from weeble.analytics.reproduce.framework import (
     Claim,
-    Evaluator,
     Measure,
     Outcome,
     Point,
@@ -450,6 +449,7 @@ PUBLICATIONS = "publications (C.1-13, C.1-14)"
 
 @dataclass
 class SkipRing(SimulatedExperiment):
+    simulation, model = SimulationColumn, ModelColumn
     name: str = "skipring"
     title: str = ("Seed 003 (Feldmann et al.): the supervised skip ring and its topic pub/sub, "
                   "spec seed23 §C.1")
@@ -467,9 +467,6 @@ class SkipRing(SimulatedExperiment):
     ratio_size: int = 64
     leave_size: int = 24
     ratio_seeds: tuple[int, int] = (1, 3)
-
-    def default_columns(self) -> tuple[Evaluator, ...]:
-        return (ModelColumn(), SimulationColumn(self.setup))
 
     def grid(self, *, full: bool) -> list[Point]:
         i = int(full)
