@@ -20,7 +20,7 @@ from types import ModuleType
 from weeble.check import status
 from weeble.check.rules import RULES, TIMING_TOLERANCE
 from weeble.core import filters, legitimacy, rom
-from weeble.trace import schema
+from weeble.trace import schema, summary
 from weeble.trace.header import RUN_FIELDS
 from weeble.trace.writer import CLIP_CHARS, LiveSink
 
@@ -226,6 +226,14 @@ def render() -> str:
         _paragraph_after(legitimacy.__doc__, "Per destination D of broker V"),
         "",
         f"(τ of R13 is {TIMING_TOLERANCE} s.)",
+        "",
+        "## summary.json",
+        "",
+        "`weeble simulate` also writes `RUN/summary.json`: the simulator's own judgement, "
+        "made online by the same checker. Its fields (a test holds every summary the simulator "
+        "writes to this table):",
+        "",
+        summary.document(),
         "",
     ]
     return "\n".join(parts)
