@@ -264,3 +264,21 @@ def test_the_example_experiment_fits_the_quickstart_tree() -> None:
     exp = load_experiment(REPO / "scenarios" / "experiments" / "every-kind.yaml")
     exp.check(TREE)
     assert set(exp.kinds) == set(F.KINDS)  # it shows every kind
+
+
+def test_a_delay_above_delta_max_is_warned_of_before_it_runs() -> None:
+    """Issue 23 item 6: every-kind's 400 ms delay against δmax 50 ms breaks the timing model;
+    `weeble chaos` says so before it injects anything (its episode is then judged "assumptions
+    violated")."""
+    from pathlib import Path
+
+    from weeble.core.rom import Params
+    from weeble.model.experiment import load_experiment, timing_warnings
+
+    repo = Path(__file__).resolve().parents[2]
+    every = load_experiment(repo / "scenarios" / "experiments" / "every-kind.yaml")
+    params = Params(pi=4, rho=2, delta_min=0, delta_max=0.05, d=2)
+    (warning,) = timing_warnings(every, params)
+    assert warning.startswith("faults[") and "(slow): a delay of up to 450 ms" in warning
+    assert "δmax = 50 ms" in warning
+    assert timing_warnings(every, Params(pi=4, rho=2, delta_min=0, delta_max=0.5, d=2)) == []

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from weeble.chaos.runner import ChaosRunner
     from weeble.chaos.verdict import outcome_table
     from weeble.commands import UsageError
-    from weeble.model.experiment import ExperimentError, load_experiment
+    from weeble.model.experiment import ExperimentError, load_experiment, timing_warnings
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.testbed import Testbed
 
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.experiment}: {e} (run {bed.run_id})") from None
     print(f"chaos {experiment.name!r} on run {bed.run_id}: {len(runner.timeline)} injection(s),"
           f" seed {runner.seed}", file=sys.stderr)
+    for warning in timing_warnings(experiment, runner.target.params):
+        print(f"weeble: warning: {warning}", file=sys.stderr)
     with signals_raise():
         try:
             outcomes = asyncio.run(runner.run())

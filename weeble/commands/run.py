@@ -102,9 +102,12 @@ def run(args: argparse.Namespace) -> int:
             chaos = None
             if scenario.chaos is not None and not args.no_chaos:
                 from weeble.chaos.runner import ChaosRunner
+                from weeble.model.experiment import timing_warnings
 
                 chaos = ChaosRunner(bed, scenario.chaos, until=duration, clients=workload,
                                     on_event=lambda msg: progress.console.print(f"chaos {msg}"))
+                for warning in timing_warnings(scenario.chaos, scenario.params):
+                    progress.console.print(f"warning: {warning}")
             manager = None
             optimizing = (scenario.optimizer is not None
                           and scenario.optimizer.heuristic != "none")

@@ -255,3 +255,21 @@ def tree_of_scenario(scenario: Any) -> Tree:
 
 __all__ = ["Experiment", "ExperimentError", "FaultSpec", "Injection",
            "load_experiment", "parse_experiment", "tree_of_scenario"]
+
+
+def timing_warnings(experiment: Experiment, params: Params) -> list[str]:
+    """The faults that break the timing model the bounds assume (a link delay above δmax):
+    what they cause is judged "assumptions violated", not pass or fail (R13, R14). Said before
+    the experiment runs, so the verdict does not surprise."""
+    out = []
+    for i, f in enumerate(experiment.faults):
+        worst_ms = getattr(f, "delay_ms", None)
+        if f.kind != "delay" or worst_ms is None:
+            continue
+        worst = (worst_ms + getattr(f, "jitter_ms", 0.0)) / 1000
+        if worst > params.delta_max:
+            out.append(f"faults[{i}] ({f.name or f.kind}): a delay of up to {worst * 1000:g} ms "
+                       f"is above the scenario's δmax = {params.delta_max * 1000:g} ms: it breaks "
+                       "the timing model the bounds assume, and the episode it falls in will be "
+                       "judged \"assumptions violated\" if anything goes wrong there")
+    return out
