@@ -119,6 +119,31 @@ def check_free(address: str, what: str) -> None:
             ) from None
 
 
+def holders(address: str) -> list[str]:
+    """Who listens on `address` (IPv4): "pid N (command)" for each process holding such a
+    socket, read from /proc (empty when nothing does, or without procfs)."""
+    host, port = split_address(address)
+    try:
+        want = f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}"
+        inodes = set()
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[1] == want and cols[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{cols[9]}]")
+    except (OSError, ValueError, IndexError):
+        return []
+    out = []
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) in inodes for fd in fd_dir.iterdir()):
+                pid = fd_dir.parent.name
+                cmd = (fd_dir.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                out.append(f"pid {pid} ({cmd.decode(errors='replace').strip()[:120]})")
+        except OSError:
+            continue
+    return out
+
+
 def pid_alive(pid: int, marker: str) -> bool:
     """Is `pid` a running process whose command line contains `marker`?
 
@@ -562,6 +587,22 @@ class LocalBackend(Backend):
         if shapes:
             config = config.model_copy(update={"links": {**config.links, **shapes}})
         self._configs.pop(broker_id)  # start_broker re-adds it
+        # The killed process's sockets are closed by the kernel as it exits, which under load
+        # can take longer than kill_broker waits: retry until they are free (up to `timeout`),
+        # then say who still holds them instead of a bare "Address already in use".
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.check_addresses(config)
+                break
+            except BackendError as e:
+                if time.monotonic() > deadline:
+                    self._configs[broker_id] = config
+                    held = [h for a in (config.listen_address, config.admin_address)
+                            for h in holders(a)]
+                    raise BackendError(f"{e} (after {timeout:g} s; held by "
+                                       f"{', '.join(held) or 'no process'})") from None
+                time.sleep(0.1)
         try:
             self.start_broker(config)
         except BackendError:
