@@ -14,7 +14,8 @@ WEEBLE = Path(__file__).resolve().parent.parent / "weeble"
 # The layer table (DESIGN.md, "Parts and their boundaries"), from the bottom: a package imports
 # only packages of the floors below its own (and itself), never one beside it on its floor.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("weeble.core", "weeble.proto"),  # the pure broker; the generated protobuf
+    # the pure broker; the generated protobuf; the terminal's verbosity (imports nothing)
+    ("weeble.core", "weeble.proto", "weeble.verbosity"),
     ("weeble.model", "weeble.codec"),  # scenario models; the wire codec (core <-> protobuf)
     ("weeble.trace",),
     ("weeble.check",),
@@ -23,7 +24,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # chaos reaches live brokers through the orchestrator's Backend: never the other way
     ("weeble.chaos",),
     ("weeble.analytics",),
-    ("weeble.commands",),  # rendering and argument parsing only
+    # rendering and argument parsing only; the pytest plugin for chaos suites
+    ("weeble.commands", "weeble.testing"),
     ("weeble.cli",),
 )
 # the package's own guard and build state: every layer may be loaded through it
