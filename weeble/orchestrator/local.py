@@ -242,6 +242,80 @@ def wait_serving(address: str, timeout: float, *, links: bool, alive: Any,
             time.sleep(0.05)
 
 
+class UserSpaceLinks:
+    """A network part made of the brokers' own link layer: a link is cut and shaped at both
+    ends through admin (`user-space` in the evidence). The local backend's links are all such;
+    on Mininet and Docker the links a reconfiguration makes over the shared peer network are.
+    What was set is kept, to be put back when a broker restarts (a cut cable stays cut)."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        self.backend = backend
+        self.cuts: set[frozenset[str]] = set()
+        self.shapes: dict[tuple[str, str], LinkShape] = {}  # (from, to) -> current shape
+
+    def cut(self, a: str, b: str) -> None:
+        # Cut at both ends: each end drops what it would send and what it receives, so the
+        # link stays cut even while one end restarts.
+        self.cuts.add(frozenset((a, b)))
+        for x, y in self.backend._ends(a, b):
+            self.backend._admin(x).call("CutLink", admin_pb2.LinkRequest(neighbor=y))
+
+    def heal(self, a: str, b: str) -> None:
+        self.cuts.discard(frozenset((a, b)))
+        for x, y in self.backend._ends(a, b):
+            self.backend._admin(x).call("HealLink", admin_pb2.LinkRequest(neighbor=y))
+
+    def shape(self, a: str, b: str, change: LinkShapeChange, *, both_ways: bool = True) -> None:
+        ends = self.backend._ends(a, b)
+        for x, y in ends if both_ways else [e for e in ends if e == (a, b)]:
+            reply = self.backend._admin(x).call(
+                "SetLink", admin_pb2.SetLinkRequest(neighbor=y, **change.fields()))
+            s = reply.link.shape
+            self.shapes[x, y] = LinkShape(s.delay_ms, s.jitter_ms, s.loss, s.duplicate,
+                                          s.rate_bps, s.corrupt)
+
+    def is_cut(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self.cuts
+
+    def state(self, a: str, b: str) -> LinkState:
+        """Each running end's own word on the link (Snapshot): "cut" at every running end."""
+        bk = self.backend
+        ends: dict[str, str] = {}
+        for x, y in ((a, b), (b, a)):
+            if y not in bk._config(x).neighbors:
+                raise BackendError(f"no link {a}-{b}: {y} is not a neighbour of {x}")
+            if not bk.alive(x):
+                ends[x] = "not running"
+                continue
+            reply = bk._admin(x).call("Snapshot", admin_pb2.SnapshotRequest())
+            ends[x] = next((ls.state for ls in reply.links if ls.neighbor == y), "absent")
+        running = [s for s in ends.values() if s != "not running"]
+        cut = all(s == "cut" for s in running) if running else self.is_cut(a, b)
+        return LinkState(a, b, cut=cut, mechanism="user-space", ends=ends)
+
+    def forget(self, a: str, b: str | None = None) -> None:
+        """The link a-b removed (b None: every link of broker a)."""
+        if b is not None:
+            self.cuts.discard(frozenset((a, b)))
+            self.shapes.pop((a, b), None)
+            self.shapes.pop((b, a), None)
+            return
+        self.cuts = {k for k in self.cuts if a not in k}
+        self.shapes = {k: v for k, v in self.shapes.items() if a not in k}
+
+    def shapes_from(self, broker_id: str) -> dict[str, LinkShape]:
+        """The shapes set on `broker_id`'s side of its links: neighbour -> shape."""
+        return {to: shape for (frm, to), shape in self.shapes.items() if frm == broker_id}
+
+    def cut_again(self, broker_id: str) -> None:
+        """A restarted broker: its links that were cut, cut again at its end."""
+        for cut in self.cuts:
+            if broker_id in cut:
+                (other,) = cut - {broker_id}
+                self.backend._admin(broker_id).call("CutLink",
+                                                    admin_pb2.LinkRequest(neighbor=other))
+
+
 # ---- the backend ----------------------------------------------------------------------------
 
 
@@ -259,9 +333,8 @@ class LocalBackend(Backend):
         self._attached: dict[str, int] = {}  # started by another process: pid
         self._admins: dict[str, _Admin] = {}
         self._reach: dict[str, BrokerAddress] = {}  # where the orchestrator dials, if planned
-        self._cuts: set[frozenset[str]] = set()
+        self.user_links = UserSpaceLinks(self)  # its network part: the brokers' link layer
         self._paused: set[str] = set()  # SIGSTOPped here: always continued before a stop
-        self._shapes: dict[tuple[str, str], LinkShape] = {}  # (from, to) -> current shape
         self._detached = False
         _open_backends.add(self)
 
@@ -491,8 +564,7 @@ class LocalBackend(Backend):
         for n in list(config.neighbors):
             if n in self._configs:
                 self._configs[n] = _without(self._configs[n], broker_id)
-            self._cuts.discard(frozenset((broker_id, n)))
-        self._shapes = {k: v for k, v in self._shapes.items() if broker_id not in k}
+        self.user_links.forget(broker_id)
         del self._configs[broker_id]
         self._procs.pop(broker_id, None)
         self._attached.pop(broker_id, None)
@@ -512,9 +584,7 @@ class LocalBackend(Backend):
         self._ends(a, b)  # raises if there is no such link
         self._configs[a] = _without(self._configs[a], b)
         self._configs[b] = _without(self._configs[b], a)
-        self._cuts.discard(frozenset((a, b)))
-        self._shapes.pop((a, b), None)
-        self._shapes.pop((b, a), None)
+        self.user_links.forget(a, b)
 
     def links(self) -> list[tuple[str, str]]:
         return sorted({(min(a, n), max(a, n)) for a, c in self._configs.items()
@@ -583,7 +653,7 @@ class LocalBackend(Backend):
         config = self._config(broker_id)
         if self.alive(broker_id):
             self.kill_broker(broker_id)
-        shapes = {to: shape for (frm, to), shape in self._shapes.items() if frm == broker_id}
+        shapes = self.user_links.shapes_from(broker_id)
         if shapes:
             config = config.model_copy(update={"links": {**config.links, **shapes}})
         self._configs.pop(broker_id)  # start_broker re-adds it
@@ -609,10 +679,7 @@ class LocalBackend(Backend):
             self._configs[broker_id] = config
             raise
         self.wait_healthy(broker_id, timeout)
-        for cut in self._cuts:
-            if broker_id in cut:
-                (other,) = cut - {broker_id}
-                self._admin(broker_id).call("CutLink", admin_pb2.LinkRequest(neighbor=other))
+        self.user_links.cut_again(broker_id)
 
     # ---- links ------------------------------------------------------------------------------
 
@@ -637,44 +704,20 @@ class LocalBackend(Backend):
         return [(x, y) for x, y in ((a, b), (b, a)) if self.alive(x)]
 
     def cut_link(self, a: str, b: str) -> None:
-        # Cut at both ends: each end drops what it would send and what it receives, so the
-        # link stays cut even while one end restarts.
-        self._cuts.add(frozenset((a, b)))
-        for x, y in self._ends(a, b):
-            self._admin(x).call("CutLink", admin_pb2.LinkRequest(neighbor=y))
+        self.user_links.cut(a, b)
 
     def heal_link(self, a: str, b: str) -> None:
-        self._cuts.discard(frozenset((a, b)))
-        for x, y in self._ends(a, b):
-            self._admin(x).call("HealLink", admin_pb2.LinkRequest(neighbor=y))
+        self.user_links.heal(a, b)
 
     def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
                    both_ways: bool = True) -> None:
-        ends = self._ends(a, b)
-        for x, y in ends if both_ways else [e for e in ends if e == (a, b)]:
-            reply = self._admin(x).call(
-                "SetLink", admin_pb2.SetLinkRequest(neighbor=y, **change.fields()))
-            s = reply.link.shape
-            self._shapes[x, y] = LinkShape(s.delay_ms, s.jitter_ms, s.loss, s.duplicate,
-                                           s.rate_bps, s.corrupt)
+        self.user_links.shape(a, b, change, both_ways=both_ways)
 
     def link_cut(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) in self._cuts
+        return self.user_links.is_cut(a, b)
 
     def link_state(self, a: str, b: str) -> LinkState:
-        """Each running end's own word on the link (Snapshot): "cut" at every running end."""
-        ends: dict[str, str] = {}
-        for x, y in ((a, b), (b, a)):
-            if y not in self._config(x).neighbors:
-                raise BackendError(f"no link {a}-{b}: {y} is not a neighbour of {x}")
-            if not self.alive(x):
-                ends[x] = "not running"
-                continue
-            reply = self._admin(x).call("Snapshot", admin_pb2.SnapshotRequest())
-            ends[x] = next((ls.state for ls in reply.links if ls.neighbor == y), "absent")
-        running = [s for s in ends.values() if s != "not running"]
-        cut = all(s == "cut" for s in running) if running else self.link_cut(a, b)
-        return LinkState(a, b, cut=cut, mechanism="user-space", ends=ends)
+        return self.user_links.state(a, b)
 
     # ---- results ----------------------------------------------------------------------------
 

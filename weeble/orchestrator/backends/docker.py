@@ -57,7 +57,7 @@ from weeble.orchestrator.backend import (
 from weeble.orchestrator.backends import registry
 from weeble.orchestrator.backends.image import PYTHON, ensure_image
 from weeble.orchestrator.backends.peernet import PeerLinks
-from weeble.orchestrator.local import LocalBackend, _open_backends, wait_serving
+from weeble.orchestrator.local import _open_backends, wait_serving
 from weeble.runtime.config import BrokerConfig
 
 KIND = "docker"
@@ -630,4 +630,4 @@ class DockerWires:
                     with contextlib.suppress(BackendError):  # none set: nothing to remove
                         bk._nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
         if fields:
-            LocalBackend.shape_link(bk, a, b, LinkShapeChange(**fields), both_ways=both_ways)
+            bk.user_links.shape(a, b, LinkShapeChange(**fields), both_ways=both_ways)

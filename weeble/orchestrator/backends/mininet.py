@@ -542,7 +542,7 @@ class MininetBackend(PeerLinks):
                 intf.node.cmd(f"ip addr add {entry.ip[broker]}/30 dev {intf.name}")
 
     # A cut lives in the network, not in the brokers: a restarted broker finds its link down
-    # as it was, and the local backend's user-space cuts (its `_cuts`) stay empty here.
+    # as it was, and the local backend's user-space cuts (its `user_links`) stay empty here.
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's interface toward b (evidence of a rate limit)."""
@@ -647,4 +647,4 @@ class MininetWires:
                         intf.tc("%s qdisc del dev %s root")
                     bk._rates[x, y] = rate
         if fields:
-            LocalBackend.shape_link(bk, a, b, LinkShapeChange(**fields), both_ways=both_ways)
+            bk.user_links.shape(a, b, LinkShapeChange(**fields), both_ways=both_ways)

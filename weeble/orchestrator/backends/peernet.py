@@ -183,28 +183,28 @@ class PeerLinks(LocalBackend):
     def cut_link(self, a: str, b: str) -> None:
         self._idle(a, b)
         if self._peer_link(a, b):
-            LocalBackend.cut_link(self, a, b)
+            self.user_links.cut(a, b)
         else:
             self.wires.cut(a, b, "down")
 
     def heal_link(self, a: str, b: str) -> None:
         self._idle(a, b)
         if self._peer_link(a, b):
-            LocalBackend.heal_link(self, a, b)
+            self.user_links.heal(a, b)
         else:
             self.wires.cut(a, b, "up")
 
     def link_state(self, a: str, b: str) -> LinkState:
         self._idle(a, b)
         if self._peer_link(a, b):
-            return LocalBackend.link_state(self, a, b)
+            return self.user_links.state(a, b)
         return self.wires.state(a, b)
 
     def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
                    both_ways: bool = True) -> None:
         self._idle(a, b)
         if self._peer_link(a, b):  # a rate too: the brokers' shaper (the segment is shared)
-            LocalBackend.shape_link(self, a, b, change, both_ways=both_ways)
+            self.user_links.shape(a, b, change, both_ways=both_ways)
         else:
             self.wires.shape(a, b, change, both_ways)
 
