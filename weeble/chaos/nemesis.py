@@ -197,6 +197,14 @@ class _Draw:
             fault = self.fault(family, at)
             if fault is not None:
                 faults.append(fault)
+                if fault.get("field") in ("entry.insert", "merger.insert") and \
+                        self.rng.random() < 0.3:
+                    # a burst: the same fault at other brokers at the same instant, each with
+                    # a value of its own (F13: a bogus entry at several brokers at once)
+                    others = [b for b in self.brokers if b != fault["target"]]
+                    for b in self.rng.sample(others, min(len(others), self.rng.randint(1, 3))):
+                        faults.append({**fault, "target": b,
+                                       **self.state_value(fault["field"], b)})
         if faults:
             faults.sort(key=lambda f: f["at"])
             data["chaos"] = {"name": "nemesis", "faults": faults}
@@ -225,12 +233,8 @@ class _Draw:
             name = rng.choice(self.fields)
             target = rng.choice(self.brokers)
             f.update(target=target, field=name, **self.state_value(name, target))
-            if name in ("entry.insert", "table.clear", "merger.insert") and \
-                    rng.random() < 0.3 and len(self.brokers) > 2:
-                # the same fault at several brokers at once (F13: an all-covering entry at
-                # some, the tables of others cleared); a value naming a destination keeps it
-                # where it is a neighbour
-                others = [b for b in self.brokers if b != target]
+            if name == "table.clear" and rng.random() < 0.3 and len(self.brokers) > 2:
+                others = [b for b in self.brokers if b != target]  # F13's cleared tables
                 f["target"] = [target, *rng.sample(others, min(len(others), rng.randint(1, 3)))]
         elif kind == "clock":
             f["target"] = rng.choice(self.brokers)
@@ -274,8 +278,10 @@ class _Draw:
         colours = self.s.colours is not None
         table = {"table": rng.randrange(3)} if colours else {}
         if name in ("entry.insert", "adv.entry.insert"):
+            # all-covering half the time: the worst bogus entry (F13)
             return {"value": {"sub_id": f"bogus{rng.randrange(1000)}",
-                              "filter": rng.choice(["true", *self.filters]),
+                              "filter": "true" if rng.random() < 0.5 else
+                              rng.choice(self.filters),
                               "dest": rng.choice([*own, "ghost"]), "flag": rng.randrange(2)},
                     "args": table}
         if name in ("table.clear", "adv.table.clear"):
