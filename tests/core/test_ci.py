@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from weeble.core.broker import Broker
 from weeble.core.events import Receive, Send, Start, TimerFired, Trace
-from weeble.core.messages import Broadcast, Propose
 from weeble.core.optimize.cost import (
     choose,
     cycle_costs,
@@ -32,6 +31,7 @@ from weeble.core.optimize.cost import (
 )
 from weeble.core.optimize.interest import SEED, Cache, unpack
 from weeble.core.optimize.layer import BROADCAST
+from weeble.core.optimize.messages import Broadcast, Propose
 from weeble.core.rom import Algorithm, Heuristic, Optimizer, Params, Rom
 from weeble.core.sketch.bloom import false_positive_rate, positions
 

@@ -21,13 +21,13 @@ from weeble.analytics.reproduce.sketches import subscribe_all as subscribe
 from weeble.chaos.runner import in_simulation
 from weeble.core.events import Corrupt
 from weeble.core.filters import Filter
-from weeble.core.messages import AeReply
 from weeble.core.rom import Algorithm, AntiEntropy, Params
 from weeble.core.sketch.legality import (
     all_locally_legal,
     globally_legal,
     subtree_subscriptions,
 )
+from weeble.core.sketch.messages import AeReply
 from weeble.model import topology as topo
 from weeble.model.scenario import load_scenario, parse_scenario
 from weeble.sim.run import simulate

@@ -33,12 +33,8 @@ from weeble.core.filters import (
 )
 from weeble.core.messages import (
     Adv,
-    AeCorrect,
-    AeObserve,
-    AeReply,
     AskPlace,
     Begin,
-    Broadcast,
     Bye,
     End,
     Lock,
@@ -46,7 +42,6 @@ from weeble.core.messages import (
     Notification,
     Notify,
     Place,
-    Propose,
     Recolor,
     RecolorAck,
     Reconfigure,
@@ -59,7 +54,9 @@ from weeble.core.messages import (
     Unlock,
     Unsub,
 )
+from weeble.core.optimize.messages import Broadcast, Propose
 from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES, BloomFilter
+from weeble.core.sketch.messages import AeCorrect, AeObserve, AeReply
 from weeble.proto.v1 import client_pb2, link_pb2
 
 PROTOCOL_VERSION = 1

@@ -62,8 +62,9 @@ from weeble.core.events import (
     Trace,
 )
 from weeble.core.filters import Filter
-from weeble.core.messages import OPTIMIZING, Notify
+from weeble.core.messages import Notify
 from weeble.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
+from weeble.core.optimize.messages import OPTIMIZING
 from weeble.core.overlay import Overlay, OverlayRam
 from weeble.core.overlay.coloured import ColouredOverlay, ColouredRam
 from weeble.core.reconfig.exchange import RETRY, Exchange, ExchangeRam

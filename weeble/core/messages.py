@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from weeble.core.filters import Filter, IndexKey, Value
+from weeble.core.optimize.messages import Broadcast, Propose
 from weeble.core.overlay.skipring.messages import SkipRingMessage
-from weeble.core.sketch.bloom import BloomFilter
+from weeble.core.sketch.messages import AntiEntropyMessage
 
 
 @dataclass(slots=True)
@@ -280,84 +281,7 @@ class Reconfigure:
 Recoloring = Recolor | RecolorAck | AskPlace | Place | Reconfigure
 RECOLORING = (Recolor, RecolorAck, AskPlace, Place, Reconfigure)
 
-# ---- the tree optimizer (thesis ch. 5; layer `optimize`) -------------------------------------
-
-
-@dataclass(slots=True)
-class Broadcast:
-    """m^K (Alg. 17): the originator path[0]'s interest summary, flooded η hops through the tree.
-
-    `p[q]` is the processing cost of path[q]; `c[q]` the cost of link path[q]–path[q+1]. Each
-    forwarder appends itself, its p and the cost of the link the message came over."""
-
-    path: tuple[str, ...]
-    p: tuple[float, ...]
-    c: tuple[float, ...]
-    summary: BloomFilter
-
-
-@dataclass(slots=True)
-class Propose:
-    """m^Q (Alg. 18): Bi = path[0] proposes the link to Bj = path[-1]; the request travels the
-    tree path to Bj and every broker of the cycle adds its cost_R(e) for every edge e.
-
-    `c[t]` is the cost of edge t of the cycle (t = n−1: the new link, which the others could not
-    know, spec ch5 §2.6 [INFERRED]); `cost[t]` the sum of cost_R(e_t, B) so far."""
-
-    rid: str
-    path: tuple[str, ...]
-    p: tuple[float, ...]
-    c: tuple[float, ...]
-    cost: tuple[float, ...]
-
-
-OPTIMIZING: tuple[type, ...] = (Broadcast, Propose)
-
-# ---- edge stabilization with sketches (seed 002; layer `anti_entropy`) ----------------------
-
-# A subscription as seed 002's tables hold it: (sub_id, filter).
-Item = tuple[str, Filter]
-
-
-@dataclass(slots=True)
-class AeObserve:
-    """Observer (seed 002 §3.2): round `round_no` of the sender's edge towards the receiver.
-    Answer with a sketch of what you hold for me, built with (m, k, seed), or, when `full`,
-    with the items themselves."""
-
-    round_no: int
-    full: bool
-    m: int = 0
-    k: int = 0
-    seed: int = 0
-
-
-@dataclass(slots=True)
-class AeReply:
-    """The answer: |F_{me→observer}| and its Bloom filter (`sketch`), or its items (a full
-    round)."""
-
-    round_no: int
-    cardinality: int
-    sketch: BloomFilter | None = None
-    items: tuple[Item, ...] = ()
-
-
-@dataclass(slots=True)
-class AeCorrect:
-    """C1 (process as subscriptions from the sender) and C2 (as unsubscriptions); with `probe`
-    (the sender's filter of what it advertises) the receiver also drops what it holds for the
-    sender that the probe certainly lacks."""
-
-    round_no: int
-    subscribe: tuple[Item, ...] = ()
-    unsubscribe: tuple[Item, ...] = ()
-    probe: BloomFilter | None = None
-
-
-AntiEntropyMessage = AeObserve | AeReply | AeCorrect
-ANTI_ENTROPY = (AeObserve, AeReply, AeCorrect)
-
-# Every message a link carries; the skip-ring mode's (seed 003) travel the same links.
+# Every message a link carries: the ones above, and those each other layer declares in its own
+# module (the optimizer's, the sketches', the skip ring's of seed 003, which travel the same links).
 Message = (Sub | Unsub | Adv | Unadv | Notify | Switch | Coordination | Recoloring | Broadcast
            | Propose | AntiEntropyMessage | SkipRingMessage)

@@ -37,16 +37,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from weeble.core.events import Event, Leave, StartExchange, SubmitReconfig
-from weeble.core.messages import (
-    COORDINATION,
-    Broadcast,
-    Bye,
-    Notification,
-    Notify,
-    Propose,
-    Recolor,
-    Reconfigure,
-)
+from weeble.core.messages import COORDINATION, Bye, Notification, Notify, Recolor, Reconfigure
+from weeble.core.optimize.messages import Broadcast, Propose
 from weeble.core.reconfig.plan import Op, PlanError, RemoveLeaf, Tree, apply, edge
 from weeble.orchestrator.backend import BackendError
 from weeble.runtime.admin_client import AdminClient

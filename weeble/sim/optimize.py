@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from weeble.core.messages import OPTIMIZING, Notify
+from weeble.core.messages import Notify
+from weeble.core.optimize.messages import OPTIMIZING
 from weeble.core.reconfig.plan import ExchangeLink, edge
 from weeble.sim.reconfigure import Reconfigurator
 

@@ -144,8 +144,9 @@ def one_run(*, seed: int, timer: str, period: float, publish_interval: float, do
     module's `cut` does). The workload is fixed by the seed: the same with and without failure.
     """
     from weeble.codec.wire import wire_size
-    from weeble.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
+    from weeble.core.messages import Sub, Unsub
     from weeble.core.rom import Algorithm, AntiEntropy, Params
+    from weeble.core.sketch.messages import AeCorrect, AeObserve, AeReply
     from weeble.model import topology as topo
     from weeble.sim.simulation import Simulation
 
@@ -242,7 +243,8 @@ def legal_traffic(algorithm: str, *, n: int = 20, seed: int = 5,
                   periods: int = 20) -> dict[str, float]:
     """Spec seed23 §C.2-3: in a legal system, per directed edge and period, the Observes and
     replies, and every (un)subscription and correction."""
-    from weeble.core.messages import AeCorrect, AeObserve, AeReply, Sub, Unsub
+    from weeble.core.messages import Sub, Unsub
+    from weeble.core.sketch.messages import AeCorrect, AeObserve, AeReply
     from weeble.model import topology as topo
 
     t = topo.random_tree(n, seed)
@@ -299,7 +301,7 @@ def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
     the leasing clock and whole tables too) or "edges" (`edge_fault`: the paper's F alone)."""
     from weeble.core.corruption import random_fault
     from weeble.core.filters import Filter
-    from weeble.core.messages import AeCorrect
+    from weeble.core.sketch.messages import AeCorrect
     from weeble.model import topology as topo
 
     if faults not in FAULTS:
@@ -341,10 +343,10 @@ def sketch_size(bits_per_element: float, n: int = ELEMENTS) -> dict[str, float]:
     n subscriptions whose canonical form is 32 bytes."""
     from weeble.codec.wire import wire_size
     from weeble.core.filters import Filter
-    from weeble.core.messages import AeReply
     from weeble.core.rom import AntiEntropy
     from weeble.core.routing.edges import encode
     from weeble.core.sketch.bloom import BloomFilter
+    from weeble.core.sketch.messages import AeReply
 
     ae = AntiEntropy(bits_per_element=bits_per_element, hashes=2)
     keys = [Filter.parse(f'topic == "news/{i:05d}/abcdefghi"') for i in range(n)]

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from weeble.core.events import Effect, Send, SetTimer, StartExchange, Trace
-from weeble.core.messages import Broadcast, Propose
 from weeble.core.optimize.cost import (
     choose,
     cycle_costs,
@@ -43,6 +42,7 @@ from weeble.core.optimize.cost import (
     effective_cost,
 )
 from weeble.core.optimize.interest import Cache, unpack
+from weeble.core.optimize.messages import Broadcast, Propose
 from weeble.core.overlay import Overlay
 from weeble.core.rom import Heuristic, Optimizer, Rom
 

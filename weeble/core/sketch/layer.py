@@ -35,12 +35,13 @@ from typing import Any
 import mmh3
 
 from weeble.core.events import Effect, LinkDown, LinkUp, Receiver, Send, SetTimer, Trace
-from weeble.core.messages import AeCorrect, AeObserve, AeReply, Item, Notify, Sub, Unsub
+from weeble.core.messages import Notify, Sub, Unsub
 from weeble.core.overlay import Topology
 from weeble.core.rom import AntiEntropy, Rom
 from weeble.core.routing.edges import Edges, Key, encode
 from weeble.core.routing.layer import Routing
 from weeble.core.sketch.bloom import MAX_BITS, MAX_HASHES, BloomFilter, round_seed
+from weeble.core.sketch.messages import AeCorrect, AeObserve, AeReply, Item
 
 TIMER = "ae/"  # + neighbour: the round timer of one directed edge
 MAX_SUSPEND = 10  # periods an adaptive suspension lasts at most
