@@ -150,7 +150,7 @@ def test_the_compiled_modules_are_mypy_clean() -> None:
 
 
 def test_a_stale_build_falls_back_to_pure_python_with_one_warning(build: Path) -> None:
-    table = build / "weeble" / "broker" / "core" / "table.py"
+    table = build / "weeble" / "core" / "table.py"
     original = table.read_text()
     try:
         table.write_text(original + "\n# changed after the build\n")
@@ -189,7 +189,7 @@ def test_status_names_the_build_and_why_it_is_not_used(build: Path) -> None:
                               check=True).stdout.strip()
 
     assert status() == f"weeble build: compiled (mypyc, {len(_modules_of(build))} modules)"
-    engine = build / "weeble" / "broker" / "sim" / "engine.py"
+    engine = build / "weeble" / "sim" / "engine.py"
     original = engine.read_text()
     try:
         engine.write_text(original + "\n")
