@@ -14,11 +14,7 @@ from typing import Any
 import pytest
 
 from weeble.core.broker import Broker
-from weeble.core.corruption import (
-    CorruptionError,
-    random_colour_fault,
-    random_layer_fault,
-)
+from weeble.core.corruption import CorruptionError
 from weeble.core.events import (
     AddNeighbor,
     ClientSubscribe,
@@ -32,7 +28,9 @@ from weeble.core.events import (
 from weeble.core.filters import Filter
 from weeble.core.legitimacy import SnapshotView, coloured_overlay
 from weeble.core.messages import Notify, Recolor, RecolorAck, Sub, Unsub
+from weeble.core.reconfig.faults import random_layer_fault
 from weeble.core.reconfig.plan import ExchangeLink, Tree, apply, edge, moves
+from weeble.core.reconfig.recolor_faults import random_colour_fault
 from weeble.core.rom import Algorithm, Colours, ConfigError, OverlayKind, Params, Rom
 from weeble.model.topology import Topology, chain, from_edges, kary_tree, random_tree
 from weeble.sim.reconfigure import Reconfigurator

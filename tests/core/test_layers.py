@@ -6,13 +6,8 @@ import random
 
 import pytest
 
-from weeble.core.broker import Broker
-from weeble.core.corruption import (
-    TARGETS,
-    CorruptionError,
-    random_fault,
-    random_layer_fault,
-)
+from weeble.core.broker import TARGETS, Broker
+from weeble.core.corruption import CorruptionError
 from weeble.core.events import (
     AddNeighbor,
     ClientAdvertise,
@@ -29,7 +24,9 @@ from weeble.core.events import (
 from weeble.core.filters import Filter
 from weeble.core.legitimacy import overlay
 from weeble.core.messages import Bye, Lock, Sub, Unsub
+from weeble.core.reconfig.faults import random_layer_fault
 from weeble.core.rom import Algorithm, ConfigError, Params, Rom
+from weeble.core.routing.faults import random_fault
 
 P = Params(pi=10.0, rho=5.0, delta_min=0.01, delta_max=0.1, d=4)
 F = Filter.equals("class", 1)

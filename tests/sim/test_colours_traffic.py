@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.test_exchange import Net, ordering_violations
-from weeble.core.corruption import random_colour_fault, random_fault
 from weeble.core.filters import Filter
 from weeble.core.reconfig.plan import (
     AddLeaf,
@@ -29,7 +28,9 @@ from weeble.core.reconfig.plan import (
     random_exchange,
     random_tree,
 )
+from weeble.core.reconfig.recolor_faults import random_colour_fault
 from weeble.core.rom import Algorithm, Colours, Ordering, Params
+from weeble.core.routing.faults import random_fault
 from weeble.model.topology import from_edges
 from weeble.sim.reconfigure import Reconfigurator
 from weeble.sim.simulation import Simulation

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from weeble.chaos.nemesis import Nemesis, draw
-from weeble.core.corruption import _REGISTRY as CORRUPTION_TARGETS
+from weeble.core.broker import FAULTS
 from weeble.model.scenario import Scenario, parse_scenario
 
 FAIL = "fail"
@@ -190,7 +190,7 @@ class Report:
                 kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
                 if f["field"]:
                     fields[f["field"]] = fields.get(f["field"], 0) + 1
-                    t = CORRUPTION_TARGETS.get(f["field"])
+                    t = FAULTS.targets.get(f["field"])
                     if t is not None:
                         layers[t.layer] = layers.get(t.layer, 0) + 1
         rules: dict[str, int] = {}

@@ -26,8 +26,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from weeble.core.corruption import _REGISTRY as CORRUPTION_TARGETS
-from weeble.core.corruption import POINTERS
+from weeble.core.broker import FAULTS
+from weeble.core.reconfig.exchange import POINTERS
 from weeble.core.reconfig.plan import Tree as PlanTree
 from weeble.core.reconfig.plan import apply, random_exchange
 from weeble.core.rom import MERGING, Mode
@@ -103,7 +103,7 @@ def targets_of(scenario: Scenario, reconfigures: bool) -> list[str]:
     coloured = scenario.colours is not None
     r = scenario.routing
     out = []
-    for name, t in sorted(CORRUPTION_TARGETS.items()):
+    for name, t in sorted(FAULTS.targets.items()):
         if scenario.mode is Mode.SKIP_RING:
             ok = t.layer == "skip_ring" and name != "skipring.dead"
         elif t.layer == "skip_ring":

@@ -28,8 +28,9 @@ layer `recolor` (reconfig/recolor.py) runs the recolor protocol above them; reco
 to the root as data (SubmitReconfig), so membership and exchange are not part of such a broker.
 
 Layers only call down (exchange → membership → routing → overlay) and never into the broker.
-Faults reach RAM through `corruption.py`, which finds a target's layer by name. No I/O, no clock
-reads, no threads: `now` comes in with each event, timers go out as SetTimer.
+Faults reach RAM through the fault targets each layer declares (its faults module), composed
+here into one registry (`FAULTS`, corruption.py), which finds a target's layer by name. No I/O,
+no clock reads, no threads: `now` comes in with each event, timers go out as SetTimer.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from weeble.core import corruption
+from weeble.core.corruption import Registry
 from weeble.core.events import (
     AddNeighbor,
     ClientAdvertise,
@@ -63,21 +64,36 @@ from weeble.core.events import (
 )
 from weeble.core.filters import Filter
 from weeble.core.messages import Notify
+from weeble.core.optimize import faults as optimize_faults
 from weeble.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
 from weeble.core.optimize.messages import OPTIMIZING
-from weeble.core.overlay import Overlay, OverlayRam
+from weeble.core.overlay import Overlay, OverlayRam, coloured_faults
+from weeble.core.overlay import faults as overlay_faults
 from weeble.core.overlay.coloured import ColouredOverlay, ColouredRam
+from weeble.core.overlay.skipring import faults as skip_ring_faults
+from weeble.core.reconfig import faults as exchange_faults
+from weeble.core.reconfig import recolor_faults
 from weeble.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
 from weeble.core.reconfig.membership import Membership
 from weeble.core.reconfig.recolor import RECOLOR, RecolorLayer, RecolorRam
 from weeble.core.rom import Mode, OverlayKind, Rom
+from weeble.core.routing import colour_faults as colour_routing_faults
+from weeble.core.routing import faults as routing_faults
 from weeble.core.routing.colours import ColouredRouting, ColourRoutingRam
 from weeble.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
+from weeble.core.sketch import faults as sketch_faults
 from weeble.core.sketch.layer import TIMER as AE_TIMER
 from weeble.core.sketch.layer import AntiEntropyLayer, AntiEntropyRam
 from weeble.core.table import RoutingTable
 
-__all__ = ["OVERRUN", "SWITCH", "Broker", "Ram"]
+__all__ = ["FAULTS", "OVERRUN", "SWITCH", "TARGETS", "Broker", "Ram"]
+
+# Every fault target of every layer, each layer's in the order it declares them.
+FAULTS = Registry((routing_faults.FAULTS, sketch_faults.FAULTS, overlay_faults.FAULTS,
+                   exchange_faults.FAULTS, optimize_faults.FAULTS, coloured_faults.FAULTS,
+                   recolor_faults.FAULTS, colour_routing_faults.FAULTS,
+                   skip_ring_faults.FAULTS))
+TARGETS: tuple[str, ...] = FAULTS.names()
 
 
 class Ram:
@@ -389,7 +405,7 @@ class Broker:
         return self.routing.on_timer(now, event.timer)
 
     def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
-        return corruption.apply(self, now, event)
+        return FAULTS.apply(self, now, event)
 
     # ---- introspection ----------------------------------------------------------------------
 

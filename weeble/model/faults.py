@@ -27,7 +27,7 @@ the others. F16 (advertisements) waits for the advertisement layer.
 
 Adding a kind (color or parent-pointer corruption when the 3-color scheme arrives): a RAM field
 the core's corruption API learns is at once a valid `corrupt` field, since `field` is checked
-against `core.corruption.TARGETS`. A kind of its own is a model here decorated with `@register`,
+against `core.broker.TARGETS`. A kind of its own is a model here decorated with `@register`,
 its one implementation in weeble/chaos/actions.py (`@action("kind")`), written against the
 Target protocol, so that it runs in the simulator and live alike.
 """
@@ -49,12 +49,12 @@ from pydantic import (
     model_validator,
 )
 
-from weeble.core.broker import Broker
-from weeble.core.corruption import TARGETS, random_fault
+from weeble.core.broker import TARGETS, Broker
 from weeble.core.filters import Filter, FilterSyntaxError, attribute_error
 from weeble.core.messages import Message as CoreMessage
 from weeble.core.messages import Notification, Notify, Sub, Switch, Unsub
 from weeble.core.rom import Params, Rom
+from weeble.core.routing.faults import random_fault
 from weeble.core.table import Entry
 from weeble.model.selectors import (
     BrokerSelector,
@@ -584,7 +584,7 @@ def _random_skip_ring(core: dict[str, Any], rng: random.Random) -> tuple[str, An
 
 def _random_effective(rom: Rom, core: dict[str, Any],
                       rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
-    """A random type-correct fault (core.corruption.random_fault) that changes the state: one
+    """A random type-correct fault (core.routing.faults.random_fault) that changes the state: one
     that would not (a flag set to the flag it has) is drawn again, up to 20 times."""
     filters = sorted({Filter.parse(e["filter"]) for t in core["tables"] for e in t}, key=str)
     for _ in range(20):

@@ -23,7 +23,6 @@ from typing import Any
 from weeble.check.deliveries import INF, Deliveries
 from weeble.check.state import Interval, select
 from weeble.core.broker import Broker
-from weeble.core.corruption import random_fault
 from weeble.core.events import (
     ClientAdvertise,
     ClientPublish,
@@ -52,6 +51,7 @@ from weeble.core.rom import (
     Rom,
     run_bound,
 )
+from weeble.core.routing.faults import random_fault
 from weeble.model.topology import Topology
 from weeble.sim.engine import Engine, Node
 from weeble.sim.observe import Observers

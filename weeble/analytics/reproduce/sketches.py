@@ -270,7 +270,7 @@ def edge_fault(broker: Any, rng: random.Random, filters: list[Any]) -> Any:
     L_b as given (Def. 2; §3.2 never corrects them), and in mode anti_entropy the client entries
     stay leased (spec seed23 §D.2), so a fault there is repaired by its lease (within 2π), not by
     the rounds whose time the paper bounds."""
-    from weeble.core.corruption import random_fault
+    from weeble.core.routing.faults import random_fault
 
     neighbours = set(broker.ram.overlay.neighbors)
     while True:
@@ -299,8 +299,8 @@ def convergence(shape: str, n: int, seed: int, algorithm: str = "identity",
     diameter, whether the faults broke legitimacy, whether it holds 5 s later (closure), and when
     the last correction (AeCorrect) was sent. `faults`: "any" (`random_fault`: client entries,
     the leasing clock and whole tables too) or "edges" (`edge_fault`: the paper's F alone)."""
-    from weeble.core.corruption import random_fault
     from weeble.core.filters import Filter
+    from weeble.core.routing.faults import random_fault
     from weeble.core.sketch.messages import AeCorrect
     from weeble.model import topology as topo
 

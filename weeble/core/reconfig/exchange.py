@@ -79,7 +79,8 @@ from weeble.core.routing.layer import Routing
 
 RETRY = "xchg:"  # timer name prefix: xchg:<rid>, the initiator's retry after a back-off
 LEFT, RIGHT = "left", "right"
-_POINTERS = ("left", "right", "new", "old", "relay_to", "awaiting_end")
+# the cycle pointers of ExchangeRam (the fault target exchange.pointer names one)
+POINTERS = ("left", "right", "new", "old", "relay_to", "awaiting_end")
 
 
 class Request:
@@ -145,7 +146,7 @@ class ExchangeRam:
         return {
             "locked": self.locked, "rid": self.rid, "path": list(self.path),
             "edge": list(self.edge) if self.edge else None,
-            **{p: getattr(self, p) for p in _POINTERS},
+            **{p: getattr(self, p) for p in POINTERS},
             "gray": self.gray, "side": self.side, "relaying": self.relaying,
             "gray_set": sorted(self.gray_set), "queue_set": sorted(self.queue_set),
             "qnot": len(self.qnot), "qsub": len(self.qsub), "qrel": len(self.qrel),
