@@ -61,6 +61,7 @@ from weeble.core.events import (
     StartExchange,
     TimerFired,
     Trace,
+    not_a_neighbour,
 )
 from weeble.core.filters import Filter
 from weeble.core.messages import Notify
@@ -358,7 +359,7 @@ class Broker:
             receiver = ae.receivers.get(type(msg))
             if receiver is not None:
                 if source not in self.ram.overlay.neighbors:
-                    return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+                    return not_a_neighbour(source)
                 effects: list[Effect] = []
                 if source in self.ram.routing.detached:  # it talks to us: the link works
                     effects.extend(ae.on_link_up(now, LinkUp(source)))
@@ -379,13 +380,13 @@ class Broker:
         source, msg = event.neighbor, event.message
         if type(msg) is Notify and self._direct_notify:
             if source not in self.ram.overlay.neighbors:
-                return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+                return not_a_neighbour(source)
             return self.routing.on_notify(now, source, msg)
         kind = type(msg)
         handler = self._routing.get(kind)
         if handler is not None:
             if source not in self.ram.overlay.neighbors:
-                return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+                return not_a_neighbour(source)
             return handler(now, source, msg)
         handler = self._coordination.get(kind)
         if handler is not None:

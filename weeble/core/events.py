@@ -260,6 +260,12 @@ class Trace:
 
 Effect = Send | Deliver | SetTimer | Trace
 
+
+def not_a_neighbour(source: str) -> list[Effect]:
+    """What a broker answers to what only a neighbour may send (a routing message, a link to
+    drop), from `source`, which is not one: a garbage record, and nothing else happens."""
+    return [Trace("garbage", {"from": source, "why": "not a neighbour"})]
+
 # A layer's handler of one event type, handler(now, event) -> effects; the broker dispatches by
 # type, so the event's parameter is as wide as the table it sits in.
 Handler = Callable[[float, Any], list[Effect]]

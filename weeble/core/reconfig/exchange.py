@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from weeble.core.events import Effect, Send, SetTimer, StartExchange, Trace
+from weeble.core.events import Effect, Send, SetTimer, StartExchange, Trace, not_a_neighbour
 from weeble.core.messages import (
     CONTROL,
     Adv,
@@ -240,7 +240,7 @@ class Exchange:
         if kind not in self.routing.receivers:
             return [Trace("garbage", {"from": sender, "why": f"unexpected {kind.__name__}"})]
         if sender not in self.overlay.ram.neighbors:
-            return [Trace("garbage", {"from": sender, "why": "not a neighbour"})]
+            return not_a_neighbour(sender)
         x = self.ram
         control = kind in CONTROL
         if sender == x.new and sender is not None:

@@ -20,6 +20,7 @@ from weeble.core.events import (
     Send,
     SetParent,
     Trace,
+    not_a_neighbour,
 )
 from weeble.core.messages import Bye
 from weeble.core.overlay import Overlay
@@ -53,7 +54,7 @@ class Membership:
 
     def drop(self, n: str, withdraw: bool) -> list[Effect]:
         if n not in self.overlay.ram.neighbors:
-            return [Trace("garbage", {"from": n, "why": "not a neighbour"})]
+            return not_a_neighbour(n)
         effects: list[Effect] = self.routing.withdraw_neighbor(n) if withdraw else []
         self.overlay.remove(n)
         effects.append(Trace("link_down", {"peer": n}))
