@@ -99,3 +99,57 @@ def test_yamllint_is_clean_on_k8s_and_the_rendered_overlays() -> None:
     for overlay in OVERLAYS:
         problems += [f"{overlay} (rendered):{p}" for p in linter.run(_render(overlay), conf)]
     assert problems == []
+
+
+# ---- limits that scale -----------------------------------------------------------------------
+
+ANNOTATION_LIMIT = 262_144  # all annotations of an object (client-side apply's copy is one)
+CONFIGMAP_LIMIT = 1_048_576  # a ConfigMap's data
+OBJECT_LIMIT = 1_572_864  # etcd's request size, the API server's default
+
+
+def test_a_1000_broker_overlay_keeps_every_object_within_the_apis_limits(
+        tmp_path: Path) -> None:
+    import shutil
+
+    import yaml
+
+    from weeble.cli import main
+    from weeble.model.scenario import parse_scenario
+
+    scenario = tmp_path / "big.yaml"
+    scenario.write_text(yaml.safe_dump(
+        {"name": "big", "duration": 10, "topology": {"kind": "kary", "m": 10, "levels": 4},
+         "routing": {"algorithm": "identity"},
+         "timing": {"pi": 4, "rho": 2, "delta_min": 0, "delta_max": 0.05}}))
+    n = len(parse_scenario(yaml.safe_load(scenario.read_text()),
+                           source=str(scenario)).build_topology().brokers)
+    assert n >= 1000
+    shutil.copytree(REPO / "k8s" / "base", tmp_path / "k8s" / "base")
+    out = tmp_path / "k8s" / "overlays" / "big"
+    assert main(["k8s", "render", str(scenario), "--name", "big", "--out", str(out)]) == 0
+    rendered = subprocess.run(["kubectl", "kustomize", str(out)], capture_output=True,
+                              text=True, timeout=300, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    objects = list(yaml.safe_load_all(rendered.stdout))
+    configmaps = [o for o in objects if o["kind"] == "ConfigMap"]
+    assert sum(len(o["data"]) for o in configmaps) == n + 1 and len(configmaps) > 1
+    statefulset = next(o for o in objects if o["kind"] == "StatefulSet")
+    assert statefulset["spec"]["replicas"] == n
+    sources = next(v for v in statefulset["spec"]["template"]["spec"]["volumes"]
+                   if v["name"] == "configs")["projected"]["sources"]
+    assert sorted(s["configMap"]["name"] for s in sources) == \
+        sorted(o["metadata"]["name"] for o in configmaps)  # every pod sees every config
+    assert sum(o["kind"] == "NetworkPolicy" for o in objects) == n + 2
+    for obj in objects:
+        size = len(json.dumps(obj, separators=(",", ":")))
+        what = f"{obj['kind']}/{obj['metadata']['name']}: {size} bytes"
+        assert size < OBJECT_LIMIT, what
+        # client-side apply stores the object in an annotation: it must fit with room to spare
+        assert size < ANNOTATION_LIMIT - 4096, what
+        if obj["kind"] == "ConfigMap":
+            assert sum(len(k) + len(v.encode()) for k, v in obj["data"].items()) < \
+                CONFIGMAP_LIMIT, what
+        assert len(obj["metadata"]["name"]) <= 63, what
+        for value in (obj["metadata"].get("labels") or {}).values():
+            assert len(value) <= 63, what

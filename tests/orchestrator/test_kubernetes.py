@@ -58,8 +58,12 @@ def test_overlay_renders_valid_objects_equal_to_the_backends(overlay: str) -> No
     n = len(scenario.build_topology().brokers)
     kinds = [o["kind"] for o in rendered]
     assert kinds.count("NetworkPolicy") == n + 2  # one per broker, default deny, orchestrator
-    for kind in ("Namespace", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"):
+    for kind in ("Namespace", "Service", "StatefulSet", "PodDisruptionBudget"):
         assert kinds.count(kind) == 1, kinds
+    # the configs: as many ConfigMaps as fit the client-side apply annotation, all mounted
+    shards = [o for o in rendered if o["kind"] == "ConfigMap"]
+    assert sum(len(o["data"]) for o in shards) == n + 1  # and topology.json
+    assert all(len(json.dumps(o)) < 262_144 for o in shards)
     assert "Secret" not in kinds  # each deployment makes its own (weeble k8s secrets)
     for obj in rendered:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)  # raises if invalid
@@ -80,8 +84,7 @@ def test_overlay_renders_valid_objects_equal_to_the_backends(overlay: str) -> No
     assert traces["emptyDir"]["sizeLimit"] == volume
     assert _bytes(volume) > k8s.K8S_TUNING["trace_max_bytes"]
     assert container["startupProbe"]["grpc"]["port"] == 7000
-    configmap = next(o for o in rendered if o["kind"] == "ConfigMap")
-    for key, text in configmap["data"].items():
+    for key, text in ((k, v) for o in shards for k, v in o["data"].items()):
         if key != "topology.json":
             tuning = json.loads(text)["tuning"]
             assert {k: tuning[k] for k in k8s.K8S_TUNING} == k8s.K8S_TUNING, key
@@ -107,11 +110,10 @@ def _bytes(quantity: str) -> int:
 def _configs(scenario: Any) -> list[Any]:
     objects = k8s.scenario_manifests(scenario, instance="x", namespace="weeble-x",
                                      image=k8s.RELEASE_IMAGE, tokens=TOKENS)
-    configmap = next(o for o in objects if o["kind"] == "ConfigMap")
     from weeble.runtime.config import BrokerConfig
 
-    return [BrokerConfig.model_validate_json(v) for k, v in configmap["data"].items()
-            if k != "topology.json"]
+    return [BrokerConfig.model_validate_json(v) for o in objects if o["kind"] == "ConfigMap"
+            for k, v in o["data"].items() if k != "topology.json"]
 
 
 def _sorted(obj: Any) -> Any:
