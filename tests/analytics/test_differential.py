@@ -14,6 +14,23 @@ from tests.trace.test_trace_contract import KEYS, edge_scenario, run, scenario
 from weeble.check.history import check_run
 
 
+def reported(run: Path) -> set[str]:
+    """The faults whose records say whether they took effect."""
+    import json
+
+    out = set()
+    for path in (run / "trace").glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if '"took_effect"' in line and '"fault_' in line:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r.get("took_effect") is not None:
+                    out.add(r["fault_id"])
+    return out
+
+
 def compare(spark: Any, run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from weeble.analytics.pipeline import analyze
 
@@ -34,6 +51,14 @@ def compare(spark: Any, run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     assert theirs["timing"]["by_kind"].keys() == ours["timing"]["by_kind"].keys()
     assert theirs["verdict"]["status"] == ours["verdict"]["status"]
     assert theirs["verdict"]["before_first_fault"] == ours["verdict"]["before_first_fault"]
+    # the same targets (each once), status and took-effect per fault (issue 23 item 5); where
+    # the trace reports no took_effect (a hand-made trace), only analyze infers one (R10)
+    assert {f["fault_id"]: (f["target"], f["status"]) for f in theirs["faults"]} == {
+        f["fault_id"]: (f["target"], f["status"]) for f in ours["verdict"]["faults"]}
+    assert {f["fault_id"]: f["took_effect"] for f in theirs["faults"]
+            if f["fault_id"] in reported(run)} == {
+        f["fault_id"]: f["took_effect"] for f in ours["verdict"]["faults"]
+        if f["fault_id"] in reported(run)}
     return ours, theirs
 
 

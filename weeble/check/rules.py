@@ -103,6 +103,9 @@ snapshot rounds.
 failed (e.g. a restart that could not start the broker ends the crash it meant to end), the
 reason is in `error`, and the fault's episode is judged from there like any other. Its target
 is the `target` of its records, else their `links`, else the recording node, each name once.
+It *took effect* as its records' `took_effect` say (true if any says true); when none says,
+`weeble check` reports it unknown, and `weeble analyze` may infer it from evidence (a state
+that changed, `crash` or `drop` records in its window).
 Sort faults by begin. A fault belongs to the current episode if it
 begins before the current episode ends + Δ (faults closer than Δ form one episode), or if the
 current episode never ends; otherwise it starts a new episode. An episode begins when its first

@@ -23,14 +23,14 @@ import json
 from typing import Any
 
 from weeble.analytics.jobs.context import Context
-from weeble.check.episodes import Fault, episodes_of
+from weeble.check.episodes import Fault, episodes_of, fault_target, merge_targets
 
 EPS = 1e-9  # s: records of the same instant as a window's edge belong to it
 
 
 def run(ctx: Context) -> dict[str, Any]:
     cols = ("node", "fault_id", "type", "target", "field", "links", "sub_id", "ok", "error",
-            "before", "after")
+            "before", "after", "took_effect")
     begins = ctx.rows(ctx.events("fault_begin", *cols))
     ends = ctx.rows(ctx.events("fault_end", *cols))
     core = ctx.rows(ctx.events("fault", "node", "target", "before", "after", "fault_id"))
@@ -38,12 +38,10 @@ def run(ctx: Context) -> dict[str, Any]:
     for r in sorted(begins, key=lambda r: (r["ts"], r["ord"])):
         f = faults.setdefault(r["fault_id"], {
             "fault_id": r["fault_id"], "type": r["type"], "field": r["field"], "begin": r["ts"],
-            "end": None, "nodes": [], "targets": [], "sub_ids": [], "evidence": [],
-            "took_effect": None})
+            "end": None, "nodes": [], "target": "", "sub_ids": [], "evidence": [],
+            "took_effect": None, "reported": None})
         f["nodes"].append(r["node"])
-        target = r["target"] or (",".join(r["links"]) if r["links"] else None) or r["node"]
-        if target not in f["targets"]:
-            f["targets"].append(target)
+        f["target"] = merge_targets(f["target"], fault_target(r))
         if r["sub_id"]:
             f["sub_ids"].append(r["sub_id"])
     applied: set[str] = set()
@@ -72,16 +70,23 @@ def run(ctx: Context) -> dict[str, Any]:
         if f["took_effect"] is None:
             f["evidence"].append("applied (fault_end ok)")
             f["took_effect"] = True
+    for r in [*begins, *ends]:  # what the chaos module reported: as weeble.check reads it
+        f = faults.get(r["fault_id"])
+        if f is not None and r["took_effect"] is not None:
+            f["reported"] = bool(r["took_effect"]) or bool(f["reported"])
+    for f in faults.values():
+        if f["reported"] is not None:
+            f["took_effect"] = f["reported"]
     rows = sorted(faults.values(), key=lambda f: (f["begin"], f["fault_id"]))
-    grouped = [Fault(f["fault_id"], f["type"] or "?", ",".join(f["targets"]), f["begin"],
-                     f["end"]) for f in rows]
+    grouped = [Fault(f["fault_id"], f["type"] or "?", f["target"], f["begin"], f["end"])
+               for f in rows]
     episodes = [{"episode": e.index, "begin": e.begin, "faults": e.faults, "end": e.end,
                  "observed_until": e.observed_until}
                 for e in episodes_of(grouped, ctx.header.bound, ctx.end)]
     for f, g in zip(rows, grouped, strict=True):
         f["episode"] = g.episode
     table = [{
-        "fault_id": f["fault_id"], "type": f["type"], "target": ",".join(f["targets"]),
+        "fault_id": f["fault_id"], "type": f["type"], "target": f["target"],
         "field": f["field"], "begin": f["begin"], "end": f["end"],
         "never_ended": f["end"] is None, "took_effect": f["took_effect"],
         "evidence": "; ".join(f["evidence"][:5]), "episode": f["episode"],
