@@ -36,15 +36,24 @@ def test_timing_figures_are_the_checkers_scalars_and_worst_values() -> None:
 
 def test_replay_reproduces_the_shrunk_ablation_on_live_brokers(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["replay", str(ABLATION), "--backend", "local", "--tries", "1",
-                   "--runs-dir", str(tmp_path), "--json"])
-    report = json.loads(capsys.readouterr().out)
-    (only,) = report["per_try"]
-    assert only["error"] is None, only
-    assert only["reproduced"], only
-    assert status == 0 and report["reproduced"] == 1
-    assert "worst_hop" in only["timing"] and "violations" in only["timing"]
-    assert Path(only["run_dir"], "trace").is_dir()
+    """Live timing is not the model's: on a loaded machine a try can leave the timing model
+    (a timer late by more than the tolerance), and the checker then excuses what it would
+    have failed ('assumptions violated'). So: up to 3 tries, until one reproduces; every try
+    that does not is one the timing model explains, never a pass."""
+    reproduced = False
+    for _ in range(3):
+        main(["replay", str(ABLATION), "--backend", "local", "--tries", "1",
+              "--runs-dir", str(tmp_path), "--json"])
+        report = json.loads(capsys.readouterr().out)
+        (only,) = report["per_try"]
+        assert only["error"] is None, only
+        assert "worst_hop" in only["timing"] and "violations" in only["timing"]
+        assert Path(only["run_dir"], "trace").is_dir()
+        if only["reproduced"]:
+            reproduced = True
+            break
+        assert only["status"] == "assumptions violated" and only["timing"]["violations"], only
+    assert reproduced
 
 
 def test_a_scenario_without_its_rule_is_refused(tmp_path: Path) -> None:
