@@ -220,6 +220,10 @@ def test_the_main_jobs_reconfigurations_fall_outside_its_fault_episodes() -> Non
         lo, hi = at - d, at + slack[type(op).__name__] + 2 * d  # its window (R15)
         assert hi < s.duration
         assert all(hi <= begin or end <= lo for begin, end in episodes), (op, episodes)
+    # a snapshot round counts only while it covers the header's brokers (R8(b)): every fault's
+    # episode ends before the first broker joins or leaves, or its state level is unobserved
+    joins = [at for at, op in plan if type(op).__name__ in ("AddLeaf", "RemoveLeaf")]
+    assert all(end <= min(joins) - d for _, end in episodes), (joins, episodes)
 
 
 def test_a_leaf_joins_a_tls_run_with_a_certificate_of_its_own(tmp_path: Path) -> None:

@@ -115,9 +115,9 @@ def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bo
     rounds: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for r in ctx.rows(snapshots):
         rounds[r["round"] if r["round"] is not None else r["ts"]].append(r)
-    brokers = {r["node"] for rs in rounds.values() for r in rs}
-    subs = ctx.rows(ctx.table("subscriptions"))
     header = ctx.header
+    brokers = set(header.topology.brokers)  # R8(b): one record per broker of the header
+    subs = ctx.rows(ctx.table("subscriptions"))
     out = []
     for snaps in rounds.values():
         if {s["node"] for s in snaps} != brokers:
