@@ -140,7 +140,8 @@ def _latency(net: Net, publisher: str, client: str) -> float:
 def test_tc32_ordering_with_and_without_the_extensions() -> None:
     violations = {o: [ordering_violations(_ordering_run(o, seed)) for seed in range(2)]
                   for o in Ordering}
-    assert all(fifo > 0 and causal > 0 for fifo, causal in violations[Ordering.NONE])
+    # a FIFO violation is a causal one too, counted once, as FIFO (R15, since 45631bf)
+    assert all(fifo > 0 for fifo, _ in violations[Ordering.NONE]), violations
     assert violations[Ordering.FIFO] == [(0, 0), (0, 0)]  # (found: FIFO keeps causal too)
     assert violations[Ordering.CAUSAL] == [(0, 0), (0, 0)]
 
