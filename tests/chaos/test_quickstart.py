@@ -50,7 +50,7 @@ def test_quickstart_prints_a_verdict_table_and_exits_by_it(tmp_path: Path) -> No
     failing = {s.exit_code for s in STATUSES} - {0}
     assert (result.returncode == 0 if verdict.group(1) == "PASS"
             else result.returncode in failing), (result.returncode, result.stderr[-3000:])
-    report = re.search(r"^report: (.+)$", out, re.MULTILINE)
+    report = re.search(r"^report: (\S+)", out, re.MULTILINE)  # then "(text: report.md)"
     assert report is not None and Path(report.group(1)).exists()
 
     run_dir = runs / "q"
