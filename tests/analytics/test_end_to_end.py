@@ -4,7 +4,6 @@ reference checker, online) and the analytics must agree; and a notebook runs on 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +40,10 @@ def test_simulate_then_analyze(spark: Any, tmp_path: Path, capsys: pytest.Captur
 
 
 def test_notebook_runs_on_a_run(handmade_run: Path, handmade_summary: dict) -> None:
-    import nbformat
-    from nbclient import NotebookClient
+    from tests.analytics.test_notebooks import execute
 
-    path = ROOT / "analytics" / "notebooks" / "explore_run.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    env = {"WEEBLE_RUN": str(handmade_run), "WEEBLE_SPARK_MASTER": "local[1]"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits this process's environment
-    try:
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(ROOT)}}).execute()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
+    outputs = execute("explore_run.ipynb", {"WEEBLE_RUN": str(handmade_run),
+                                            "WEEBLE_SPARK_MASTER": "local[1]"})
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 3  # correctness, stabilization, latency
 
