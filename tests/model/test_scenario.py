@@ -293,3 +293,44 @@ def test_anti_entropy_needs_simple_routing_and_sketch_faults_need_the_mode(
     chaos = {"faults": [{"kind": "corrupt", "field": "sketch.bits", "target": "b1", "at": 1}]}
     message = error(tmp_path, routing=simple, chaos=chaos)
     assert "chaos.faults[0].field: sketch.bits: only brokers of the anti_entropy mode" in message
+
+
+def test_paper_scenario_is_seed000_live_and_no_live_limit_cuts_it() -> None:
+    """scenarios/paper.yaml (issue 25): the seed-000 setup of seed000.yaml at N_s = 10,000,
+    traced, with one table corruption at the root; its whole plan fits its live bounds (a
+    cut would be said, but the paper's workload is meant to run whole)."""
+    from weeble.model.workload import Publish, workload_plan
+    from weeble.runtime.config import Tuning
+
+    paper = load_scenario(SCENARIOS / "paper.yaml")
+    seed = load_scenario(SCENARIOS / "seed000.yaml")
+    topology = paper.build_topology()
+    assert len(topology.brokers) == 121 and paper.params.d == 8
+    assert paper.topology == seed.topology and paper.routing == seed.routing
+    assert paper.timing == seed.timing  # π 60.2, ρ 60, δ 25 ms: added to every link live
+    assert paper.live.links.delay_ms == 1000 * paper.timing.delta_max
+    assert paper.bound == pytest.approx(120.6)
+    w, ws = paper.workload, seed.workload
+    assert w is not None and ws is not None
+    assert (w.filter_classes, w.publish_rate, w.mean_lifetime) == (
+        ws.filter_classes, ws.publish_rate, ws.mean_lifetime)
+    assert (w.subscriber_placement, w.publisher_placement) == ("leaves", "leaves")
+    assert w.subscriptions == 10_000 and paper.duration == 60 and paper.trace.enabled
+    assert paper.chaos is not None and len(paper.chaos.faults) == 1
+    fault = paper.chaos.faults[0]
+    assert isinstance(fault, CorruptFault) and fault.target.named == "root"
+
+    subs = pubs = 0
+    streams: dict[str, int] = {}  # subscribe streams per broker, at most (all from one host)
+    for action in workload_plan(paper):
+        if type(action) is Publish:
+            pubs += 1
+        else:
+            subs += 1
+            streams[action.broker] = streams.get(action.broker, 0) + 1
+    assert 10_000 < subs <= paper.live.max_subscriptions, subs
+    assert 50_000 < pubs <= paper.live.max_publications, pubs
+    leaves = set(topology.leaves(paper.root_broker))
+    assert set(streams) <= leaves and len(leaves) == 81
+    # one publish stream per leaf + its subscribe streams, all from the runner's host
+    assert max(streams.values()) + 1 <= Tuning().max_streams_per_peer
