@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -114,6 +115,49 @@ def test_a_publish_stream_that_never_says_who_it_is_is_closed(configs: Configs) 
             assert "hello_timeout_s" in (err.value.details() or ""), err.value.details()
             assert server.metrics.counters["client_timed_out"] == 1
             assert server.clients.open_streams() == []
+
+    run(scenario())
+
+
+def test_a_unary_or_subscribe_call_whose_request_never_comes_is_ended(
+        configs: Configs) -> None:
+    # gRPC runs a unary-request handler only once its request has arrived: a call opened and
+    # never sent (a unary Refresh, a Subscribe, an admin call) was held for good. The same
+    # frames as a client stream that never writes; each ends with a status naming the limit.
+    cfg = configs("b1", trace=False, tuning={"hello_timeout_s": 0.3})
+
+    async def silent(call: Any) -> grpc.aio.AioRpcError:
+        with pytest.raises(grpc.aio.AioRpcError) as err:  # the calls' timeout: a guard
+            if isinstance(call, grpc.aio.StreamStreamCall):
+                await call.read()
+            else:
+                await call
+        return err.value
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg), \
+                grpc.aio.insecure_channel(cfg.listen_address) as ch, \
+                grpc.aio.insecure_channel(cfg.admin_address) as admin:
+            token = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+            calls = {  # opened as client streams that never write: no request is sent
+                "/weeble.v1.Client/Refresh": ch.stream_unary(
+                    "/weeble.v1.Client/Refresh")(timeout=20),
+                "/weeble.v1.Client/Subscribe": ch.stream_stream(
+                    "/weeble.v1.Client/Subscribe")(timeout=20),
+                "/weeble.v1.Admin/Snapshot": admin.stream_unary(
+                    "/weeble.v1.Admin/Snapshot")(timeout=20, metadata=token),
+            }
+            errors = await asyncio.gather(*(silent(c) for c in calls.values()))
+            for method, e in zip(calls, errors, strict=True):
+                assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, (method, e)
+                assert e.details() == f"{method}: no request within 0.3 s (hello_timeout_s)"
+            # a call that sends its request is served as before
+            refresh = ch.unary_unary("/weeble.v1.Client/Refresh", request_serializer=None,
+                                     response_deserializer=client_pb2.RefreshReply.FromString)
+            await refresh(client_pb2.SubscribeRequest(
+                client="c", sub_id="s0", filter="k == 1").SerializeToString())
+            async with AdminClient(cfg.admin_address, token=ADMIN_TOKEN) as client:
+                assert (await client.snapshot())["broker_id"] == "b1"
 
     run(scenario())
 

@@ -123,7 +123,8 @@ class Tuning(_Strict):
     # a dynamic link (reconfiguration) nobody needs is closed after this long without traffic
     link_idle_s: float = Field(default=5.0, gt=0)
     # A stream must say who it is within this long (a link's hello, a PublishStream's first
-    # request), else it is closed: an unauthenticated stream costs memory and nothing else.
+    # request), and any call must send its request (a unary call, a Subscribe), else it is
+    # closed: an unauthenticated or silent call costs memory and nothing else.
     hello_timeout_s: float = Field(default=5.0, gt=0)
     # Streams one peer host may hold open at once, per server (listen, admin), whatever the
     # service; one more is refused (RESOURCE_EXHAUSTED naming this). A local run's clients

@@ -6,11 +6,13 @@ the first request arrives (the client service, the link hello), and some never d
 Watch, reflection). So a server interceptor counts the open streams of each peer address
 (the host, without the port: a peer opening many connections is still one peer) and refuses
 one over `Tuning.max_streams_per_peer` with RESOURCE_EXHAUSTED naming the limit. Unary calls
-end on their own and are not counted.
+end on their own and are not counted; one whose request never arrives is ended by
+`RequestDeadline` (below) after `Tuning.hello_timeout_s`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections import Counter as Tally
@@ -96,3 +98,69 @@ class PeerStreamCap(grpc.aio.ServerInterceptor):
             finally:
                 self._leave(host)
         return coroutine
+
+
+class RequestDeadline(grpc.aio.ServerInterceptor):
+    """A unary-request call (unary, or a server stream such as Subscribe or Health Watch) whose
+    request never arrives is ended within `timeout` seconds with DEADLINE_EXCEEDED.
+
+    gRPC runs a unary-request handler only once the request has arrived, so no handler can
+    time a silent call out: the call, opened and never sent, is held for good (as the
+    PublishStreams were before their first-request timeout). Unary and streaming requests are
+    the same frames on the wire; this interceptor serves unary-request methods as
+    stream-request ones, reads the one request within the timeout, then calls the method's
+    own behaviour with it. List it first (outermost): the stream cap then counts only the
+    calls it counted before."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.timed_out = 0
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming:
+            return handler
+        method = details.method
+        if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
+            unary = handler.unary_unary
+
+            async def stream_unary(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
+                return await unary(await self._request(method, context), context)
+            return handler._replace(  # type: ignore[attr-defined]
+                request_streaming=True, unary_unary=None, stream_unary=stream_unary)
+        behavior = handler.unary_stream
+        if behavior is not None and inspect.isasyncgenfunction(behavior):
+            async def stream_gen(_requests: Any, context: grpc.aio.ServicerContext
+                                 ) -> AsyncIterator[Any]:
+                async for item in behavior(await self._request(method, context), context):
+                    yield item
+            return handler._replace(  # type: ignore[attr-defined]
+                request_streaming=True, unary_stream=None, stream_stream=stream_gen)
+        if behavior is not None and inspect.iscoroutinefunction(behavior):
+            async def stream_coro(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+                await behavior(await self._request(method, context), context)
+            return handler._replace(  # type: ignore[attr-defined]
+                request_streaming=True, unary_stream=None, stream_stream=stream_coro)
+        return handler  # a synchronous behaviour (none of ours): left as gRPC runs it
+
+    async def _request(self, method: str, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            async with asyncio.timeout(self.timeout):
+                request = await context.read()
+        except TimeoutError:
+            self.timed_out += 1
+            host = peer_host(context.peer() or "")
+            log.warning("ended %s from %s: no request within %g s (hello_timeout_s)",
+                        method, host, self.timeout)
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"{method}: no request within {self.timeout:g} s"
+                                " (hello_timeout_s)")
+            raise AssertionError("unreachable") from None
+        if request is grpc.aio.EOF:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{method}: the call ended without its request")
+        return request

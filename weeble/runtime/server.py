@@ -57,7 +57,7 @@ from weeble.runtime.links import (
     tls_credentials,
 )
 from weeble.runtime.metrics import Metrics
-from weeble.runtime.peercap import PeerStreamCap
+from weeble.runtime.peercap import PeerStreamCap, RequestDeadline
 from weeble.runtime.quiet import rate_limited
 from weeble.trace.writer import LiveSink
 
@@ -430,8 +430,10 @@ class BrokerServer:
         cfg = self.config
         options = server_options(cfg)
         cap = cfg.tuning.max_streams_per_peer
+        # every call says what it wants within hello_timeout_s (RequestDeadline, outermost)
+        silent = RequestDeadline(cfg.tuning.hello_timeout_s)
         server = grpc.aio.server(options=options, interceptors=(
-            PeerStreamCap(cap, self.metrics.stream_refused),))
+            silent, PeerStreamCap(cap, self.metrics.stream_refused),))
         server.add_generic_rpc_handlers(
             (LinkService(cfg, self.links, self.metrics, self.accept_link).handler(),
              self.clients.handler())
@@ -451,7 +453,7 @@ class BrokerServer:
         self._server = server
 
         admin = grpc.aio.server(options=options, interceptors=(
-            PeerStreamCap(cap, self.metrics.stream_refused),
+            silent, PeerStreamCap(cap, self.metrics.stream_refused),
             BearerTokenInterceptor(cfg.admin_token)))
         admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self), admin)
         health_pb2_grpc.add_HealthServicer_to_server(self.admin_health, admin)
