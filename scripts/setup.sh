@@ -3,22 +3,48 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# Progress: each step that does work says its name and elapsed time when done, and a line every
+# SETUP_HEARTBEAT seconds while it runs (pip, mypyc and the image take minutes the first time);
+# steps with nothing to do say nothing.  step NAME COMMAND...
+SETUP_HEARTBEAT=${SETUP_HEARTBEAT:-20}
+setup_t0=$SECONDS
+step() {
+    local name=$1 t0=$SECONDS rc=0 beat
+    shift
+    ( while sleep "$SETUP_HEARTBEAT"; do
+          echo "setup: $name: $((SECONDS - t0)) s so far ..."
+      done ) &
+    beat=$!
+    "$@" || rc=$?
+    kill "$beat" 2>/dev/null || true
+    wait "$beat" 2>/dev/null || true
+    if [ "$rc" = 0 ]; then
+        echo "setup: $name: $((SECONDS - t0)) s"
+    else
+        echo "setup: $name failed after $((SECONDS - t0)) s (exit $rc)" >&2
+    fi
+    return "$rc"
+}
+apt_install() {  # apt_install PACKAGE...: quietly, as root (the callers check)
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 # The analytics run on PySpark, which needs Java 17 or newer.
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1; }
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless
+        step "apt: openjdk-17-jre-headless" apt_install openjdk-17-jre-headless
     else
         echo "setup: Java 17+ not found; install it (e.g. apt-get install openjdk-17-jre-headless)" >&2
     fi
 fi
 if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
+    step "venv (.venv)" "$PY" -m venv .venv
 fi
 stamp=.venv/.weeble-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[test]'
+    step "pip upgrade" .venv/bin/python -m pip install -q --upgrade pip
+    step "packages (pip install -e .[test])" .venv/bin/python -m pip install -q -e '.[test]'
     touch "$stamp"
 fi
 # The simulator's hot path compiled with mypyc from the same source (scripts/compile.py: about
@@ -37,13 +63,12 @@ else
     command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || missing="gcc"
     [ -f "$pyinc/Python.h" ] || missing="$missing python$pyver-dev"
     if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
         # shellcheck disable=SC2086  # a list of package names
-        apt-get install -y -qq --no-install-recommends $missing >/dev/null \
+        step "apt:$missing" apt_install $missing \
             || echo "setup: could not install $missing (the C build of the simulator needs it)" >&2
     fi
-    if ! .venv/bin/python scripts/compile.py --if-needed; then
+    if ! step "compile (mypyc, if the sources changed)" \
+            .venv/bin/python scripts/compile.py --if-needed; then
         # what is left of an older build is not current: removed, so nothing warns about it
         .venv/bin/python scripts/compile.py --clean >/dev/null
         echo "setup: compiling the simulator failed (above); it runs pure Python, the same" \
@@ -56,9 +81,7 @@ fi
 # and that test fails (it is never skipped) until `prometheus` is on PATH.
 if ! command -v prometheus >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+        step "apt: prometheus" apt_install prometheus
     else
         echo "setup: 'prometheus' is not on PATH; install it (Debian: apt-get install prometheus)" >&2
     fi
@@ -67,9 +90,7 @@ fi
 # without kubectl gets Debian's kubernetes-client; the tests fail, never skip, without it.
 if ! command -v kubectl >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+        step "apt: kubernetes-client" apt_install kubernetes-client
     else
         echo "setup: 'kubectl' is not on PATH; install it (Debian: apt-get install kubernetes-client)" >&2
     fi
@@ -79,9 +100,7 @@ fi
 # without it.
 if ! command -v chromium >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends chromium >/dev/null
+        step "apt: chromium" apt_install chromium
     else
         echo "setup: 'chromium' is not on PATH; install it (Debian: apt-get install chromium)" >&2
     fi
@@ -91,9 +110,7 @@ fi
 # just a link to it), so nothing else of the system's dist-packages shadows the venv's.
 if ! command -v mnexec >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends mininet >/dev/null
+        step "apt: mininet" apt_install mininet
     else
         echo "setup: Mininet not found; install it (Debian: apt-get install mininet)" >&2
     fi
@@ -112,17 +129,17 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     # docker-registry: `weeble image push` is tested against a real registry on loopback
     if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 \
             || ! command -v docker-registry >/dev/null 2>&1; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends docker.io debootstrap docker-registry \
-            >/dev/null
+        step "apt: docker.io debootstrap docker-registry" \
+            apt_install docker.io debootstrap docker-registry
     fi
     if ! docker info >/dev/null 2>&1; then
         nohup dockerd >/var/log/weeble-dockerd.log 2>&1 &
         for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
     fi
+    # its own lines: a stage each (wheelhouse, debootstrap, docker import, ...) with a heartbeat
     .venv/bin/python -m weeble.orchestrator.backends.image
 elif ! docker info >/dev/null 2>&1; then
     echo "setup: no Docker engine answers; the docker backend needs dockerd (as root:" \
          "apt-get install docker.io debootstrap; dockerd &)" >&2
 fi
+echo "setup: done in $((SECONDS - setup_t0)) s"

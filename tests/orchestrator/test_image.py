@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -111,3 +112,34 @@ def test_a_bad_registry_is_said() -> None:
         image.push_target("http://x", "weeble-broker:1")
     assert image.push_target("localhost:5000/", "weeble-broker:1") == \
         "localhost:5000/weeble-broker:1"
+
+
+def test_an_image_build_stage_says_its_time_and_beats_while_it_runs() -> None:
+    # The build's stages (wheelhouse, debootstrap, docker import, ...) run for minutes on a
+    # first build with nothing printed: each says its elapsed time when done, and a line
+    # every heartbeat while it runs. The stage waits for its first heartbeat (no timing).
+    lines: list[str] = []
+    beat = threading.Event()
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if "so far" in line:
+            beat.set()
+
+    with image.stage(say, "debootstrap bookworm", heartbeat=0.05):
+        assert beat.wait(60), "no heartbeat while the stage ran"
+    assert lines[0].startswith("  debootstrap bookworm: ") and lines[0].endswith(" s so far ...")
+    assert lines[-1].startswith("  debootstrap bookworm: ") and lines[-1].endswith(" s")
+    assert "so far" not in lines[-1]
+    done = len(lines)
+    time.sleep(0.2)  # the heartbeat ended with the stage: nothing more is said
+    assert len(lines) == done
+    # a quick stage (a cached build's) says one line, and a failed one none: its error says
+    quick: list[str] = []
+    with image.stage(quick.append, "weeble wheel"):
+        pass
+    assert len(quick) == 1 and quick[0].startswith("  weeble wheel: ")
+    failed: list[str] = []
+    with pytest.raises(BackendError), image.stage(failed.append, "docker build"):
+        raise BackendError("image: building failed")
+    assert failed == []

@@ -38,7 +38,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -99,6 +102,34 @@ def broker_tag() -> str:
     return "weeble-broker:" + _digest(*parts)
 
 
+# A stage that runs longer than this says it is still at work, every HEARTBEAT_S (debootstrap
+# and the wheelhouse can take minutes on a first build, with nothing else printed).
+HEARTBEAT_S = 20.0
+
+
+@contextmanager
+def stage(say: Callable[[str], None], what: str, heartbeat: float = HEARTBEAT_S
+          ) -> Iterator[None]:
+    """One line when the stage is done, with its elapsed time; while it runs, a line every
+    `heartbeat` seconds (from a thread: the stage itself blocks in a subprocess or the Docker
+    engine). Nothing else, so a cached build stays quiet."""
+    t0 = time.monotonic()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(heartbeat):
+            say(f"  {what}: {time.monotonic() - t0:.0f} s so far ...")
+
+    thread = threading.Thread(target=beat, name=f"heartbeat: {what}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+    say(f"  {what}: {time.monotonic() - t0:.0f} s")
+
+
 def _run(cmd: list[str], what: str, **kw: Any) -> None:
     result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)
     if result.returncode != 0:
@@ -147,39 +178,45 @@ def _has(client: Any, tag: str) -> bool:
     return True
 
 
-def build_base(client: Any, tag: str, log: Any) -> None:
+def build_base(client: Any, tag: str, log: Callable[[str], None]) -> None:
     if os.geteuid() != 0:
         raise BackendError("image: debootstrap needs root")
-    house = _wheelhouse()
+    t0 = time.monotonic()
+    with stage(log, "wheelhouse (pip download of the runtime's wheels)"):
+        house = _wheelhouse()
     with tempfile.TemporaryDirectory(prefix="weeble-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        t0 = time.monotonic()
-        _run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv",
-              SUITE, str(rootfs), MIRROR], "debootstrap")
-        log(f"  debootstrap {SUITE}: {time.monotonic() - t0:.0f} s")
-        inside = rootfs / "tmp" / "wheelhouse"
-        _run(["cp", "-r", str(house), str(inside)], "copying the wheelhouse")
-        _run(["chroot", str(rootfs), "python3", "-m", "venv", VENV], "venv in the rootfs")
-        _run(["chroot", str(rootfs), f"{VENV}/bin/pip", "install", "-q", "--no-index",
-              "--find-links", "/tmp/wheelhouse", *_pins()], "pip install in the rootfs")
-        _run(["rm", "-rf", str(inside), str(rootfs / "var" / "cache" / "apt" / "archives")],
-             "trimming the rootfs")
+        with stage(log, f"debootstrap {SUITE}"):
+            _run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv",
+                  SUITE, str(rootfs), MIRROR], "debootstrap")
+        with stage(log, "venv and runtime wheels in the rootfs"):
+            inside = rootfs / "tmp" / "wheelhouse"
+            _run(["cp", "-r", str(house), str(inside)], "copying the wheelhouse")
+            _run(["chroot", str(rootfs), "python3", "-m", "venv", VENV], "venv in the rootfs")
+            _run(["chroot", str(rootfs), f"{VENV}/bin/pip", "install", "-q", "--no-index",
+                  "--find-links", "/tmp/wheelhouse", *_pins()], "pip install in the rootfs")
+            _run(["rm", "-rf", str(inside), str(rootfs / "var" / "cache" / "apt" / "archives")],
+                 "trimming the rootfs")
         archive = Path(tmp) / "rootfs.tar"
-        _run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], "tar of the rootfs")
-        repo, version = tag.split(":")
-        client.api.import_image_from_file(
-            str(archive), repository=repo, tag=version,
-            changes=[f'ENV PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-                     'ENV PYTHONUNBUFFERED=1'])
-        log(f"  base image {tag}: {time.monotonic() - t0:.0f} s in all")
+        with stage(log, "docker import of the rootfs"):
+            _run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], "tar of the rootfs")
+            repo, version = tag.split(":")
+            client.api.import_image_from_file(
+                str(archive), repository=repo, tag=version,
+                changes=[f'ENV PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+                         'ENV PYTHONUNBUFFERED=1'])
+    log(f"  base image {tag}: {time.monotonic() - t0:.0f} s in all")
 
 
-def build_broker(client: Any, base: str, tag: str) -> None:
+def build_broker(client: Any, base: str, tag: str,
+                 log: Callable[[str], None] = lambda _msg: None) -> None:
     extra = _pins(ORCHESTRATOR)
     # a folder of its own: the build context (and a layer of the image) holds only these
-    house = _wheelhouse(extra, "wheelhouse-orchestrator")
+    with stage(log, "wheelhouse (the orchestrator's wheels)"):
+        house = _wheelhouse(extra, "wheelhouse-orchestrator")
     with tempfile.TemporaryDirectory(prefix="weeble-image-") as tmp:
-        wheel = _project_wheel(Path(tmp))
+        with stage(log, "weeble wheel"):
+            wheel = _project_wheel(Path(tmp))
         dockerfile = (f"FROM {base}\n"
                       f"COPY {wheel.name} /tmp/\n"
                       "COPY wheelhouse /tmp/wheelhouse\n"
@@ -208,13 +245,14 @@ def build_broker(client: Any, base: str, tag: str) -> None:
             tar.add(house, arcname="wheelhouse")
         context.seek(0)
         try:
-            client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True,
-                                forcerm=True, network_mode="none")
+            with stage(log, f"docker build {tag}"):
+                client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True,
+                                    forcerm=True, network_mode="none")
         except Exception as e:
             raise BackendError(f"image: building {tag} failed: {e}") from None
 
 
-def ensure_image(log: Any = None) -> str:
+def ensure_image(log: Callable[[str], None] | None = None) -> str:
     """The broker image's tag, built (base and all) if this engine lacks it."""
     say = log or (lambda _msg: None)
     client = _client()
@@ -225,7 +263,8 @@ def ensure_image(log: Any = None) -> str:
     if not _has(client, base):
         say(f"building {base} (debootstrap, once per set of runtime libraries)")
         build_base(client, base, say)
-    build_broker(client, base, tag)
+    say(f"building {tag} (the weeble package on {base})")
+    build_broker(client, base, tag, say)
     say(f"built {tag} in {time.monotonic() - t0:.0f} s")
     return tag
 
