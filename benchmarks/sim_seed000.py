@@ -2,6 +2,7 @@
 
     python benchmarks/sim_seed000.py --duration 20 --repeat 3
     python benchmarks/sim_seed000.py --duration 20 --repeat 3 --baseline 20a3ae8
+    python benchmarks/sim_seed000.py --duration 20 --repeat 3 --no-baseline
     python benchmarks/sim_seed000.py --duration 20 --repeat 3 --baseline bbdf1b1 --compiled
     python benchmarks/sim_seed000.py --duration 10 --profile
 
@@ -15,10 +16,15 @@ sweep), the warm start's CPU time, inter-broker messages per simulated second, a
 and whether every run gave the same results (a digest of its summary without `performance`:
 deliveries, verdicts, messages by kind).
 
-`--baseline REV`: the same runs of the simulator as it was at git revision REV (its source
-unpacked into a temporary directory and put first on the path), interleaved with the current
-ones (baseline, current, baseline, ...) so both meet the same machine load; prints both and the
-ratios to it.
+By default every run has two same-run baselines, interleaved with the current build so all
+meet the same machine load, and the ratios to the first: the simulator at the fixed revision
+`PINNED` in pure Python (the revision whose compiled figures the README once quoted, 5.33
+simulated s per wall s; CPU models differ between machines, so a figure carries over as its
+ratio to this one), and the current source in pure Python (`WEEBLE_COMPILE=0`, when this
+checkout runs compiled): what the compiled build gives on this machine.
+
+`--baseline REV`: the fixed revision is REV instead (its source unpacked from git into a
+temporary directory and put first on the path); `--no-baseline` leaves it out.
 
 `--compiled`: also the current source compiled with mypyc (`scripts/compile.py`, built into a
 temporary copy of this checkout), interleaved the same way. `current` is whatever this checkout
@@ -55,13 +61,20 @@ from pathlib import Path
 from typing import Any
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "seed000.yaml"
+# The fixed older revision every run is compared with by default: main on 2026-11-23, when the
+# README quoted 5.33 simulated s per wall s (compiled) for this benchmark at 20 s.
+PINNED = "4203ecb"
 
 
 def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
     from weeble.chaos.runner import in_simulation
     from weeble.model.scenario import load_scenario
-    from weeble.sim import engine, run, workload
-    from weeble.sim.run import simulate
+
+    try:  # a revision before the layers moved into folders (59a97cd): the baseline PINNED
+        from weeble.broker.sim import engine, run, workload  # type: ignore[import-not-found]
+    except ModuleNotFoundError:
+        from weeble.sim import engine, run, workload
+    simulate = run.simulate
 
     scenario = load_scenario(scenario_path)
     if duration is not None:
@@ -124,6 +137,14 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _runs_compiled() -> bool:
+    """Whether this checkout's simulator runs compiled (in a fresh process, as the runs do)."""
+    out = subprocess.run([sys.executable, "-c", "from weeble.sim import engine;"
+                          " print(not engine.__file__.endswith('.py'))"],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1] == "True"
+
+
 def unpack(rev: str) -> Path:
     """The source tree of git revision `rev` of this repository, in a temporary directory."""
     repo = Path(__file__).resolve().parent.parent
@@ -155,8 +176,11 @@ def main() -> int:
     parser.add_argument("--duration", type=float, help="override the scenario's duration (s)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="cProfile one run, top 25")
-    parser.add_argument("--baseline", metavar="REV",
-                        help="also run the simulator of git revision REV, interleaved")
+    parser.add_argument("--baseline", metavar="REV", default=PINNED,
+                        help="the fixed revision run beside, pure Python, interleaved"
+                             f" (default {PINNED})")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="leave out the fixed revision")
     parser.add_argument("--compiled", action="store_true",
                         help="also the current source compiled with mypyc, interleaved")
     parser.add_argument("--baseline-compiled", action="store_true",
@@ -178,27 +202,34 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
 
-    sides: dict[str, Path | None] = {}
+    # side -> (the source put first on the path, or None for this checkout; pure Python)
+    sides: dict[str, tuple[Path | None, bool]] = {}
+    if args.no_baseline:
+        args.baseline = None
     if args.baseline is not None:
-        sides[f"baseline {args.baseline}"] = unpack(args.baseline)
+        sides[f"baseline {args.baseline}"] = (unpack(args.baseline), False)
         if args.baseline_compiled:  # compiled vs compiled: what the native work itself gained
             source = unpack(args.baseline)
             subprocess.run([sys.executable, str(source / "scripts" / "compile.py"), "--root",
                             str(source)], check=True)
-            sides[f"baseline-compiled {args.baseline}"] = source
+            sides[f"baseline-compiled {args.baseline}"] = (source, False)
     if not (args.compiled and args.compiled_only):
-        sides["current"] = None
+        if _runs_compiled():  # this checkout's build, and the same source pure beside it
+            sides["current pure"] = (None, True)
+        sides["current"] = (None, False)
     if args.compiled:
-        sides["compiled"] = compiled_copy()
+        sides["compiled"] = (compiled_copy(), False)
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     load = [os.getloadavg()[0]]
     for i in range(args.repeat):
-        for side, source in sides.items():
+        for side, (source, pure) in sides.items():
             cmd = [sys.executable, __file__, "--child", "--scenario", str(args.scenario)]
             if args.duration is not None:
                 cmd += ["--duration", str(args.duration)]
             env = dict(os.environ)
             env.pop("WEEBLE_CHECKER", None)  # a baseline that has the option: its default
+            if pure:
+                env["WEEBLE_COMPILE"] = "0"
             if source is not None:  # the baseline's weeble first on the path
                 env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source),
                                                                   env.get("PYTHONPATH")]))
@@ -232,8 +263,11 @@ def main() -> int:
             ("compiled (mypyc)", "compiled", "{:.0f}")]
     names = list(medians)
     # ratios of every other side to the first (the baseline, when there is one)
+    def short(side: str) -> str:  # "current pure" -> "pure", "baseline 4203ecb" -> "baseline"
+        return side.split()[-1] if side.startswith("current") else side.split()[0]
+
     print(f"{'':22}" + "".join(f"{n:>22}" for n in names)
-          + "".join(f"  {n.split()[0]}/{names[0].split()[0]}" for n in names[1:]))
+          + "".join(f"  {short(n) + '/' + short(names[0]):>10}" for n in names[1:]))
     for label, key, form in rows:
         line = f"{label:22}" + "".join(f"{form.format(medians[n][key]):>22}" for n in names)
         if medians[names[0]][key] and key != "compiled":
