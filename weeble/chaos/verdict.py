@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weeble.chaos.runner import Outcome
+from weeble.check.status import Status, exit_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +111,8 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
     """The verdict table, the one printer of it (`weeble run`, `weeble analyze`): plain text
     (stdout by default), readable in a CI log and by a parser; below it, one row per
     reconfiguration (R15) when the run had any. `status`: the analytics' run status;
-    "assumptions violated" is named as such (not a pass, and not a failure of the algorithm:
-    the run broke the timing model its bounds assume)."""
+    each row and the run print their status (weeble.check.status), the run's last with its
+    exit code when it is neither pass (0) nor fail (1)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -126,9 +127,7 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
     for r in rows:
         stab = _num(r.stabilization) if r.stabilization is not None else (r.status or "-")
         state = _num(r.state) if r.state is not None else (r.state_status or "-")
-        verdict = ("skipped" if r.note.startswith("skipped") else
-                   "assumptions violated" if r.verdict == "assumptions violated" else
-                   _mark(r.passed, "pass", "FAIL"))
+        verdict = "skipped" if r.note.startswith("skipped") else row_status(r)
         table.add_row(r.fault_id, r.kind, r.target, _mark(r.took_effect), stab, state,
                       _num(r.bound), _num(r.ratio), _int(r.lost), _int(r.duplicated),
                       _int(r.reordered), verdict)
@@ -146,11 +145,27 @@ def print_verdict(rows: Sequence[Row], passed: bool, reasons: Sequence[str] = ()
     print_reconfigurations(reconfigurations, console)
     for reason in reasons:
         console.print(f"  why: {reason}")
-    if not passed and status == "assumptions violated":
-        console.print("run verdict: ASSUMPTIONS VIOLATED (the run did not keep the timing "
-                      "model its bound assumes; see why)")
-    else:
-        console.print(f"run verdict: {'PASS' if passed else 'FAIL'}")
+    shown = run_status(passed, status)
+    code = exit_code(shown)
+    console.print(f"run verdict: {shown.upper()}" + (
+        "" if code in (0, 1) else f" (exit code {code}; see why)"))
+
+
+def row_status(row: Row) -> str:
+    """A row's status (weeble.check.status): its episode's, except that a fault the chaos
+    evidence does not show taking effect fails; "-" when nothing judged it."""
+    if row.verdict and not (row.verdict == Status.PASS and row.passed is False):
+        return row.verdict
+    return "-" if row.passed is None else Status.PASS if row.passed else Status.FAIL
+
+
+def run_status(passed: bool, status: str | None) -> str:
+    """The run's status as `weeble run` prints it and exits with: the analysis' status, made
+    a failure when the run does not pass for a reason only the chaos evidence shows (a fault
+    that did not take effect); pass or fail from `passed` when there is no status."""
+    if status and not (status == Status.PASS and not passed):
+        return status
+    return Status.PASS if passed else Status.FAIL
 
 
 def print_reconfigurations(reconfigurations: Sequence[dict[str, Any]], console: Any,

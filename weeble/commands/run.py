@@ -175,15 +175,16 @@ async def _drive(workload: Any, chaos: Any, duration: float,
 
 
 def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool, junit: str | None = None) -> int:
-    """Analyze the run, print the verdict table and the report's path; 1 if a verdict fails.
+    """Analyze the run, print the verdict table and the report's path; return the exit code
+    of the run's status (as printed).
 
     The analysis runs in a fresh process (`weeble analyze`): this one has held thousands of
     gRPC channels and threads, and Spark's JVM, forked from it, did not survive that at scale
     (JAVA_GATEWAY_EXITED after gRPC's "skipping fork() handlers")."""
     import subprocess
 
-    from weeble.chaos.verdict import print_verdict, run_passes, verdict_rows
-    from weeble.check.status import BAD_INPUT, Status, exit_code
+    from weeble.chaos.verdict import print_verdict, run_passes, run_status, verdict_rows
+    from weeble.check.status import BAD_INPUT, exit_code
     from weeble.commands import UsageError
     from weeble.trace.schema import ANALYSIS_DIR
 
@@ -216,5 +217,5 @@ def judge(run_dir: Path, outcomes: list[Any], *, quiet: bool, junit: str | None 
                   reconfigurations=(analysis.get("reconfigurations") or {}).get(
                       "operations", []),
                   status=analysis["verdict"].get("status"))  # the verdict, last
-    code = exit_code(analysis["verdict"].get("status") or Status.PASS)
-    return 1 if code == 0 and not passed else code  # a fault that did not take effect fails
+    # the printed status: a fault that did not take effect fails a run the analysis passes
+    return exit_code(run_status(passed, analysis["verdict"].get("status")))
