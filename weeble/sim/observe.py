@@ -29,7 +29,7 @@ from weeble.check.episodes import faults_of
 from weeble.check.history import assess, deliveries_for
 from weeble.check.reconfig import Reconfigurations
 from weeble.check.rules import TIMING_TOLERANCE
-from weeble.check.state import Interval, Legitimacy
+from weeble.check.state import Check, Interval, Legitimacy, snapshot_checks
 from weeble.check.timing import KINDS, Violation, summarize
 from weeble.core.events import Deliver
 from weeble.core.legitimacy import Broker
@@ -50,6 +50,9 @@ class Observers:
         self._ended: deque[Interval] = deque()  # ended ones, for the legitimacy monitor
         self.fault_records: list[tuple[float, dict[str, Any]]] = []
         self.monitor: Legitimacy | None = None
+        # R8(b): the checks of the snapshot rounds the run writes (`snapshot_round`)
+        self.snapshot_checks: list[Check] = []
+        self.rounds = False  # snapshot rounds are written (and checked)
         self.reconfigurations = Reconfigurations(header)  # R15
         # more observers(t, node, kind, fields) of the manager's `reconfiguration` records
         self.listeners: list[Callable[[float, str, str, dict[str, Any]], None]] = []
@@ -76,7 +79,7 @@ class Observers:
 
     def started(self, t: float, sub: Any) -> None:
         self.deliveries.subscribe(t, sub.client, sub.broker, sub.sub_id, sub.filter)
-        if self.monitor is not None:  # the intervals are the legitimacy monitor's
+        if self.monitor is not None or self.rounds:  # the state checks' intervals
             key = (sub.client, sub.sub_id)
             if key not in self.intervals:
                 self.intervals[key] = Interval(sub.client, sub.sub_id, sub.broker, sub.filter, t)
@@ -86,7 +89,7 @@ class Observers:
         iv = self.intervals.pop((sub.client, sub.sub_id), None)
         if iv is not None:
             iv.end = t
-            if self.monitor is not None:
+            if self.monitor is not None or self.rounds:
                 self._ended.append(iv)
 
     def advertised(self, t: float, adv: Any) -> None:
@@ -157,15 +160,28 @@ class Observers:
                                   adverts=(lambda: self.adverts.values()) if h.adverts else None)
 
         def tick(t: float, _a: object, _b: object) -> None:
-            ended, linger = self._ended, h.linger
-            while ended and ended[0].end + linger < t:
-                ended.popleft()
+            self._forget(t)
             assert self.monitor is not None
             self.monitor(t)
             if t + period <= until:
                 engine.schedule(t + period, tick)
 
         engine.schedule(period, tick)
+
+    def snapshot_round(self, t: float, records: Iterable[dict[str, Any]]) -> None:
+        """R8(b) online: check one round of snapshot records (all taken at t) as `weeble check`
+        checks it in the trace, so the summary counts the same checks as the contract."""
+        self._forget(t)
+        h = self.header
+        self.snapshot_checks += snapshot_checks(((t, r) for r in records),
+                                                h.topology.brokers, list(self._subs()),
+                                                settle=h.settle, linger=h.linger)
+
+    def _forget(self, t: float) -> None:
+        """Drop the ended subscriptions no check at t or later can allow (R9)."""
+        ended, linger = self._ended, self.header.linger
+        while ended and ended[0].end + linger < t:
+            ended.popleft()
 
     def _subs(self) -> Iterable[Interval]:
         return chain(self.intervals.values(), self._ended)
@@ -174,7 +190,10 @@ class Observers:
 
     def finish(self, end: float) -> dict[str, Any]:
         self.deliveries.finish(end)
-        checks = self.monitor.checks if self.monitor is not None else []
+        # in time order, the simulator's own checks before a round at the same instant (as
+        # check_run orders the records it reads back)
+        checks = sorted([*(self.monitor.checks if self.monitor is not None else []),
+                         *self.snapshot_checks], key=lambda c: c.t)
         d = self.deliveries
         c = d.counts
         measured = dict.fromkeys(KINDS, 0)

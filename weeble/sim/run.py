@@ -33,6 +33,7 @@ from weeble.core.reconfig.plan import Tree
 from weeble.model.experiment import tree_of_scenario
 from weeble.model.scenario import Scenario
 from weeble.sim.engine import MESSAGE_KINDS, Engine, Node
+from weeble.sim.observe import Observers
 from weeble.sim.optimize import CostMonitor
 from weeble.sim.reconfigure import Reconfigurator
 from weeble.sim.simulation import Simulation
@@ -134,8 +135,9 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
         observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)
     monitor = _reconfigure(scenario, sim, clients)
     if sink is not None and scenario.trace.snapshots_every:
+        observers.rounds = True
         _schedule_snapshots(engine, brokers, sink, scenario.trace.snapshots_every,
-                            scenario.duration)
+                            scenario.duration, observers)
 
     steady = Steady(scenario, engine, brokers, clients) if scenario.measure is not None else None
 
@@ -340,10 +342,12 @@ def _link_tracer(trace: SimSink) -> Any:
 
 
 def _schedule_snapshots(engine: Engine, brokers: dict[str, Broker], trace: SimSink,
-                        every: float, until: float) -> None:
+                        every: float, until: float, observers: Observers) -> None:
     def snap(t: float, round_: object, _b: object) -> None:
-        for b, broker in brokers.items():
-            trace.write(b, t, b, "snapshot", {**broker.snapshot(), "round": round_})
+        records = [{**broker.snapshot(), "round": round_} for broker in brokers.values()]
+        for r in records:
+            trace.write(r["broker"], t, r["broker"], "snapshot", r)
+        observers.snapshot_round(t, records)
         if t + every <= until:
             engine.schedule(t + every, snap, round_ + 1)  # type: ignore[operator]
 

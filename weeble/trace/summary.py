@@ -50,8 +50,8 @@ SUMMARY: tuple[Field, ...] = (
           keys=("publications", "judged", "correct", "expected", "delivered", "missing",
                 "window", "spurious", "duplicate", "phantom", "fifo", "deliveries", "late",
                 "unfinished")),
-    Field(name="legitimacy", type="object", meaning="R8-R9 over the simulator's own checks "
-          "(R8a only: see R8)",
+    Field(name="legitimacy", type="object", meaning="R8-R9 over the checks of R8, both kinds (as "
+          "`weeble check`'s `legitimacy`)",
           keys=("checks", "legitimate", "illegitimate", "first_illegitimate",
                 "last_illegitimate", "sample_problems")),
     Field(name="faults", type="list", meaning="the injected faults, with the evidence that "
