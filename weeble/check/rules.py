@@ -69,9 +69,9 @@ counts), checked at the time of its latest record by R9. A round without a recor
 broker of the header, or with a broker the header does not list, is skipped: so after a broker
 is removed from the tree (or while one is down, or once one has joined), no round of snapshots
 is checked, and only the `legitimacy` records remain. A check is ok if its set of problems is
-empty. `weeble check`, `weeble analyze` and the simulator's own
-`summary.json` (which checks each round as it writes it) use both kinds, so they count the same
-checks and find the same state times.
+empty. `weeble check`, `weeble analyze` and the simulator's own `summary.json` (which checks
+each round as it takes it, traced or not) use both kinds, so they count the same checks and
+find the same state times.
 
 **R9 Legitimate routing configuration.** At time t, a subscription (R1) is *required* if it has
 started by t − D and not ended by t, and *allowed* if it has started by t and not ended before
