@@ -181,19 +181,31 @@ def _workload_subscriptions(scenario: Scenario, seed: int, until: float) -> Iter
     topics = scenario.mode is Mode.SKIP_RING
     filters: dict[int, Filter] = {}
     n = 0
+    # rng.randrange(z), rng.randrange(len(brokers)), rng.expovariate(µ) and rng.uniform(0, ρ),
+    # spelled out as random.Random computes them (the same draws, the same floats): this runs
+    # 10^5 times at a warm start, where the library's Python-level calls cost a tenth of a run
+    getrandbits, uniform01, log = rng.getrandbits, rng.random, math.log
+    nb = len(brokers)
+    kz, kb = _bits_below(z), _bits_below(nb)
+    mu = 1.0 / lifetime
 
     def draw(t: float, warm: bool) -> Subscribe:
         # The order of the draws is part of the plan: it fixes the history for a seed.
         nonlocal n
-        cls = rng.randrange(z)
+        cls = getrandbits(kz)
+        while cls >= z:
+            cls = getrandbits(kz)
         f = filters.get(cls)
         if f is None:
             f = filters[cls] = (Filter.equals("topic", topic_name(cls)) if topics
                                 else Filter.equals("class", cls))
-        broker = brokers[rng.randrange(len(brokers))]
-        end = t + rng.expovariate(1.0 / lifetime)
-        crashes = crash_fraction > 0 and rng.random() < crash_fraction
-        first = t + (rng.uniform(0.0, rho) if warm else rho)
+        b = getrandbits(kb)
+        while b >= nb:
+            b = getrandbits(kb)
+        broker = brokers[b]
+        end = t + -log(1.0 - uniform01()) / mu
+        crashes = crash_fraction > 0 and uniform01() < crash_fraction
+        first = t + (0.0 + (rho - 0.0) * uniform01() if warm else rho)
         client = f"c{n}"
         n += 1
         return Subscribe(t=t, client=client, broker=broker, sub_id=f"{client}/0", filter=f,
@@ -205,6 +217,14 @@ def _workload_subscriptions(scenario: Scenario, seed: int, until: float) -> Iter
     while t <= until:
         yield draw(t, warm=False)
         t += rng.expovariate(rate)
+
+
+def _bits_below(n: int) -> int:
+    """How many random bits `random.Random.randrange(n)` draws at a time (it draws again until
+    the number is below n)."""
+    if n <= 0:
+        raise ValueError(f"empty range for randrange() ({n})")
+    return n.bit_length()
 
 
 def _workload_publications(scenario: Scenario, seed: int, until: float) -> Iterator[Publish]:
