@@ -143,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
     for limit, cut in sorted(stats.capped.items()):  # never a silent cut (summary.json too)
         print(f"weeble: warning: {limit} cut {cut} planned actions of the scenario's workload",
               file=sys.stderr)
+    for limit, cut in t.get("limits", {}).items():  # the brokers' limits, from their traces
+        print(f"weeble: warning: the live limit {limit} cut {cut:,} messages, deliveries or"
+              f" streams of this run (docs/guide/live-limits.md)", file=sys.stderr)
     if args.no_analysis:
         return 0
     return judge(bed.run_dir, outcomes, quiet=args.quiet, junit=args.junit)

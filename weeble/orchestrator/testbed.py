@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from weeble.codec.wire import MAX_BATCH
 from weeble.core.reconfig.plan import Tree
 from weeble.model.scenario import Scenario, ScenarioError
 from weeble.orchestrator.backend import (
@@ -95,6 +96,11 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
         # a topic's skip ring links brokers that are no tree neighbours (and its supervisor)
         raise ScenarioError(f"{scenario.name}: mode skip_ring: this backend gives the brokers no"
                             " address book (a topic's skip ring links any two brokers)")
+    if live.link_batch > MAX_BATCH:
+        # a peer drops a larger batch whole (codec/wire.py): said here, naming both, rather
+        # than by the broker config's validation of tuning.link_batch_max
+        raise ScenarioError(f"{scenario.name}: live.link_batch: {live.link_batch}, over the"
+                            f" bound MAX_BATCH = {MAX_BATCH} (a broker drops a larger batch)")
     topology = scenario.build_topology()
     roms = scenario.roms()  # the ROM the simulator's brokers get too
     shape = LinkShape(**live.links.model_dump())
