@@ -201,7 +201,7 @@ def figures(run_dir: Path, samples: list[Sample], duration: float) -> dict[str, 
     out["deliveries/s"] = (out["deliveries"] or 0) / duration
     out["client errors"] = work.get("errors")
     limits = dict(work.get("capped", {}))
-    limits.update(summary.get("limits", {}))
+    limits.update(traces.get("limits", {}))  # the brokers' (weeble run names them too)
     out["limits"] = limits
     verdict = analysis.get("verdict", {})
     out["verdict"] = verdict.get("status", "none (weeble check failed)")
