@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,71 @@ def test_live_sink_writes_off_the_hot_path_and_on_close(tmp_path: Path) -> None:
     slow.close()  # close writes what is queued
     assert [r["kind"] for r in read_trace(tmp_path / "b2.jsonl")] == ["start"]
     sink.close()
+
+
+# values of every kind a notification may carry, and some no wire gives (those take the general
+# encoder, which must still give the same bytes): escapes, non-ASCII, floats JSON has no form for
+# or that print with an exponent, ints beyond 64 bits, bools, sets, non-str keys
+ODD_NOTIFICATIONS = [
+    Notification("src", 1, {"class": 0, "n": 1}, 1764290000.123456),
+    Notification('p"ü\n\x01\u2028\\', -5, {"s": 'x"y\t', "f": 1e16, "b": True,
+                                         "l": [1, {"a": None}], "n": None}, float("nan")),
+    Notification("src", 2**64, {"big": 2**70}, 1e-7),
+    Notification("src", 2**64 - 1, {1: 2}, float("inf")),
+    Notification("src", True, {"set": {3, 1}}, 3),  # type: ignore[arg-type]
+    Notification("a", 7, {"x": 1.5}, -0.0),
+    Notification("a", 8, {}, 0),
+]
+SUB_IDS = ["s.1", None, 'q"é', None, "s.1", "s.1", None]
+
+
+def _untimed(line: bytes) -> bytes:
+    return re.sub(rb'^\{"v":2,"t":\d+,', b'{"v":2,"t":0,', line, count=1)
+
+
+def test_live_sink_batch_records_are_the_generic_records_byte_for_byte(tmp_path: Path) -> None:
+    """`published` and `delivered` (one queue entry per request or write, encoded without a
+    dict per record) write exactly what `record` writes for each notification, `t` aside,
+    and only when flushed: close writes what is queued."""
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=60)
+    ns = ODD_NOTIFICATIONS
+    sink.published("c1", "b1", ns)
+    sink.delivered("c2", "b1", list(zip(SUB_IDS, ns, strict=True)))
+    for n in ns:
+        sink.record("publish", client="c1", broker="b1", nid=n.id, publisher=n.publisher,
+                    seq=n.seq, published_at=n.published_at, attributes=n.attributes)
+    for sub_id, n in zip(SUB_IDS, ns, strict=True):
+        sink.record("deliver", client="c2", broker="b1", sub_id=sub_id, nid=n.id,
+                    publisher=n.publisher, seq=n.seq, published_at=n.published_at)
+    assert path.read_bytes() == b""  # nothing before its flush
+    sink.close()
+    lines = path.read_bytes().splitlines()
+    k = len(ns)
+    assert len(lines) == 4 * k
+    assert [_untimed(x) for x in lines[:2 * k]] == [_untimed(x) for x in lines[2 * k:]]
+    records = [json.loads(x) for x in lines]  # json: the odd values are off the schema
+    assert len({r["t"] for r in records[:k]}) == 1  # one request: one moment
+    assert [r["nid"] for r in records[:k]] == [n.id for n in ns]
+    assert [r.get("sub_id") for r in records[k:2 * k]] == SUB_IDS
+    assert records[0]["attributes"] == {"class": 0, "n": 1}
+    assert records[1]["publisher"] == 'p"ü\n\x01\u2028\\' and records[1]["published_at"] is None
+
+
+def test_live_sink_cap_counts_the_records_of_a_batch(tmp_path: Path) -> None:
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=60, max_bytes=2_000)
+    ns = [Notification("src", i, {"class": 0}, 1.5) for i in range(100)]
+    sink.published("c1", "b1", ns)
+    sink.published("c1", "b1", ns[:10])
+    sink.flush()
+    sink.published("c1", "b1", ns[:5])  # capped already: counted only
+    sink.close()
+    records = list(read_trace(path))
+    assert records[-1]["kind"] == "trace_capped" and records[-1]["written"] <= 2_000
+    written = len(records) - 1
+    assert written > 0 and written + sink.dropped == 115
+    assert [r["seq"] for r in records[:-1]] == list(range(written))
 
 
 def test_live_sink_reopening_cuts_a_torn_tail(tmp_path: Path) -> None:

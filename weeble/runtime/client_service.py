@@ -335,14 +335,12 @@ class ClientService:
                 await self._abort(context, state, grpc.StatusCode.PERMISSION_DENIED,
                                   f"notifications[{i}].publisher: client {client!r} may not"
                                   f" publish as {publisher!r}")
-        tracing = self._trace.enabled
+        if self._trace.enabled:
+            # the attributes too: the analytics match them against the subscriptions (fresh
+            # per decode, never changed); one entry for the request, encoded off this path
+            self._trace.published(client, self.broker_id, [n for n, _ in accepted])
         step = self._step
         for n, wire in accepted:
-            if tracing:
-                # the attributes too: the analytics match them against the subscriptions
-                self._trace.record("publish", client=client, broker=self.broker_id, nid=n.id,
-                                   publisher=n.publisher, seq=n.seq, published_at=n.published_at,
-                                   attributes=n.attributes)  # fresh per decode, never changed
             step(ClientPublish(client, n), n, wire)
         self._metrics.publish(len(accepted))
         return len(accepted)
@@ -419,10 +417,8 @@ class ClientService:
                 raise
             self._metrics.delivery(len(batch))
             if self._trace.enabled:
-                record, client, me = self._trace.record, stream.client, self.broker_id
-                for _, n, matched in batch:
-                    record("deliver", client=client, broker=me, sub_id=matched, nid=n.id,
-                           publisher=n.publisher, seq=n.seq, published_at=n.published_at)
+                self._trace.delivered(stream.client, self.broker_id,
+                                      [(matched, n) for _, n, matched in batch])
 
     async def Refresh(
         self, request: client_pb2.SubscribeRequest, context: grpc.aio.ServicerContext

@@ -8,11 +8,14 @@ Two sinks share the record format and encoder:
 - `LiveSink` (a live broker, client or orchestrator process: one node, one file). The caller's
   hot path only appends the record's parts to a queue; a background thread of the process (one
   for all its sinks) builds the JSON and writes it every `flush_interval` seconds (0.2 s by
-  default), or sooner when `max_buffer` records are waiting. A process killed with SIGKILL loses
-  at most the records of its last `flush_interval` (those not yet written), and may leave a torn
-  last line, which the reader skips. With `max_bytes`, the file stops growing there: the
-  record that would pass the cap is replaced by one `trace_capped` record, and every later one
-  is counted (`dropped`), not written.
+  default), or sooner when `max_buffer` entries are waiting. The hottest records take one queue
+  entry per request or per write to a client (`published`, `delivered`: each notification's
+  record, byte for byte what `record` gives, at one time `t` for the whole entry, encoded
+  without a dict of its own: tracing was two thirds of a batched broker's CPU). A process
+  killed with SIGKILL loses at most the records of its last `flush_interval` (those not yet
+  written), and may leave a torn last line, which the reader skips. With `max_bytes`, the file
+  stops growing there: the record that would pass the cap is replaced by one `trace_capped`
+  record, and every later one is counted (`dropped`), not written.
 
 A restarted live node appends to its own file (its `start` record marks the restart); a torn
 tail left by the killed predecessor is cut first.
@@ -132,6 +135,88 @@ def _number(x: float) -> str:
     return repr(x) if x == x and abs(x) != float("inf") else "null"  # JSON has no NaN or inf
 
 
+# ---- batch entries of the live sink: the hot records, encoded without a dict each -------------
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+_I64_MIN, _U64_MAX = -(2**63), 2**64 - 1  # the ints orjson encodes (beyond: json, see `encode`)
+_NONE_YET: Any = object()
+
+
+def _records(entry: tuple[int, Any, Any, Any]) -> int:
+    """How many records a queue entry of `LiveSink` holds."""
+    return 1 if type(entry[1]) is str else len(entry[3])
+
+
+def _publish_lines(t: int, node: str, ends: tuple[str, str],
+                   notifications: list[Notification]) -> list[bytes]:
+    """`publish` records, byte for byte what `encode(make_record(...))` gives: the parts every
+    record shares are encoded once, and each record is one bytes formatting of its own values
+    (orjson for each value, as inside a record; `nid` is `publisher#seq`, whose JSON is the
+    publisher's with `#seq` inside the quotes, since neither `#` nor a digit is escaped). A
+    record with a value of another type than the wire gives is encoded the general way."""
+    client, broker = ends
+    dumps = orjson.dumps
+    head = b'{"v":%d,"t":%d,"node":%s,"kind":"publish","client":%s,"broker":%s,"nid":' % (
+        VERSION, t, dumps(node), dumps(client), dumps(broker))
+    lines = []
+    append = lines.append
+    last, quoted, open_ = _NONE_YET, b"", b""
+    for n in notifications:
+        publisher, seq = n.publisher, n.seq
+        try:
+            if publisher is not last:
+                last, quoted = publisher, dumps(publisher)
+                open_ = quoted[:-1]
+            if type(publisher) is not str or type(seq) is not int or not (
+                    _I64_MIN <= seq <= _U64_MAX):
+                raise TypeError
+            append(b'%s%s#%d","publisher":%s,"seq":%d,"published_at":%s,"attributes":%s}' % (
+                head, open_, seq, quoted, seq,
+                dumps(n.published_at, default=_jsonable, option=_OPTIONS),
+                dumps(n.attributes, default=_jsonable, option=_OPTIONS)))
+        except (TypeError, orjson.JSONEncodeError):
+            last = _NONE_YET
+            append(encode(make_record(t, node, "publish", {
+                "client": client, "broker": broker, "nid": n.id, "publisher": publisher,
+                "seq": seq, "published_at": n.published_at, "attributes": n.attributes})))
+    return lines
+
+
+def _deliver_lines(t: int, node: str, ends: tuple[str, str],
+                   deliveries: list[tuple[str | None, Notification]]) -> list[bytes]:
+    """`deliver` records, byte for byte what `encode(make_record(...))` gives (see
+    `_publish_lines`)."""
+    client, broker = ends
+    dumps = orjson.dumps
+    head = b'{"v":%d,"t":%d,"node":%s,"kind":"deliver","client":%s,"broker":%s,"sub_id":' % (
+        VERSION, t, dumps(node), dumps(client), dumps(broker))
+    lines = []
+    append = lines.append
+    last, quoted, open_ = _NONE_YET, b"", b""
+    last_sub, sub = _NONE_YET, b"null"
+    for sub_id, n in deliveries:
+        publisher, seq = n.publisher, n.seq
+        try:
+            if publisher is not last:
+                last, quoted = publisher, dumps(publisher)
+                open_ = quoted[:-1]
+            if sub_id is not last_sub:
+                last_sub, sub = sub_id, dumps(sub_id)
+            if type(publisher) is not str or type(seq) is not int or not (
+                    _I64_MIN <= seq <= _U64_MAX) or (sub_id is not None
+                                                     and type(sub_id) is not str):
+                raise TypeError
+            append(b'%s%s,"nid":%s#%d","publisher":%s,"seq":%d,"published_at":%s}' % (
+                head, sub, open_, seq, quoted, seq,
+                dumps(n.published_at, default=_jsonable, option=_OPTIONS)))
+        except (TypeError, orjson.JSONEncodeError):
+            last = last_sub = _NONE_YET
+            append(encode(make_record(t, node, "deliver", {
+                "client": client, "broker": broker, "sub_id": sub_id, "nid": n.id,
+                "publisher": publisher, "seq": seq, "published_at": n.published_at})))
+    return lines
+
+
 # ---- the simulator's sink -----------------------------------------------------------------
 
 
@@ -246,9 +331,37 @@ class LiveSink:
         queue = self._queue
         queue.append((time.time_ns(), kind, fields, more))
         if len(queue) >= self.max_buffer:
+            self._full()
+
+    def published(self, client: str, broker: str, notifications: list[Notification]) -> None:
+        """The `publish` records of the notifications of one request, accepted together (one
+        time `t`), in order: one queue entry, encoded in one pass by the flusher (the same
+        bytes as `record("publish", client=, broker=, nid=, publisher=, seq=, published_at=,
+        attributes=)` would give). `notifications` must not change afterwards."""
+        if self._file is None or not notifications:
+            return
+        queue = self._queue
+        queue.append((time.time_ns(), _publish_lines, (client, broker), notifications))
+        if len(queue) >= self.max_buffer:
+            self._full()
+
+    def delivered(self, client: str, broker: str,
+                  deliveries: list[tuple[str | None, Notification]]) -> None:
+        """The `deliver` records of one write to a client, (sub_id, notification) each, in
+        order, at one time `t`: one queue entry (see `published`); the same bytes as
+        `record("deliver", client=, broker=, sub_id=, nid=, publisher=, seq=, published_at=)`."""
+        if self._file is None or not deliveries:
+            return
+        queue = self._queue
+        queue.append((time.time_ns(), _deliver_lines, (client, broker), deliveries))
+        if len(queue) >= self.max_buffer:
+            self._full()
+
+    def _full(self) -> None:
+        if not _FLUSHER.waking:  # once: a wake per record until the flusher runs costs CPU
             _FLUSHER.wake()
-            if len(queue) >= 16 * self.max_buffer:  # the flusher cannot keep up: write here
-                self.flush()
+        if len(self._queue) >= 16 * self.max_buffer:  # the flusher cannot keep up: write here
+            self.flush()
 
     def flush_soon(self) -> None:
         """Have the flusher thread write what is queued now rather than at its next period
@@ -272,28 +385,36 @@ class LiveSink:
                 return
             cap = self.max_bytes
             if cap is not None and self._size >= cap:  # capped already: count, do not write
-                for _ in range(n):
-                    queue.popleft()
-                self.dropped += n
+                self.dropped += sum(_records(queue.popleft()) for _ in range(n))
                 return
-            lines = []
+            lines: list[bytes] = []
+            append, extend = lines.append, lines.extend
             size = self._size
+            capped = False
             for i in range(n):
                 t, kind, fields, more = queue.popleft()
-                line = encode(make_record(t, node, kind, fields, more))
-                size += len(line) + 1
-                if cap is not None and size > cap:
-                    # the cap: one record says so (it may pass the cap by its own length)
-                    lines.append(encode(make_record(t, node, "trace_capped", {
-                        "max_bytes": cap, "written": size - len(line) - 1})))
-                    size = cap
-                    for _ in range(n - i - 1):
-                        queue.popleft()
-                    self.dropped += n - i
-                    log.error("trace %s: reached its cap of %d bytes; later records are "
-                              "counted, not written", self.path, cap)
+                if type(kind) is str:
+                    entry = [encode(make_record(t, node, kind, fields, more))]
+                else:  # a batch entry (`published`, `delivered`): its own encoder
+                    entry = kind(t, node, fields, more)
+                if cap is None:
+                    extend(entry)
+                    continue
+                for j, line in enumerate(entry):
+                    size += len(line) + 1
+                    if size > cap:
+                        # the cap: one record says so (it may pass the cap by its own length)
+                        append(encode(make_record(t, node, "trace_capped", {
+                            "max_bytes": cap, "written": size - len(line) - 1})))
+                        self.dropped += len(entry) - j + sum(
+                            _records(queue.popleft()) for _ in range(n - i - 1))
+                        size, capped = cap, True
+                        log.error("trace %s: reached its cap of %d bytes; later records are "
+                                  "counted, not written", self.path, cap)
+                        break
+                    append(line)
+                if capped:
                     break
-                lines.append(line)
             lines.append(b"")
             data = b"\n".join(lines)
             try:
@@ -347,6 +468,11 @@ class _Flusher:
     def remove(self, sink: LiveSink) -> None:
         with self._lock:
             self._sinks.discard(sink)
+
+    @property
+    def waking(self) -> bool:
+        """A wake is pending (the flusher has not yet run since)."""
+        return self._wake.is_set()
 
     def wake(self) -> None:
         self._wake.set()
