@@ -22,9 +22,11 @@ is "assumptions violated") and nothing was lost outside fault windows. The scale
 from the largest (levels, then ω, in the order given) and the first that passes ends the
 search. For a failing scale the benchmark says which resource ran out first, by when each
 crossed its line: CPU (the processes of the run used ≥ 90% of the cores, or the load average
-reached twice the cores), memory (available < 5% of the machine's), the event loop (a broker's
-timer fired later than the checker's tolerance while CPU was not exhausted), a live limit (the
-run's summary names it). This pegs a 2-core machine at full scale: run it under the bench lock
+reached twice the cores), the clients' event loop (the runner, one process, at ≥ 90% of one
+core: the clients cannot keep the plan's pace however many cores there are), memory
+(available < 5% of the machine's), the brokers' event loops (a timer fired later than the
+checker's tolerance), a live limit (the run's summary names it). This pegs a 2-core machine
+at full scale: run it under the bench lock
 (`flock /work/coord/bench.lock python benchmarks/paper_workload.py ...`).
 """
 
@@ -260,6 +262,11 @@ def ran_out(samples: list[Sample], f: dict[str, Any], total: int) -> list[tuple[
             found.append((s.t, f"CPU: load {s.load:.0f} on {CORES} cores, the run's processes"
                                f" using {used:.2f} cores of it (the rest: other work on the"
                                f" machine)"))
+            break
+    for s in samples:
+        if s.cpu.get("runner", 0.0) >= CPU_LINE:  # one process, one event loop: one core
+            found.append((s.t, f"the clients' event loop: the runner, one process holding every"
+                               f" client, used {s.cpu['runner']:.2f} of its one core"))
             break
     for s in samples:
         if s.available < MEMORY_LINE * total:

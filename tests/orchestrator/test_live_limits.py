@@ -33,6 +33,9 @@ def test_the_summary_names_each_live_limit_the_run_hit(tmp_path: Path) -> None:
         b0.record("garbage", why=str(e), peer="b1")
     client.record("client_error", op="subscribe", error="RESOURCE_EXHAUSTED: more streams"
                   " than one peer may (max_streams_per_peer = 4096)")
+    client.record("client_error", op="publish", error="DEADLINE_EXCEEDED: b0: no"
+                  " PublishRequest within 5 s (hello_timeout_s)")
+    client.record("client_error", op="subscribe", error="TimeoutError: ")  # its own timeout
     for i in range(20):  # over its 600 bytes: the file is capped
         b1.record("receive", {"from": "b0", "to": "b1", "msg": "notify"}, lseq=i)
     for sink in (b0, b1, client):
@@ -43,6 +46,7 @@ def test_the_summary_names_each_live_limit_the_run_hit(tmp_path: Path) -> None:
     assert summary["limits"] == {
         f"MAX_ITEMS = {MAX_ITEMS}": 1,
         "tuning.client_queue_limit/client_queue_bytes": 1,
+        "tuning.hello_timeout_s": 1,
         "tuning.link_queue_limit/link_queue_bytes": 2,
         "tuning.max_streams_per_peer": 1,
         "tuning.trace_max_bytes": 1,

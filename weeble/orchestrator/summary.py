@@ -28,8 +28,9 @@ UNDELIVERABLE_LIMITS = {"stream_full": "tuning.client_queue_limit/client_queue_b
 # a decoded envelope over one of the wire's bounds (codec/wire.py check_count: MAX_BATCH,
 # MAX_ITEMS, ...), dropped by the receiver with a `garbage` record naming it
 OVER_BOUND = re.compile(r"over the bound (\w+) = (\d+)")
-# a stream refused by the peer cap (runtime/peercap.py), as the client's error says it
-STREAMS_CAP = "max_streams_per_peer"
+# a client's stream ended by a broker limit, as the client's error names it: the peer cap
+# (runtime/peercap.py), a PublishStream whose first request came later than hello_timeout_s
+CLIENT_LIMITS = ("max_streams_per_peer", "hello_timeout_s")
 
 
 def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
@@ -51,8 +52,10 @@ def summarize(trace_dir: Path, brokers: list[str]) -> dict[str, Any]:
                 if not is_broker:
                     if kind == "client_deliver":
                         seen[rec.get("client", rec.get("node")), rec.get("nid")] += 1
-                    elif kind == "client_error" and STREAMS_CAP in str(rec.get("error", "")):
-                        limits[f"tuning.{STREAMS_CAP}"] += 1
+                    elif kind == "client_error":
+                        error = str(rec.get("error", ""))
+                        limits.update(f"tuning.{name}" for name in CLIENT_LIMITS
+                                      if name in error)
                     continue
                 if kind == "send":
                     fate = rec.get("fate", "sent")

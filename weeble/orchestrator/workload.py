@@ -204,23 +204,32 @@ class LiveWorkload:
             await asyncio.wait(list(self._tasks), timeout=5)
             for task in list(self._tasks):
                 task.cancel()
+        # what was scheduled is published: every publisher's outbox within one 5 s, together
+        # (one after the other, 81 publishers that could not reach their brokers took 81 × 5 s)
+        senders = [(c.outbox, c.sender) for c in self._clients.values()
+                   if c.outbox is not None and c.sender is not None]
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await asyncio.gather(*(outbox.join() for outbox, _ in senders))
+        for _, sender in senders:
+            sender.cancel()
         for c in self._clients.values():
-            if c.outbox is not None and c.sender is not None:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(5):
-                        await c.outbox.join()  # what was scheduled is published
-                c.sender.cancel()
             if c.consumer is not None:
                 c.consumer.cancel()
                 if c.subscriber is not None:  # arrived, not yet counted
                     self.stats.deliveries += len(c.subscriber.pending())
-        for c in self._clients.values():
-            with contextlib.suppress(Exception):
-                if c.subscriber is not None:
-                    await c.subscriber.close()
-                if c.publisher is not None:
-                    await c.publisher.close()
-            await c.trace.aclose()
+        await asyncio.gather(*(self._close(c) for c in self._clients.values()))
+
+    @staticmethod
+    async def _close(c: _Client) -> None:
+        """A client's streams and trace, closed (all clients' together: 10,000 of them one
+        after the other took minutes)."""
+        with contextlib.suppress(Exception):
+            if c.subscriber is not None:
+                await c.subscriber.close()
+            if c.publisher is not None:
+                await c.publisher.close()
+        await c.trace.aclose()
 
     # ---- clients ----------------------------------------------------------------------------
 
