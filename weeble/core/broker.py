@@ -1,7 +1,12 @@
 """The broker: a pure state machine, `Broker.step(now, event) -> list[effect]`.
 
 A broker is composed of layers, each with its own slice of RAM, its own messages and its own
-handlers; `step` dispatches by event type and, for a message from a neighbour, by message type:
+handlers. `step` runs one pipeline over them (`Broker.pipeline`, composed once from the ROM):
+each stage handles the events its layer owns, passes the rest to the stage below and sees what
+comes back; the last stage (`Dispatch`) gives an event to the layer that owns its type and, for
+a message from a neighbour, its message type. The stages of a static-tree broker, top first:
+`optimize` (with an optimizer) or `anti_entropy` (in that mode, without the exchange stage),
+`exchange`, `dispatch`; the coloured and skip-ring brokers have the dispatch only. The layers:
 
     overlay      who my neighbours are, and my parent              overlay/
     routing      notifications; subscription and advertisement     routing/
@@ -35,7 +40,7 @@ no clock reads, no threads: `now` comes in with each event, timers go out as Set
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from weeble.core.corruption import Registry
@@ -50,11 +55,13 @@ from weeble.core.events import (
     Deliver,
     Effect,
     Event,
+    Handler,
     Leave,
     LinkDown,
     LinkMeasured,
     LinkUp,
     Receive,
+    Receiver,
     RemoveNeighbor,
     SetParent,
     Start,
@@ -143,33 +150,187 @@ class Ram:
         self.routing.rebuild_bit = value
 
 
-Handler = Callable[[float, Any], list[Effect]]
-
-
 def _nothing(now: float, event: Any) -> list[Effect]:
-    """An event only another mode acts on (a link failure, for the leasing mode)."""
+    """An event only another layer acts on (a link failure, for the anti-entropy layer)."""
     return []
-Receiver = Callable[[float, str, Any], list[Effect]]
+
+
+# ---- the step pipeline ----------------------------------------------------------------------
+#
+# A broker is an ordered list of stages, composed once from its ROM (`Broker.pipeline`, top
+# first). Each stage handles the events its layer owns and passes the rest to the stage below,
+# seeing what comes back (its outgoing hook); the last stage, `Dispatch`, hands every event to
+# the layer that owns its type. `Broker.step` runs the first stage, and that is all it does.
+
+
+class Stage:
+    """One layer's place in the step pipeline: `step(now, event) -> effects`."""
+
+    name = "stage"
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        raise NotImplementedError(f"{type(self).__name__}.step")
+
+
+class Dispatch(Stage):
+    """The bottom of the pipeline: an event goes to the layer that owns its type, a message from
+    a neighbour to the layer that owns its message type. Routing messages are accepted from
+    neighbours only; coordination messages decide for themselves (a link exchange talks to
+    brokers that are not neighbours yet)."""
+
+    name = "dispatch"
+
+    def __init__(self, ram: Ram, *, handlers: dict[type, Handler],
+                 routing: dict[type, Receiver], coordination: dict[type, Receiver],
+                 notify: Routing | None) -> None:
+        self.ram = ram
+        self.handlers = handlers
+        self.routing = routing
+        self.coordination = coordination
+        # A shortcut for the commonest message (compiled, a direct call is native; through the
+        # table it is a call of a bound method): a Notify from a neighbour to `on_notify` (the
+        # table says the same, except with the colour scheme, where it is None).
+        self.notify = notify
+        # A Receive goes to `receive` unless the table has a receiver of its own (skip ring).
+        self.direct = Receive not in handlers
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        if type(event) is Receive and self.direct:
+            return self.receive(now, event)
+        return self.handlers[type(event)](now, event)
+
+    def receive(self, now: float, event: Receive) -> list[Effect]:
+        source, msg = event.neighbor, event.message
+        notify = self.notify
+        if type(msg) is Notify and notify is not None:
+            if source not in self.ram.overlay.neighbors:
+                return not_a_neighbour(source)
+            return notify.on_notify(now, source, msg)
+        kind = type(msg)
+        handler = self.routing.get(kind)
+        if handler is not None:
+            if source not in self.ram.overlay.neighbors:
+                return not_a_neighbour(source)
+            return handler(now, source, msg)
+        handler = self.coordination.get(kind)
+        if handler is not None:
+            return handler(now, source, msg)
+        return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
+
+
+class Exchanging(Stage):
+    """Layer `exchange` while a link exchange holds this broker (4.4.2): it sees every message
+    first (A7) and colours what leaves (A8); unlocked, it passes everything on."""
+
+    name = "exchange"
+
+    def __init__(self, exchange: Exchange, ram: ExchangeRam, below: Stage) -> None:
+        self.exchange = exchange
+        self.ram = ram
+        self.below = below
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        if not self.ram.locked:
+            return self.below.step(now, event)
+        if type(event) is Receive:
+            return self.exchange.receive(now, event.neighbor, event.message)
+        return self.exchange.outgoing(now, self.below.step(now, event))
+
+
+class Optimizing(Stage):
+    """Layer `optimize` (ch. 5): its messages, its broadcast timer and the measured round trips
+    pass beside the exchange (they are not routing messages, A7/A8 do not apply); what is
+    published or delivered here goes to its cache, and it starts with the broker."""
+
+    name = "optimize"
+
+    def __init__(self, optimize: Optimize, below: Stage) -> None:
+        self.optimize = optimize
+        self.below = below
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        optimize = self.optimize
+        if type(event) is Receive and type(event.message) in OPTIMIZING:
+            return optimize.receivers[type(event.message)](now, event.neighbor, event.message)
+        if type(event) is TimerFired and event.timer == BROADCAST:
+            return optimize.on_timer(now)
+        if type(event) is LinkMeasured:
+            return optimize.on_measured(now, event)
+        if type(event) is ClientPublish:
+            optimize.consumed(event.notification.id)
+        effects = self.below.step(now, event)
+        for e in effects:
+            if type(e) is Deliver:
+                optimize.consumed(e.notification.id)
+        if type(event) is Start:
+            effects.extend(optimize.on_start(now))
+        return effects
+
+
+class AntiEntropy(Stage):
+    """Layer `anti_entropy` (seed 002): its messages (from neighbours only), its round timers
+    and the link failures go to it; it sees what crosses every edge (the race rule) and every
+    event that goes nowhere (the adaptive timer); its corrections are routing's own
+    subscriptions."""
+
+    name = "anti_entropy"
+
+    def __init__(self, ae: AntiEntropyLayer, ram: Ram, below: Stage) -> None:
+        self.ae = ae
+        self.ram = ram
+        self.below = below
+
+    def step(self, now: float, event: Event) -> list[Effect]:
+        ae = self.ae
+        if type(event) is Receive:
+            msg = event.message
+            source = event.neighbor
+            receiver = ae.receivers.get(type(msg))
+            if receiver is not None:
+                if source not in self.ram.overlay.neighbors:
+                    return not_a_neighbour(source)
+                effects: list[Effect] = []
+                if source in self.ram.routing.detached:  # it talks to us: the link works
+                    effects.extend(ae.on_link_up(now, LinkUp(source)))
+                effects.extend(receiver(now, source, msg))
+            else:
+                effects = self.below.step(now, event)
+                ae.incoming(now, source, msg, effects)
+        elif type(event) is TimerFired and event.timer.startswith(AE_TIMER):
+            effects = ae.on_timer(now, event.timer)
+        elif type(event) is LinkDown:
+            effects = ae.on_link_down(now, event)
+        elif type(event) is LinkUp:
+            effects = ae.on_link_up(now, event)
+        else:
+            effects = self.below.step(now, event)
+            if type(event) is Start:
+                effects.extend(ae.on_start(now))
+        ae.outgoing(effects)
+        return effects
 
 
 class Broker:
     # the static tree's overlay, or the 3-colour scheme's (a tree per colour)
     overlay: Overlay | ColouredOverlay
-    # Shortcuts of the dispatch below, for the two commonest events (compiled, a direct call
-    # is native; through the tables it is a call of a bound method): a Receive goes to
-    # `_on_receive` (the table says the same, except in the skip-ring mode), and there a Notify
-    # from a neighbour to `routing.on_notify` (the same, except with the colour scheme).
-    _direct_receive: bool
-    _direct_notify: bool
+    routing: Routing
+    pipeline: list[Stage]  # top first; `step` runs the first, each passes on to the next
 
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
+        self.optimize: Optimize | None = None
+        self.anti_entropy: AntiEntropyLayer | None = None
         if rom.mode is Mode.SKIP_RING:
-            self._compose_skip_ring(rom)
-            return
-        if rom.overlay is OverlayKind.COLOURED:
-            self._compose_coloured(rom)
-            return
+            self.pipeline = [self._skip_ring(rom)]
+        elif rom.overlay is OverlayKind.COLOURED:
+            self.pipeline = [self._coloured(rom)]
+        else:
+            self.pipeline = self._tree(rom)
+        self._top = self.pipeline[0]
+
+    def _tree(self, rom: Rom) -> list[Stage]:
+        """The static tree (ch. 3-4): overlay, routing, membership, exchange, and the optimizer
+        (`Rom.optimizer`) or the anti-entropy layer (`Rom.mode`) when configured."""
         oram = OverlayRam(rom.neighbors, rom.parent)
         self.ram = Ram(
             oram,
@@ -187,41 +348,46 @@ class Broker:
             layer.name: layer
             for layer in (self.overlay, self.routing, self.membership, self.exchange)
         }
-        self.optimize: Optimize | None = None
         if self.ram.optimize is not None:
+            xram = self.ram.exchange
             self.optimize = Optimize(rom, overlay, self.exchange.on_start_exchange,
-                                     lambda: self._xram.locked or bool(self._xram.pending),
+                                     lambda: xram.locked or bool(xram.pending),
                                      self.ram.optimize)
             self.layers[self.optimize.name] = self.optimize
-        self.anti_entropy: AntiEntropyLayer | None = None
         if self.ram.anti_entropy is not None:
             self.anti_entropy = AntiEntropyLayer(rom, oram, self.routing,
                                                  self.ram.anti_entropy)
             self.layers[self.anti_entropy.name] = self.anti_entropy
-        self._xram = self.ram.exchange
-        # Routing messages are accepted from neighbours only; coordination messages decide
-        # for themselves (a link exchange talks to brokers that are not neighbours yet).
-        self._routing: dict[type, Receiver] = dict(self.routing.receivers)
-        self._direct_receive = self._direct_notify = True
-        self._coordination: dict[type, Receiver] = dict.fromkeys(
-            self.exchange.coordination, self.exchange.coordinate)
-        self._handlers: dict[type, Handler] = {
-            Receive: self._on_receive,
-            TimerFired: self._on_timer,
-            Start: self._on_start,
+        routing, exchange = self.routing, self.exchange
+
+        def on_timer(now: float, event: TimerFired) -> list[Effect]:
+            if event.timer.startswith(RETRY):
+                return exchange.on_timer(now, event.timer)
+            return routing.on_timer(now, event.timer)
+
+        dispatch = Dispatch(self.ram, handlers={
+            TimerFired: on_timer,
+            Start: lambda now, e: routing.on_start(now),
             Corrupt: self._on_corrupt,
             StartExchange: self.exchange.on_start_exchange,
-            LinkMeasured: self._unmeasured,
-            LinkDown: _nothing,
+            LinkMeasured: _nothing,  # a round trip is only the optimizer's business
+            LinkDown: _nothing,  # a link failure is only the anti-entropy layer's business
             LinkUp: _nothing,
             **self.routing.clients,
             **self.membership.events,
-        }
+        }, routing=dict(self.routing.receivers),
+            coordination=dict.fromkeys(self.exchange.coordination, self.exchange.coordinate),
+            notify=self.routing)
+        exchanging = Exchanging(self.exchange, self.ram.exchange, dispatch)
+        if self.optimize is not None:
+            return [Optimizing(self.optimize, exchanging), exchanging, dispatch]
         if self.anti_entropy is not None:
-            self._handlers[LinkDown] = self.anti_entropy.on_link_down
-            self._handlers[LinkUp] = self.anti_entropy.on_link_up
+            # As the anti-entropy mode always ran: no exchange stage (its corrections are
+            # routing's own subscriptions, and no exchange is known to lock such a broker).
+            return [AntiEntropy(self.anti_entropy, self.ram, dispatch), dispatch]
+        return [exchanging, dispatch]
 
-    def _compose_coloured(self, rom: Rom) -> None:
+    def _coloured(self, rom: Rom) -> Dispatch:
         """The 3-colour scheme: overlay (a tree per colour), routing (a table per colour),
         recolor on top. Routing messages decide by their colour who may send them."""
         oram = ColouredRam(rom.neighbors, rom.parent, rom.is_root)
@@ -230,34 +396,31 @@ class Broker:
         overlay = ColouredOverlay(rom.broker_id, oram)
         self.overlay = overlay
         assert self.ram.colouring is not None and self.ram.recolor is not None
-        self.routing = ColouredRouting(rom, oram, self.ram.routing, self.ram.colouring)
-        self.recolor = RecolorLayer(rom, overlay, self.routing, self.ram.recolor)
+        routing = self.routing = ColouredRouting(rom, oram, self.ram.routing,
+                                                 self.ram.colouring)
+        recolor = self.recolor = RecolorLayer(rom, overlay, routing, self.ram.recolor)
         self.layers = {layer.name: layer for layer in (self.overlay, self.routing, self.recolor)}
-        self._xram = self.ram.exchange  # never locked: no exchange layer here
-        self.optimize = None
-        self.anti_entropy = None
-        self._routing = {}
-        self._coordination = {**self.routing.receivers, **self.recolor.receivers}
-        self._direct_receive, self._direct_notify = True, False
-        refuse = self._not_on_colours
-        self._handlers = {
-            Receive: self._on_receive,
-            TimerFired: self._on_timer,
-            Start: self._on_start,
+
+        def on_timer(now: float, event: TimerFired) -> list[Effect]:
+            if event.timer == RECOLOR:
+                return recolor.on_timer(now)
+            return routing.on_timer(now, event.timer)
+
+        return Dispatch(self.ram, handlers={
+            TimerFired: on_timer,
+            Start: lambda now, e: [*routing.on_start(now), *recolor.on_start(now)],
             Corrupt: self._on_corrupt,
-            LinkMeasured: self._unmeasured,
+            LinkMeasured: _nothing,
             LinkDown: _nothing,
             LinkUp: _nothing,
             **self.routing.clients,
             **self.recolor.events,
             **dict.fromkeys((StartExchange, AddNeighbor, RemoveNeighbor, Leave, SetParent),
-                            refuse),
-        }
+                            self._not_on_colours),
+        }, routing={}, coordination={**self.routing.receivers, **self.recolor.receivers},
+            notify=None)
 
-    def _unmeasured(self, now: float, event: Any) -> list[Effect]:
-        return []  # a round trip is only the optimizer's business
-
-    def _compose_skip_ring(self, rom: Rom) -> None:
+    def _skip_ring(self, rom: Rom) -> Dispatch:
         """Mode skip_ring (seed 003): the topic overlay with its supervisor and publication
         layer instead of the routing tree; the tree's overlay stays for the links only."""
         from weeble.core.overlay.skipring.node import SkipRingNode
@@ -267,14 +430,8 @@ class Broker:
         self.overlay = Overlay(rom.broker_id, oram)
         node = self.skip_ring_node = SkipRingNode(rom)
         self.layers = {"overlay": self.overlay, node.name: node}
-        self._xram = self.ram.exchange  # never locked: no exchange layer here
-        self.optimize = None
-        self.anti_entropy = None
-        self._routing = {}
-        self._coordination = {}
-        self._direct_receive = self._direct_notify = False
         refuse = self._not_on_skip_ring
-        self._handlers = {
+        return Dispatch(self.ram, handlers={
             Receive: lambda now, e: node.on_receive(now, e.neighbor, e.message),
             TimerFired: lambda now, e: node.on_timer(now, e.timer),
             Start: lambda now, e: node.on_start(now),
@@ -286,7 +443,7 @@ class Broker:
             LinkUp: _nothing,
             **dict.fromkeys((ClientAdvertise, ClientUnadvertise, StartExchange, AddNeighbor,
                              RemoveNeighbor, Leave, SetParent), refuse),
-        }
+        }, routing={}, coordination={}, notify=None)
 
     def _not_on_skip_ring(self, now: float, event: Any) -> list[Effect]:
         return [Trace("garbage", {"why": f"{type(event).__name__}: not part of the skip_ring "
@@ -305,105 +462,7 @@ class Broker:
     # ---- the one entry point ----------------------------------------------------------------
 
     def step(self, now: float, event: Event) -> list[Effect]:
-        if self.optimize is not None:
-            return self._optimizing(now, event)
-        if self.anti_entropy is not None:
-            return self._anti_entropy(now, event)
-        if not self._xram.locked:
-            if type(event) is Receive and self._direct_receive:
-                return self._on_receive(now, event)
-            return self._handlers[type(event)](now, event)
-        # Part of a link exchange: the exchange layer sees every message first (A7) and
-        # colours what leaves (A8).
-        if type(event) is Receive:
-            return self.exchange.receive(now, event.neighbor, event.message)
-        return self.exchange.outgoing(now, self._handlers[type(event)](now, event))
-
-    def _optimizing(self, now: float, event: Event) -> list[Effect]:
-        """With the optimizer: its messages and timer pass beside the exchange (they are not
-        routing messages, A7/A8 do not apply), and what is consumed here goes to its cache."""
-        optimize = self.optimize
-        assert optimize is not None
-        kind = type(event)
-        if type(event) is Receive and type(event.message) in OPTIMIZING:
-            return optimize.receivers[type(event.message)](now, event.neighbor, event.message)
-        if type(event) is TimerFired and event.timer == BROADCAST:
-            return optimize.on_timer(now)
-        if type(event) is LinkMeasured:
-            return optimize.on_measured(now, event)
-        if type(event) is ClientPublish:
-            optimize.consumed(event.notification.id)
-        if not self._xram.locked:
-            effects = self._handlers[kind](now, event)
-        elif type(event) is Receive:
-            effects = self.exchange.receive(now, event.neighbor, event.message)
-        else:
-            effects = self.exchange.outgoing(now, self._handlers[kind](now, event))
-        for e in effects:
-            if type(e) is Deliver:
-                optimize.consumed(e.notification.id)
-        if kind is Start:
-            effects.extend(optimize.on_start(now))
-        return effects
-
-    def _anti_entropy(self, now: float, event: Event) -> list[Effect]:
-        """The anti-entropy mode (seed 002): its messages and round timers go to its layer;
-        it sees what crosses every edge (the race rule) and every event that goes nowhere
-        (the adaptive timer); its corrections are routing's own subscriptions."""
-        ae = self.anti_entropy
-        assert ae is not None
-        kind = type(event)
-        if type(event) is Receive:
-            msg = event.message
-            source = event.neighbor
-            receiver = ae.receivers.get(type(msg))
-            if receiver is not None:
-                if source not in self.ram.overlay.neighbors:
-                    return not_a_neighbour(source)
-                effects: list[Effect] = []
-                if source in self.ram.routing.detached:  # it talks to us: the link works
-                    effects.extend(ae.on_link_up(now, LinkUp(source)))
-                effects.extend(receiver(now, source, msg))
-            else:
-                effects = self._on_receive(now, event)
-                ae.incoming(now, source, msg, effects)
-        elif type(event) is TimerFired and event.timer.startswith(AE_TIMER):
-            effects = ae.on_timer(now, event.timer)
-        else:
-            effects = self._handlers[kind](now, event)
-            if kind is Start:
-                effects.extend(ae.on_start(now))
-        ae.outgoing(effects)
-        return effects
-
-    def _on_receive(self, now: float, event: Receive) -> list[Effect]:
-        source, msg = event.neighbor, event.message
-        if type(msg) is Notify and self._direct_notify:
-            if source not in self.ram.overlay.neighbors:
-                return not_a_neighbour(source)
-            return self.routing.on_notify(now, source, msg)
-        kind = type(msg)
-        handler = self._routing.get(kind)
-        if handler is not None:
-            if source not in self.ram.overlay.neighbors:
-                return not_a_neighbour(source)
-            return handler(now, source, msg)
-        handler = self._coordination.get(kind)
-        if handler is not None:
-            return handler(now, source, msg)
-        return [Trace("garbage", {"from": source, "why": f"unexpected {kind.__name__}"})]
-
-    def _on_start(self, now: float, event: Start) -> list[Effect]:
-        if self.ram.recolor is not None:
-            return [*self.routing.on_start(now), *self.recolor.on_start(now)]
-        return self.routing.on_start(now)
-
-    def _on_timer(self, now: float, event: TimerFired) -> list[Effect]:
-        if event.timer == RECOLOR and self.ram.recolor is not None:
-            return self.recolor.on_timer(now)
-        if event.timer.startswith(RETRY):
-            return self.exchange.on_timer(now, event.timer)
-        return self.routing.on_timer(now, event.timer)
+        return self._top.step(now, event)
 
     def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
         return FAULTS.apply(self, now, event)
