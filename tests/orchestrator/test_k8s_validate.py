@@ -20,8 +20,9 @@ from yamllint import linter
 
 from tests.runtime.livebed import REPO
 from weeble.orchestrator.backends import kubernetes as k8s
+from weeble.orchestrator.backends import monitoring
 
-OVERLAYS = sorted([*k8s.OVERLAYS, k8s.TESTBED[0]])
+OVERLAYS = sorted([*k8s.OVERLAYS, k8s.TESTBED[0], monitoring.NAME])
 MINORS = sorted({v for v in kv_utils.all_versions()
                  if tuple(map(int, v.split(".")[:2])) >= (1, 29)},
                 key=lambda v: tuple(map(int, v.split("."))))

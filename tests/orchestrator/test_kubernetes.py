@@ -43,10 +43,11 @@ def kustomize(overlay: str) -> list[dict[str, Any]]:
 
 def test_committed_k8s_tree_is_what_the_code_generates(tmp_path: Path) -> None:
     k8s.write_tree(tmp_path)
-    generated = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*.yaml")}
+    generated = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*")
+                 if p.suffix in (".yaml", ".json")}  # the dashboard (overlays/monitoring)
     committed = {p.relative_to(REPO / "k8s"): p.read_text()
-                 for p in (REPO / "k8s").rglob("*.yaml")
-                 if not p.name.startswith(".")}  # the linters' configs (.checkov.yaml)
+                 for p in (REPO / "k8s").rglob("*") if p.suffix in (".yaml", ".json")
+                 and not p.name.startswith(".")}  # the linters' configs (.checkov.yaml)
     assert generated == committed, ("k8s/ is stale: python -m weeble.orchestrator.backends"
                                     ".kubernetes")
 

@@ -44,12 +44,17 @@ _LABELLED: dict[str, tuple[str, tuple[str, ...]]] = {
     "weeble_core_errors": ("Exceptions raised by the broker core while handling an event.",
                            ("event",)),
     "weeble_faults": ("State faults injected through admin Corrupt.", ("target",)),
+    "weeble_reconfig_phases": (
+        "Reconfiguration phases at this broker (trace kind `reconfig`): the coordinated link "
+        "exchange's (lock, begin, end, unlocked, ...) and the 3-colour scheme's at the root "
+        "(submitted, disseminated, activated, refused).", ("phase",)),
 }
 _PLAIN: dict[str, str] = {
     "weeble_deliveries": "Notifications delivered to local clients (written to their stream).",
     "weeble_publishes": "Notifications published by local clients.",
     "weeble_lease_expiries": "Routing entries removed by lease expiry (SC-2).",
     "weeble_streams_refused": "Streams refused: their peer had max_streams_per_peer open.",
+    "weeble_recolors": "Recolors this broker took (3-colour scheme, trace kind `recolor`).",
 }
 
 
@@ -76,6 +81,18 @@ class Metrics:
         self._queued = Gauge(
             "weeble_link_queued", "Messages waiting in a link's outgoing queue.", ["neighbor"],
             registry=reg,
+        )
+        self._queued_bytes = Gauge(
+            "weeble_link_queued_bytes", "Bytes waiting in a link's outgoing queue.",
+            ["neighbor"], registry=reg,
+        )
+        self._client_bytes = Gauge(
+            "weeble_client_queued_bytes",
+            "Bytes waiting in the queues of the local clients' subscribe streams.", registry=reg,
+        )
+        self._colour = Gauge(
+            "weeble_colour", "The broker's current colour (3-colour scheme: c_cur, after its "
+            "last recolor).", registry=reg,
         )
         self._http: Any = None
 
@@ -135,11 +152,24 @@ class Metrics:
         self.labelled["weeble_faults"][(target,)] += 1
         self._counters["faults"] += 1
 
+    def reconfig_phase(self, phase: str) -> None:
+        self.labelled["weeble_reconfig_phases"][(phase,)] += 1
+
+    def recolor(self, colour: int | None) -> None:
+        self.plain["weeble_recolors"] += 1
+        self._counters["recolors"] += 1
+        if colour is not None:
+            self._colour.set(colour)
+
     def link_state(self, neighbor: str, state: str) -> None:
         self._link_state.labels(neighbor).state(state)
 
-    def link_queued(self, neighbor: str, n: int) -> None:
+    def link_queued(self, neighbor: str, n: int, nbytes: int) -> None:
         self._queued.labels(neighbor).set(n)
+        self._queued_bytes.labels(neighbor).set(nbytes)
+
+    def client_queued(self, nbytes: int) -> None:
+        self._client_bytes.set(nbytes)
 
     def table_sizes(self, sizes: list[int]) -> None:
         for i, size in enumerate(sizes):

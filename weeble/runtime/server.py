@@ -210,6 +210,10 @@ class BrokerServer:
         self.trace.record(effect.kind, effect.fields)
         if effect.kind == "reconfig":  # a chaos fault `during` this phase waits for it
             self.trace.flush_soon()
+            self.metrics.reconfig_phase(str(effect.fields.get("phase")))
+        elif effect.kind == "recolor":
+            colour = effect.fields.get("c_cur")
+            self.metrics.recolor(colour if isinstance(colour, int) else None)
         if effect.kind == "expire":
             count = effect.fields.get("count", 1)
             self.metrics.expiries(count if isinstance(count, int) else 1)
@@ -516,18 +520,21 @@ class BrokerServer:
         except Exception as e:  # a corrupted state must not stop the sampling
             log.debug("table size sampling failed: %s", e)
         for link in self.links.values():
-            self.metrics.link_queued(link.neighbor, len(link.queue))
+            self.metrics.link_queued(link.neighbor, len(link.queue), link.queue.bytes)
+        self.metrics.client_queued(self._client_queued())
         # per-subscription state of the client service ends with the lease (2π: surely over)
         self.clients.prune(2 * self.config.params.pi)
         self._return_memory()
+
+    def _client_queued(self) -> int:
+        """Bytes queued for the local clients' subscribe streams."""
+        return sum(s.size for subs in self.clients.streams.values() for s in subs.values())
 
     def _return_memory(self) -> None:
         """When the queues shrank by TRIM_STEP or more (a slow consumer or a silent peer left,
         a backlog drained), hand the freed memory back to the system: the C allocator keeps
         freed blocks of large notifications in its heap, and RSS would stay at its peak."""
-        queued = (sum(link.queue.bytes for link in self.links.values())
-                  + sum(s.size for subs in self.clients.streams.values()
-                        for s in subs.values()))
+        queued = sum(link.queue.bytes for link in self.links.values()) + self._client_queued()
         peers = (sum(len(subs) for subs in self.clients.streams.values())
                  + sum(link.connected for link in self.links.values()))
         # a peer that left took its queue (and gRPC's buffers for it) with it; the samples of

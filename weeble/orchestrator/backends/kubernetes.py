@@ -184,10 +184,11 @@ def _matches(selector: dict[str, Any] | None, pod_labels: dict[str, str]) -> boo
 
 
 def admits(policies: list[dict[str, Any]], target: dict[str, str], source: dict[str, str],
-           port: int) -> bool:
+           port: int, source_namespace: dict[str, str] | None = None) -> bool:
     """Would these NetworkPolicies (of one namespace) let a pod labelled `source` open TCP
     `port` on a pod labelled `target` there? Ingress as Kubernetes defines it: a pod no policy
-    selects admits everything; a selected pod admits what any rule of any of them admits."""
+    selects admits everything; a selected pod admits what any rule of any of them admits.
+    `source_namespace`: the labels of the source pod's namespace when it is another one."""
     selecting = [p for p in policies if "Ingress" in (p["spec"].get("policyTypes") or [])
                  and _matches(p["spec"].get("podSelector"), target)]
     if not selecting:
@@ -199,10 +200,20 @@ def admits(policies: list[dict[str, Any]], target: dict[str, str], source: dict[
                                  p.get("protocol", "TCP") == "TCP" for p in ports):
                 continue
             sources = rule.get("from") or []
-            if not sources or any("podSelector" in f and "namespaceSelector" not in f
-                                  and _matches(f["podSelector"], source) for f in sources):
+            if not sources or any(_peer(f, source, source_namespace) for f in sources):
                 return True
     return False
+
+
+def _peer(rule: dict[str, Any], source: dict[str, str],
+          source_namespace: dict[str, str] | None) -> bool:
+    """Does one `from` entry admit this pod (of this other namespace, or of the policy's)?"""
+    if "namespaceSelector" in rule:  # pods of the namespaces it selects (another one here)
+        return source_namespace is not None and \
+            _matches(rule["namespaceSelector"], source_namespace) and \
+            _matches(rule.get("podSelector"), source)
+    return "podSelector" in rule and source_namespace is None and \
+        _matches(rule["podSelector"], source)
 
 
 def stored_config(config: BrokerConfig) -> str:
@@ -732,9 +743,12 @@ def write_tree(root: Path) -> list[Path]:
     name, scenario = TESTBED
     trees[root / "overlays" / name] = render_testbed(name, scenario,
                                                      (repo / scenario).read_text())
+    from weeble.orchestrator.backends.monitoring import NAME, render_monitoring
+
+    trees[root / "overlays" / NAME] = render_monitoring()
     for folder, files in trees.items():
         folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob("*.yaml"):
+        for old in (*folder.glob("*.yaml"), *folder.glob("*.json")):
             if old.name not in files:
                 old.unlink()
         for fname, text in files.items():
