@@ -372,3 +372,43 @@ def test_no_client_may_take_a_broker_id_of_the_run_at_any_broker(configs: Config
                 await as_client("b7")
 
     run(scenario())
+
+
+# ---- finding 8: a link session from a broker that is not a neighbour -------------------------
+
+
+def test_a_link_session_is_admitted_only_from_a_neighbour_or_the_address_book(
+        configs: Configs, caplog: pytest.LogCaptureFixture) -> None:
+    # Without TLS the link token is the run's: anyone holding it could open a session as a
+    # broker of the run. A run whose tree stays as planned has no address book beyond the
+    # neighbours, so a broker of the run that is not a neighbour (b2) is refused, named in the
+    # status and the log, and counted. A run that reshapes its tree gives every broker the
+    # others as its address book (the exchange's out-of-band channels and new links are opened
+    # before the acceptor's state names them): there b2 is admitted (docs/guide/live-limits.md)
+    static = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
+                     run_brokers=["b0", "b1", "b2"])
+    reshaping = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
+                        run_brokers=["b0", "b1", "b2"], peers={"b2": address(next_host())})
+
+    async def scenario() -> None:
+        async with BrokerServer(static) as server:
+            channel, call = await dial_as(static, "b2")
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call.read()
+            await channel.close()
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "'b2' is not a neighbour of b1" in (err.value.details() or "")
+            assert "b2" not in server.links
+            assert server.metrics.counters["dropped_session_not_admitted"] == 1
+        async with BrokerServer(reshaping) as server:
+            channel, call = await dial_as(reshaping, "b2")
+            ack = link_pb2.Envelope.FromString(await call.read())
+            assert ack.hello.broker_id == "b1"  # admitted: the hello is answered
+            await wait_until(lambda: "b2" in server.links and server.links["b2"].connected)
+            call.cancel()
+            await channel.close()
+
+    with caplog.at_level(logging.WARNING, logger="weeble.runtime.links"):
+        run(scenario())
+    refused = [r.getMessage() for r in caplog.records if "refused a link session" in r.message]
+    assert len(refused) == 1 and "'b2'" in refused[0], refused

@@ -73,7 +73,7 @@ from weeble.proto.v1 import link_pb2
 from weeble.runtime.config import BrokerConfig, TlsConfig
 from weeble.runtime.linkshaper import Fate, LinkShape, ShapedQueue
 from weeble.runtime.metrics import Metrics
-from weeble.runtime.quiet import clipped, rate_limited
+from weeble.runtime.quiet import clip, clipped, rate_limited
 from weeble.trace.writer import LiveSink, message_ids
 
 LINK_SERVICE = "weeble.v1.Link"
@@ -809,9 +809,15 @@ class LinkService:
                 return
         link = self.links.get(greeting.broker_id) or self.accept(greeting.broker_id)
         if link is None:
+            # a session is admitted only from a broker this one may link to: its neighbours,
+            # and in a run that reshapes its tree its address book (docs/guide/live-limits.md)
+            me, peer = self.config.broker_id, greeting.broker_id
+            self.metrics.dropped("(unknown)", "session_not_admitted")  # no label per name
+            log.warning("%s: refused a link session from %r (%s): not a neighbour, nor in the"
+                        " address book", me, clip(peer)[0], context.peer())
             await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"{self.config.broker_id}: {greeting.broker_id!r} is not a "
-                                "broker of this run")
+                                f"{me}: {peer!r} is not a neighbour of {me}, nor in its"
+                                " address book: no link session")
             return
         if link.dialing:
             # both dialled at once: the smaller id's stream wins (no await until run_session)
