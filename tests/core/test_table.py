@@ -58,20 +58,23 @@ def test_remove_id_and_pairs() -> None:
     assert list(t.identical(A)) == []
 
 
-def test_match_key_answers_as_match_does_or_defers_to_it() -> None:
-    """`match_key` (the one-key shortcut of Routing.on_notify) gives match's destinations in
-    match's order whenever it answers, and defers (None) when a bucket or the residual set
-    needs the filters themselves, through random table changes."""
+def test_match_keys_answers_as_match_does_or_defers_to_it() -> None:
+    """`match_keys` (the shortcut of Routing.on_notify) gives match's destinations in match's
+    order whenever it answers, also when several keys of one notification have destinations,
+    and defers (None) when a bucket or the residual set needs the filters themselves, through
+    random table changes."""
     import random
 
     from weeble.core.filters import notification_index_keys
 
     rng = random.Random(7)
-    # exact buckets, one that is not (class 1), and a residual entry (sub "r") now and then
-    filters = [Filter.equals("class", c) for c in range(4)] + [Filter.parse("class == 1 && x > 2")]
+    # exact buckets (on two attributes), one that is not (class 1), and a residual entry
+    # (sub "r") now and then
+    filters = ([Filter.equals("class", c) for c in range(4)] + [Filter.equals("x", 3)]
+               + [Filter.parse("class == 1 && x > 2")])
     t = RoutingTable()
-    answered = deferred = 0
-    for step in range(400):
+    answered = deferred = several = 0
+    for step in range(600):
         sub = f"s{rng.randrange(30)}"
         if rng.random() < 0.05:
             t.refresh("r", Filter.parse("x > 2"), rng.choice("abcde"))
@@ -83,20 +86,22 @@ def test_match_key_answers_as_match_does_or_defers_to_it() -> None:
             t.refresh(sub, rng.choice(filters), rng.choice("abcde"),
                       per_destination=rng.random() < 0.5)
         attrs = {"class": rng.randrange(4), "x": rng.choice([1, 3])}
-        keys = notification_index_keys({"class": attrs["class"]})
-        got = t.match_key(keys[0])
+        if rng.random() < 0.5:
+            attrs = dict(reversed(attrs.items()))  # the keys in either order
+        got = t.match_keys(notification_index_keys(attrs))
         if got is None:
             deferred += 1
             continue
         answered += 1
-        only_class = {"class": attrs["class"]}
-        assert list(got) == list(t.match(only_class, {})), step
-    assert answered > 50 and deferred > 50
+        want = list(t.match(attrs, {}))
+        assert list(got) == want, step
+        several += sum(bool(t.match({k: v}, {})) for k, v in attrs.items()) > 1
+    assert answered > 50 and deferred > 50 and several > 20
 
 
 def test_cached_destinations_are_per_table_through_changes_of_any_table() -> None:
     """The destinations cached per index key are shared by the tables of a process (by key
-    first, then by table): each table answers `match_key` with its own entries, in entry order,
+    first, then by table): each table answers `match_keys` with its own entries, in entry order,
     whatever the other tables hold, add, remove or clear (also a key the last table drops and a
     later one adds again)."""
     import random
@@ -123,7 +128,7 @@ def test_cached_destinations_are_per_table_through_changes_of_any_table() -> Non
             bucket = u._by_key.get(key, {})  # type: ignore[attr-defined]
             want = list(dict.fromkeys(e.dest for e in bucket))
             assert set(want) == {e.dest for e in u if e.filter == Filter.equals("class", c)}
-            assert list(u.match_key(key) or ()) == want, step
+            assert list(u.match_keys([key]) or ()) == want, step
             assert list(u.match({"class": c}, {}, [key])) == want, step
 
 
@@ -142,8 +147,8 @@ def test_a_table_that_dies_leaves_no_cached_destinations_behind() -> None:
     keep.refresh("k", Filter.equals("class", 424242), "x")
     gone.refresh("g", Filter.equals("class", 424242), "y")
     gone.refresh("h", Filter.equals("class", 424243), "z")
-    assert gone.match_key(held) == ("y",) and gone.match_key(other) == ("z",)
-    assert keep.match_key(held) == ("x",) and keep.match_key(other) == ()
+    assert gone.match_keys([held]) == ("y",) and gone.match_keys([other]) == ("z",)
+    assert keep.match_keys([held]) == ("x",) and keep.match_keys([other]) == ()
     number = gone._number  # type: ignore[attr-defined]
     del gone
     gc.collect()
@@ -151,7 +156,7 @@ def test_a_table_that_dies_leaves_no_cached_destinations_behind() -> None:
     assert other not in records  # no live table holds it
     assert records[held].tables == 1
     assert all(number not in r.dests for r in records.values())
-    assert keep.match_key(held) == ("x",) and keep.match_key(other) == ()
+    assert keep.match_keys([held]) == ("x",) and keep.match_keys([other]) == ()
     del keep
     gc.collect()
     assert held not in records

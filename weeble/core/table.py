@@ -263,26 +263,33 @@ class RoutingTable:
                 dests[entry.dest] = None
         return dests
 
-    def match_key(self, key: IndexKey) -> tuple[str, ...] | None:
-        """`match` for a notification with the one index key `key`, when the index alone answers
-        (no residual entries, the key's bucket exact): its destinations, distinct, in the
-        order `match` adds them. None when it takes `match`."""
+    def match_keys(self, keys: list[IndexKey]) -> tuple[str, ...] | None:
+        """`match` for a notification with the index keys `keys`, when the index alone answers
+        (no residual entries, the bucket of every key exact): its destinations, distinct, in
+        the order `match` adds them. None when it takes `match`."""
         if self._residual:
             return None
-        known = _KEYS.get(key)
-        if known is None:
-            return ()  # no table has a bucket for the key
-        found = known.dests.get(self._number)
-        if found is None:
-            bucket = self._by_key.get(key)
-            if not bucket:
-                found = ()
-            elif not all(entry.exact for entry in bucket):
-                return None
-            else:
-                found = tuple(dict.fromkeys(entry.dest for entry in bucket))
-            known.dests[self._number] = found
-        return found
+        number = self._number
+        out: tuple[str, ...] = ()
+        for key in keys:
+            known = _KEYS.get(key)
+            if known is None:
+                continue  # no table has a bucket for the key
+            found = known.dests.get(number)
+            if found is None:
+                bucket = self._by_key.get(key)
+                if not bucket:
+                    found = ()
+                elif not all(entry.exact for entry in bucket):
+                    return None
+                else:
+                    found = tuple(dict.fromkeys(entry.dest for entry in bucket))
+                known.dests[number] = found
+            if found:
+                # the keys' destinations one after the other, each once (rarely more than one
+                # key has any)
+                out = tuple(dict.fromkeys(out + found)) if out else found
+        return out
 
     def identical(self, filter: Filter) -> Iterable[Entry]:
         """Entries whose filter is identical to `filter`."""

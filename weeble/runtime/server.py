@@ -30,6 +30,7 @@ from grpc_reflection.v1alpha import reflection
 
 from weeble.core.broker import Broker
 from weeble.core.events import (
+    ClientPublish,
     Deliver,
     Effect,
     Event,
@@ -113,8 +114,8 @@ class BrokerServer:
             for n in sorted(config.neighbors)
         }
         self.clients = ClientService(
-            config.broker_id, self.is_broker, self.step, self.trace, self.metrics,
-            queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
+            config.broker_id, self.is_broker, self.step, self.publish, self.trace,
+            self.metrics, queue_limit=t.client_queue_limit, queue_bytes=t.client_queue_bytes,
             max_message_bytes=t.max_message_bytes, limits=config.limits(),
             client_secret=config.client_secret, hello_timeout=t.hello_timeout_s,
         )
@@ -162,6 +163,21 @@ class BrokerServer:
             return False
         self._apply(effects, notification, wire)
         return True
+
+    def publish(self, client: str, accepted: list[tuple[Notification, bytes]]) -> None:
+        """Step the core with the publications of one request, in order (`step` for each,
+        at one clock reading: they arrived together); each forwards its encoded form."""
+        now = self.now
+        step = self.broker.step
+        apply = self._apply
+        for n, wire in accepted:
+            event = ClientPublish(client, n)
+            try:
+                effects = step(now, event)
+            except Exception as e:
+                self._core_error(event, e)
+                continue
+            apply(effects, n, wire)
 
     def step_checked(self, event: Event) -> list[Effect]:
         """Like step, but the core's exception propagates (admin reports it to the caller)."""

@@ -204,11 +204,10 @@ class Routing:
             keys = n.index_keys = canonical_keys(notification_index_keys(attrs))
         topo = self.topo
         tables = self._tables
-        if len(tables) == 1 and len(keys) == 1 and not self._flooding:
-            # The common case (one table, a notification of one indexed attribute): the
-            # table's cached destinations, with no set to build; the same effects in the same
-            # order as below.
-            found = tables[0].match_key(keys[0])
+        if len(tables) == 1 and not self._flooding:
+            # The common case (one table, exact buckets): the table's cached destinations of
+            # each key, with no set to build; the same effects in the same order as below.
+            found = tables[0].match_keys(keys)
             if found is not None:
                 neighbors = topo.neighbors
                 out: list[Effect] = [Send(d, message) if d in neighbors else Deliver(d, n)
