@@ -90,6 +90,8 @@ ACK_EVERY = 8192
 
 # receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
 Receiver = Callable[[str, Message, bytes | None], None]
+# The notifications of one envelope batch, in order, with their encoded forms.
+NotifyReceiver = Callable[[str, list[tuple[Notify, bytes]]], None]
 
 log = rate_limited(logging.getLogger(__name__))
 
@@ -164,6 +166,7 @@ class Link:
         neighbor: str,
         *,
         receive: Receiver,
+        receive_notifies: NotifyReceiver | None = None,
         trace: LiveSink,
         metrics: Metrics,
         rng: random.Random,
@@ -178,6 +181,7 @@ class Link:
         self.dialer = config.dials(neighbor) or dynamic
         self.last_used = time.monotonic()  # of the last message either way (idle links close)
         self._receive = receive
+        self._receive_notifies = receive_notifies
         self._trace = trace
         self._metrics = metrics
         shape = config.links.get(neighbor, LinkShape())
@@ -520,9 +524,14 @@ class Link:
         # The hot path: a batch of notifications, decoded once and handed on with their bytes.
         # Same checks and counts as _receive_envelope, counted once per batch.
         receive, neighbor = self._receive, self.neighbor
+        together = self._receive_notifies
+        pending: list[tuple[Notify, bytes]] = []  # handed on together (receive_notifies)
         notifies = 0
         for e in envelopes:
             if e.WhichOneof("kind") != "notify":
+                if pending:  # those before it first: the core sees the batch in order
+                    together(neighbor, pending)  # type: ignore[misc]
+                    pending = []
                 self._receive_envelope(e)
                 continue
             wire = e.notify.notification
@@ -538,7 +547,12 @@ class Link:
                 self._sequence_anomaly(seq)
             self._last_in_seq = seq
             notifies += 1
-            receive(neighbor, Notify(n, e.notify.gray, e.notify.color), wire)
+            if together is not None:
+                pending.append((Notify(n, e.notify.gray, e.notify.color), wire))
+            else:
+                receive(neighbor, Notify(n, e.notify.gray, e.notify.color), wire)
+        if pending:
+            together(neighbor, pending)  # type: ignore[misc]
         if notifies:
             self.counters["received"] += notifies
             self._metrics.message("in", "notify", neighbor, notifies)

@@ -109,7 +109,8 @@ class BrokerServer:
         self.book.pop(config.broker_id, None)
         self._run_brokers = frozenset(config.run_brokers)
         self.links: dict[str, Link] = {
-            n: Link(config, n, receive=self._on_link_message, trace=self.trace,
+            n: Link(config, n, receive=self._on_link_message,
+                    receive_notifies=self._on_link_notifies, trace=self.trace,
                     metrics=self.metrics, rng=random.Random(self._seeds.getrandbits(64)))
             for n in sorted(config.neighbors)
         }
@@ -165,13 +166,16 @@ class BrokerServer:
         return True
 
     def publish(self, client: str, accepted: list[tuple[Notification, bytes]]) -> None:
-        """Step the core with the publications of one request, in order (`step` for each,
-        at one clock reading: they arrived together); each forwards its encoded form."""
+        """Step the core with the publications of one request, in order."""
+        self.step_all([(ClientPublish(client, n), n, wire) for n, wire in accepted])
+
+    def step_all(self, events: list[tuple[Event, Notification, bytes]]) -> None:
+        """`step` for each (event, the notification it carries, its encoded form), in order,
+        at one clock reading: they arrived together (a publish request, a link batch)."""
         now = self.now
         step = self.broker.step
         apply = self._apply
-        for n, wire in accepted:
-            event = ClientPublish(client, n)
+        for event, n, wire in events:
             try:
                 effects = step(now, event)
             except Exception as e:
@@ -320,7 +324,8 @@ class BrokerServer:
         return link
 
     def _new_link(self, peer: str, address: str) -> Link:
-        link = Link(self.config, peer, receive=self._on_link_message, trace=self.trace,
+        link = Link(self.config, peer, receive=self._on_link_message,
+                    receive_notifies=self._on_link_notifies, trace=self.trace,
                     metrics=self.metrics, rng=random.Random(self._seeds.getrandbits(64)),
                     address=address, dynamic=True)
         self.links[peer] = link
@@ -397,6 +402,9 @@ class BrokerServer:
                       wire)
         else:
             self.step(Receive(neighbor, message))
+
+    def _on_link_notifies(self, neighbor: str, notifies: list[tuple[Notify, bytes]]) -> None:
+        self.step_all([(Receive(neighbor, m), m.notification, wire) for m, wire in notifies])
 
     # ---- views used by admin ----------------------------------------------------------------
 
