@@ -3,8 +3,8 @@ with its table corruption at the root, measured; and, when this machine cannot h
 resource ran out first and the largest scale that it holds.
 
     python benchmarks/paper_workload.py                       # full scale: both phases
-    python benchmarks/paper_workload.py --rates 1000 500 250 125 --phases free
-                                            # step down over omega until a scale passes
+    python benchmarks/paper_workload.py --subscriptions 10000 1000 --rates 1000 250 --phases free
+                                            # step down over N_s and omega until one passes
     python benchmarks/paper_workload.py --levels 3 --rates 100 --subscriptions 1000
                                             # small: 13 brokers (3-ary, 3 levels), omega 100
 
@@ -19,7 +19,7 @@ brokers' event loops fired their timers), latency, and every live limit that cut
 
 A scale passes when every phase's verdict is "pass" (its timing model kept: a run that broke it
 is "assumptions violated") and nothing was lost outside fault windows. The scales are tried
-from the largest (levels, then ω, in the order given) and the first that passes ends the
+from the largest (levels, then N_s, then ω, in the order given) and the first that passes ends the
 search. For a failing scale the benchmark says which resource ran out first, by when each
 crossed its line: CPU (the processes of the run used ≥ 90% of the cores, or the load average
 reached twice the cores), the clients' event loop (the runner, one process, at ≥ 90% of one
@@ -320,7 +320,8 @@ def main() -> int:
                    help="3-ary tree levels, tried in this order (5: 121 brokers, 4: 40, 3: 13)")
     p.add_argument("--rates", type=float, nargs="+", default=[1000.0],
                    help="ω, tried in this order at each tree")
-    p.add_argument("--subscriptions", type=int, default=10_000, help="N_s")
+    p.add_argument("--subscriptions", type=int, nargs="+", default=[10_000],
+                   help="N_s, tried in this order at each tree (before ω)")
     p.add_argument("--duration", type=float, default=None,
                    help="s (default: the scenario's, 120: 60 s judged after A = 60.2 s)")
     p.add_argument("--phases", nargs="+", default=["free", "corrupt"],
@@ -337,24 +338,22 @@ def main() -> int:
           f" load {Path('/proc/loadavg').read_text().split()[0]} at the start", flush=True)
     duration = args.duration or float(yaml.safe_load(PAPER.read_text())["duration"])
     held = None
-    for levels in args.levels:
-        for rate in args.rates:
-            ok = True
-            for phase in args.phases:
-                f = run_once(levels, rate, args.subscriptions, duration,
-                             phase == "corrupt", args.sample, args.keep)
-                print(report(f), flush=True)
-                ok = ok and passes(f)
-                if not ok:
-                    break
-            if ok:
-                held = (brokers_of(levels), rate)
+    scales = [(levels, n, rate) for levels in args.levels for n in args.subscriptions
+              for rate in args.rates]
+    for levels, n, rate in scales:
+        ok = True
+        for phase in args.phases:
+            f = run_once(levels, rate, n, duration, phase == "corrupt", args.sample, args.keep)
+            print(report(f), flush=True)
+            ok = ok and passes(f)
+            if not ok:
                 break
-        if held:
+        if ok:
+            held = (brokers_of(levels), rate, n)
             break
     if held:
-        print(f"largest scale held: {held[0]} brokers, ω = {held[1]:g}/s,"
-              f" N_s = {args.subscriptions:,}, {duration:g} s ({', '.join(args.phases)})")
+        print(f"largest scale held: {held[0]} brokers, ω = {held[1]:g}/s, N_s = {held[2]:,},"
+              f" {duration:g} s ({', '.join(args.phases)})")
     else:
         print("no scale tried held (phases: " + ", ".join(args.phases) + ")")
     return 0 if held else 1
