@@ -1,7 +1,8 @@
 """An independent checker of weeble runs, written from docs/trace-schema.md alone.
 
 It imports nothing of weeble: it reads the JSON lines, parses the filters it meets with its own
-small parser, and applies rules R1-R7 and R10-R12 as the document words them, by brute force
+small parser, and applies rules R1-R7, R10-R12 and R15 (per reconfiguration; without the causal
+count of `ordering: causal`) as the document words them, by brute force
 (every pair, every window) rather than by the streaming index of weeble.check. The tests hold
 its counts equal to the simulator's summary, to `weeble.check` and to `weeble analyze`.
 """
@@ -189,6 +190,11 @@ def check(run: Path) -> dict[str, Any]:
     counts = dict.fromkeys(("delivered", "window", "spurious", "duplicate", "phantom", "fifo"), 0)
     seen: dict[tuple[tuple[str, int], str], int] = {}
     bad: dict[tuple[str, int], int] = {}
+    # per publication: its duplicate and spurious deliveries; the FIFO violations' delivery
+    # times (R15)
+    dup_of: dict[tuple[str, int], int] = {}
+    spurious_of: dict[tuple[str, int], int] = {}
+    fifo_at: list[float] = []
     top: dict[tuple[str, str], int] = {}
     for r in records:
         if r["kind"] != "deliver":
@@ -202,6 +208,7 @@ def check(run: Path) -> dict[str, Any]:
         if seen[(key, c)] > 1:
             counts["duplicate"] += 1
             bad[key] = bad.get(key, 0) + 1
+            dup_of[key] = dup_of.get(key, 0) + 1
             continue
         if (key, c) in expected:
             counts["delivered"] += 1
@@ -211,8 +218,10 @@ def check(run: Path) -> dict[str, Any]:
         else:
             counts["spurious"] += 1
             bad[key] = bad.get(key, 0) + 1
+            spurious_of[key] = spurious_of.get(key, 0) + 1
         if r["seq"] < top.get((c, r["publisher"]), 0):
             counts["fifo"] += 1
+            fifo_at.append(r["ts"])
         top[(c, r["publisher"])] = max(top.get((c, r["publisher"]), 0), r["seq"])
     missing = [e for e in expected if e not in seen]
     for key, _ in missing:
@@ -256,6 +265,35 @@ def check(run: Path) -> dict[str, Any]:
         else:
             last_bad = max(i for i, (_, ok) in enumerate(order) if not ok)
             e["service"] = order[last_bad + 1][0] - e["end"]
+
+    # R15: per reconfiguration, lost, duplicated and spurious over the judged publications of
+    # its window [start - D, end + D), reordered: FIFO violations delivered in
+    # [start - D, end + 2D). (Causal ordering is not covered here.)
+    missing_of: dict[tuple[str, int], int] = {}
+    for key, _ in missing:
+        missing_of[key] = missing_of.get(key, 0) + 1
+    ops: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["kind"] != "reconfiguration":
+            continue
+        op = ops.setdefault(r["rid"], {"rid": r["rid"], "op": r.get("op"), "start": None,
+                                       "end": None, "outcome": None})
+        if r["phase"] == "started":
+            op["start"] = r["ts"]
+        elif r["phase"] == "finished":
+            op["end"], op["outcome"] = r["ts"], r.get("outcome")
+    reconfigurations = []
+    for op in sorted(ops.values(), key=lambda o: (o["start"], o["rid"])):
+        lo = op["start"] - D
+        hi = (op["end"] if op["end"] is not None else end) + D
+        inside = [key for key, p in pubs.items() if p["judged"] and lo <= p["t"] < hi]
+        reconfigurations.append({
+            **op, "publications": len(inside),
+            "lost": sum(missing_of.get(k, 0) for k in inside),
+            "duplicated": sum(dup_of.get(k, 0) for k in inside),
+            "spurious": sum(spurious_of.get(k, 0) for k in inside),
+            "reordered": sum(lo <= t < hi + D for t in fifo_at)})
     return {**counts, "expected": len(expected), "missing": len(missing),
             "publications": len(pubs), "judged": len(judged),
-            "correct": sum(ok for _, ok in judged), "episodes": episodes}
+            "correct": sum(ok for _, ok in judged), "episodes": episodes,
+            "reconfigurations": reconfigurations}
