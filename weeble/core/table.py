@@ -88,13 +88,16 @@ def canonical_keys(keys: list[IndexKey]) -> list[IndexKey]:
 
 class RoutingTable:
     __slots__ = ("_by_filter", "_by_id", "_by_key", "_number", "_residual", "forwarded",
-                 "mergers")
+                 "loaned", "mergers")
 
     def __init__(self) -> None:
         # (filter, neighbour) -> the destination whose refreshes keep renewing that neighbour's
         # entry (see Broker.sub_targets). Routing state, so it lives and dies with the table.
         self.forwarded: dict[tuple[Filter, str], str] = {}
         self.mergers: dict[str, Merger] = {}  # merging-based routing: merger records by id
+        # merging: (destination, filter) of the constituents a dissolved merger re-forwarded,
+        # until their destination refreshes them (withdrawn if they expire first)
+        self.loaned: dict[tuple[str, Filter], None] = {}
         # dicts keyed by entry object, used as ordered sets (deterministic iteration)
         self._by_id: dict[str, dict[Entry, None]] = {}
         self._by_filter: dict[Filter, dict[Entry, None]] = {}
@@ -208,6 +211,7 @@ class RoutingTable:
 
     def clear(self) -> None:
         self.forwarded.clear()
+        self.loaned.clear()
         self.mergers.clear()
         self._by_id.clear()
         self._by_filter.clear()

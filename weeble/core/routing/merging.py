@@ -123,6 +123,7 @@ class Merging(Covering):
     def on_subscribe(self, plane: Plane, source: str, sub_id: str, f: Filter) -> list[Effect]:
         """Forwarding for a (re)subscription already inserted into the table (SC-1 done)."""
         table, tag, sub = plane.table, plane.tag, self.sub_cls
+        table.loaned.pop((source, f), None)  # refreshed: no longer on a dissolved merger's loan
         effects: list[Effect] = []
         m = _containing(table, source, f)
         if m is not None and not _valid(table, m):
@@ -167,6 +168,8 @@ class Merging(Covering):
 
     def withdrawn(self, planes: Sequence[Plane], plane: Plane, tag: int, source: str,
                   f: Filter) -> list[Effect]:
+        if not any(e.dest == source for e in plane.table.identical(f)):
+            plane.table.loaned.pop((source, f), None)  # unsubscribed: nothing on loan
         effects = self._dissolve(planes, plane, tag, source, f)
         effects.extend(self.uncovered(plane, tag, f))  # merging is covering with mergers on top
         return effects
@@ -175,17 +178,38 @@ class Merging(Covering):
                 entries: Sequence[Any]) -> list[Effect]:
         """A constituent expired: dissolve its mergers at once, as if it had been unsubscribed.
 
+        A constituent that a dissolved merger re-forwarded as a plain subscription, and that
+        expired before its destination refreshed it, is withdrawn as an unsubscription is (the
+        unsubscription goes where the subscription went): the re-forward gave it a fresh lease
+        upstream, and a stale one (a bogus entry, an absorbed merger's entry that nobody
+        renews) left to expire there was re-forwarded again by the next dissolving hop, 2π
+        more per hop (issue 23: 31.7-41.5 s after the episode against Δ = 17.24 s on a
+        binary tree of 31). So a dissolved merger renews a constituent for no longer than its
+        own lease. Variant 1 only: under variant 2 a destination renews its constituents
+        through its mergers, never one by one, so a re-forwarded constituent there expires
+        while still wanted, and withdrawing it churned subscriptions (the chain of 10 in
+        tests/sim/test_traffic.py).
+
         Otherwise the merger's upstream entries outlive it by up to 2π, and where mergers nest
         (a broker merges a received merger again) every level adds that much: a bogus entry
         at one broker kept a merger two hops away alive for ~6π. Dissolving sends the
         unsubscription upstream, so the whole structure is gone within 2π + d·δmax (3.8)."""
         effects: list[Effect] = []
         done: set[tuple[str, Filter]] = set()
+        table = plane.table
         for e in entries:
             if (e.dest, e.filter) in done:
                 continue
             done.add((e.dest, e.filter))
-            for effect in self._dissolve(planes, plane, plane.tag, e.dest, e.filter):
+            caused = self._dissolve(planes, plane, plane.tag, e.dest, e.filter)
+            if table.loaned.pop((e.dest, e.filter), 0) is None and not any(
+                    x.dest == e.dest for x in table.identical(e.filter)):
+                # re-forwarded by a dissolved merger and never refreshed since: unsubscribed
+                # where a subscription would go, so the fresh leases it got upstream end too
+                unsub = self.unsub_cls
+                caused += [Send(n, unsub(e.sub_id, e.filter, plane.tag))
+                           for n in self.unsub_targets(planes, e.filter, e.dest)]
+            for effect in caused:
                 if effect not in effects:
                     effects.append(effect)
         return effects
@@ -206,6 +230,10 @@ class Merging(Covering):
                     for effect in self.on_subscribe(plane, source, held[0].sub_id, c):
                         if effect not in effects:
                             effects.append(effect)
+                    # a fresh lease upstream for an entry that may be stale (a bogus one, an
+                    # absorbed merger's that nobody renews): on loan until its next refresh
+                    if self.algorithm is Algorithm.MERGING1:  # see `expired`
+                        table.loaned[source, c] = None
             # whatever the merger covered for other destinations was suppressed on its account
             effects.extend(e for e in self.uncovered(plane, tag, m.filter) if e not in effects)
             if any(e.dest == source for e in table.identical(m.filter)):
