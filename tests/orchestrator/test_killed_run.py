@@ -1,0 +1,84 @@
+"""A `weeble run` killed at seeded random moments (SIGINT, SIGTERM, SIGKILL of the
+orchestrator, during start-up, the workload or the shut-down) leaves nothing that `weeble
+clean` cannot find and remove: no broker process, no listening port; and its run directory
+stays readable by `weeble check`, which gives a status of the contract (or, when the run died
+before its brokers wrote a trace, says so as bad input) (issue 23 item 5)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.orchestrator.leaks import leaked, snapshot
+from tests.runtime.livebed import REPO, next_base_host, weeble
+from weeble.check.status import BAD_INPUT, STATUSES
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def _listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+        return True
+    return False
+
+
+def _ours(marker: str) -> list[int]:
+    """Every process whose command line names the test's folder (the run, its analysis)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+    return pids
+
+
+def test_a_run_killed_at_random_moments_leaves_nothing_behind(tmp_path: Path) -> None:
+    rng = random.Random(23)
+    runs = tmp_path / "runs"
+    before = snapshot(str(tmp_path))
+    try:
+        for i, sig in enumerate(SIGNALS):
+            delay = rng.uniform(0.5, 12.0)  # start-up takes seconds; the workload 5 s more
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "weeble.cli", "run", str(REPO / "scenarios" /
+                 "quickstart.yaml"), "--duration", "5", "--runs-dir", str(runs), "--run-id",
+                 f"k{i}", "--base-host", next_base_host(), "--any-ports", "--quiet"],
+                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                # start-up, 5 s of workload and the analysis take longer than any delay
+                proc.wait(timeout=delay)
+            assert proc.poll() is None, (sig, delay, "the run ended before it was killed",
+                                         proc.returncode)
+            proc.send_signal(sig)
+            proc.wait(timeout=300)  # SIGINT, SIGTERM: it takes its brokers down itself
+            result = weeble("clean", "--runs-dir", str(runs), timeout=180)
+            assert result.returncode == 0, (sig, delay, result.stdout, result.stderr)
+            assert "clean:" in result.stdout  # it says what it ended and removed
+            left = leaked(before, snapshot(str(tmp_path)))
+            assert not left.get("processes"), (sig, delay, result.stdout, left)
+            run_dir = runs / f"k{i}"
+            state = run_dir / "testbed.json"
+            if state.exists():  # planned far enough to name its brokers' addresses
+                brokers = json.loads(state.read_text())["brokers"]
+                held = [b for b, x in brokers.items() if _listening(x["listen"])]
+                assert not held, (sig, delay, held)
+            check = weeble("check", str(run_dir), timeout=180)
+            codes = {s.exit_code for s in STATUSES}
+            if check.returncode == BAD_INPUT:  # no trace to judge: said in words
+                assert check.stderr.strip().startswith("weeble"), check.stderr
+            else:
+                assert check.returncode in codes, (sig, delay, check.returncode, check.stderr)
+                assert "verdict: " in check.stdout, check.stdout
+    finally:
+        for pid in _ours(str(tmp_path)):  # e.g. an analysis the orchestrator's death orphaned
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
