@@ -10,7 +10,9 @@ def register(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "down",
         help="stop a live run's brokers and collect the traces",
-        description="Stop every broker of RUN (default: the newest run that is up): SIGTERM,"
+        description="Stop every broker of RUN (default: the newest run that is up), after the"
+                    " workload `weeble up --workload` started (its clients' traces flushed):"
+                    " SIGTERM,"
                     " wait while they drain and flush their traces (SIGKILL after --timeout),"
                     " and collect the traces into the run directory.",
     )

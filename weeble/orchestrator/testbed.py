@@ -287,7 +287,11 @@ class Testbed:
         self.save_state()
 
     def down(self, timeout: float = 15.0) -> dict[str, int | None]:
-        """Stop every broker (SIGTERM, drain, SIGKILL at the deadline); collect the traces."""
+        """Stop the workload `weeble up --workload` started, then every broker (SIGTERM,
+        drain, SIGKILL at the deadline); collect the traces."""
+        from weeble.orchestrator import background
+
+        background.stop(self.run_dir, timeout)  # its last records before the brokers stop
         if self.state == "up":  # the observation ends where the brokers start to stop
             write_run_end(self.run_dir, ORCHESTRATOR, "the brokers were stopped")
         codes = self.backend.stop_all(timeout)

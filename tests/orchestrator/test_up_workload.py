@@ -1,0 +1,56 @@
+"""`weeble up --workload`: the hand-run flow (up, down, check) judges the scenario's clients
+as `weeble run` does (issue 23 item 6). The workload runs in a process of its own that outlives
+`weeble up`; `weeble down` stops it first, and its clients' traces are complete."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+
+from tests.runtime.livebed import REPO, next_base_host, weeble
+from weeble.check.status import STATUSES
+from weeble.orchestrator.background import PID_FILE, STATS_FILE
+from weeble.orchestrator.local import pid_alive
+
+
+def _published(trace: Path) -> int:
+    """The publish records the clients have written so far (a torn last line aside)."""
+    n = 0
+    for path in trace.glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                n += json.loads(line).get("kind") == "publish"
+    return n
+
+
+def test_up_with_the_workload_then_down_and_check_judges_its_publications(
+        tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    up = weeble("up", str(REPO / "scenarios" / "quickstart.yaml"), "--workload", "--duration",
+                "60", "--runs-dir", str(runs), "--run-id", "w", "--base-host",
+                next_base_host(), "--any-ports", timeout=300)
+    run_dir = runs / "w"
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "workload: the scenario's clients for 60 s" in up.stdout
+        pid = int((run_dir / PID_FILE).read_text())
+        assert pid_alive(pid, str(run_dir.resolve()))  # it outlives `weeble up`
+        deadline = time.monotonic() + 240  # a wait for the first publications, not a figure
+        while _published(run_dir / "trace") == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        down = weeble("down", "w", "--runs-dir", str(runs), timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    # stopped before its 60 s by `weeble down`, through its clients' own shutdown
+    assert not pid_alive(pid, str(run_dir.resolve()))
+    stats = json.loads((run_dir / STATS_FILE).read_text())
+    assert stats["publications"] > 0 and stats["subscriptions"] > 0, stats
+    assert _published(run_dir / "trace") == stats["publications"]
+    check = weeble("check", str(run_dir), timeout=300)
+    assert "verdict: " in check.stdout, check.stdout + check.stderr
+    assert "publications 0 " not in check.stdout
+    # no fault: the whole run is judged on its publications, never "not judged" for want of them
+    assert check.returncode in {s.exit_code for s in STATUSES}, check.stdout + check.stderr
+    assert "no publications observed" not in check.stdout, check.stdout
