@@ -9,11 +9,13 @@ every inter-broker send and receive traced, long enough for the requested number
 the same (making 10M records takes ~2 minutes).
 
 Measured in one process, one SparkSession (its start-up is reported apart):
-- Spark: ingest (JSON lines -> Parquet) and the full job set (every job of
-  weeble.analytics.pipeline.JOBS), wall seconds and records per second;
+- Spark: ingest (JSON lines -> Parquet, pyarrow) and the full job set (every job of
+  weeble.analytics.pipeline.JOBS), wall seconds and records per second; every repeat reads the
+  trace again (a later analysis of an unchanged trace reuses the stored ingest: timed apart);
 - baseline: the oracle and overhead jobs in single-process pandas/pyarrow over the same ingested
   Parquet, checked against Spark's answers.
-Prints the median of --repeat runs of each, and the ratio.
+Prints the median of --repeat runs of each, the ratio, the CPU model and the load, and the
+target line: ingest + jobs within 120 s.
 """
 
 from __future__ import annotations
@@ -168,12 +170,19 @@ def spark_run(spark: Any, run: Path) -> tuple[dict[str, float], dict[str, Any]]:
     from weeble.analytics.pipeline import analyze
 
     cpu = jvm_cpu_seconds(spark) + time.process_time()
-    summary = analyze(run, spark=spark, report=True)
+    summary = analyze(run, spark=spark, report=True, reuse_ingest=False)
     cpu = jvm_cpu_seconds(spark) + time.process_time() - cpu
     t = summary["timings"]
     jobs = sum(v for k, v in t.items() if k not in ("spark", "ingest", "report"))
     return {"ingest": t["ingest"], "jobs": jobs, "report": t.get("report", 0.0), "cpu": cpu,
             **{f"job:{k}": v for k, v in t.items()}}, summary
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
 
 
 def main() -> int:
@@ -186,6 +195,8 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     run = make_trace(args.cache, int(args.records))
+    load_at_start = os.getloadavg()
+    from weeble.analytics.ingest import current
     from weeble.analytics.spark import session
 
     start = time.perf_counter()
@@ -205,6 +216,9 @@ def main() -> int:
               f"baseline oracle {b['oracle']:.1f} s, overhead {b['overhead']:.1f} s",
               file=sys.stderr)
 
+    start = time.perf_counter()
+    reused = current(run, run / "analysis") is not None
+    reuse_s = time.perf_counter() - start
     records = summary["ingest"]["records"]
     d = summary["deliveries"]
     agree = all(base[k] == d[k] for k in ("expected", "delivered", "missing", "window",
@@ -221,9 +235,11 @@ def main() -> int:
     result = {
         "records": records, "trace_bytes": sum(p.stat().st_size
                                                for p in (run / "trace").glob("*.jsonl")),
-        "master": args.master, "repeats": args.repeat, "spark_startup_s": round(startup, 1),
+        "cpu_model": cpu_model(), "cores": os.cpu_count(), "master": args.master,
+        "repeats": args.repeat, "spark_startup_s": round(startup, 1),
         "spark_ingest_s": round(ingest, 1),
         "spark_jobs_s": round(jobs, 1),
+        "spark_report_s": round(med(spark_times, "report"), 1),
         "spark_ingest_plus_jobs_s": round(ingest + jobs, 1),
         "spark_jobs_records_per_s": round(records / jobs),
         "spark_ingest_plus_jobs_records_per_s": round(records / (ingest + jobs)),
@@ -238,8 +254,13 @@ def main() -> int:
         "spark_cpu_s": round(med(spark_times, "cpu"), 1),
         "baseline_cpu_s": round(med(base_times, "cpu"), 1),
         "answers_agree": agree,
-        "target_jobs_s": 120, "target_met": jobs <= 120,
-        "load_average": os.getloadavg(),
+        # what every user pays for a first analysis: ingest + jobs (the session's start apart)
+        "target": f"ingest + jobs = {ingest + jobs:.1f} s; target 120 s: "
+                  f"{'met' if ingest + jobs <= 120 else 'NOT met'}",
+        "target_met": ingest + jobs <= 120,
+        # a second analysis of the unchanged trace: the stored ingest is checked, not redone
+        "reuse_check_s": round(reuse_s, 3), "reused": reused,
+        "load_average_at_start": load_at_start, "load_average": os.getloadavg(),
     }
     print(json.dumps(result, indent=2))
     return 0 if agree else 1

@@ -68,7 +68,7 @@ def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,
                              "trace": s.trace.model_copy(update={"snapshots_every": 2.0})})
     simulate(s, tmp_path, progress=False, faults=in_simulation(s))
     out = tmp_path / "analysis"
-    report = ingest(spark, tmp_path, out)
+    report = ingest(tmp_path, out)
     info = read_header(tmp_path)
     ctx = Context.open(spark, tmp_path, info.header, info.t0_ns, info.end_ns, report.t_max_ns)
     ctx.write("subscriptions", oracle.intervals(ctx))

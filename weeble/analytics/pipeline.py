@@ -10,13 +10,14 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.errors import AnalyticsError
-from weeble.analytics.ingest import EVENTS, ingest
+from weeble.analytics.ingest import INGEST_FILE, current, ingest
 from weeble.analytics.jobs import (
     faults,
     latency,
@@ -60,13 +61,15 @@ JOBS: dict[str, tuple[tuple[str, ...], Callable[[Context, dict[str, Any]], dict[
 
 def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
             master: str | None = None, only: Sequence[str] | None = None,
-            reuse_ingest: bool = False, report: bool = True,
+            reuse_ingest: bool | None = None, report: bool = True,
             progress: Callable[[str], None] | None = None,
             jvm_log: Path | None = None) -> dict[str, Any]:
     """Analyze a run; return the summary (also written to RUN/analysis/summary.json).
 
     `only` runs a subset of JOBS (plus what they depend on) and writes no summary or report;
-    `reuse_ingest` keeps a previous ingest of the same run instead of reading the trace again;
+    `reuse_ingest`: None (default) keeps the stored ingest of the run while the trace files
+    are unchanged (names, sizes, modification times) and reads the trace again otherwise;
+    True keeps any stored ingest; False always reads the trace again;
     `jvm_log`: where a JVM this call starts writes its own output (default: the terminal).
     """
     run_dir = Path(run_dir)
@@ -85,18 +88,31 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
 
     from weeble.analytics.spark import session
 
-    with step("spark"):
-        spark = spark or session(master, log=jvm_log)
-    ingest_json = out / "ingest.json"
-    if reuse_ingest and ingest_json.exists() and (out / EVENTS).exists():
-        ingested = json.loads(ingest_json.read_text())
-    else:
+    ingested = current(run_dir, out) if reuse_ingest is not False else None
+    if ingested is None and reuse_ingest and (out / INGEST_FILE).exists():
+        ingested = json.loads((out / INGEST_FILE).read_text())  # asked for, as it is
+    if ingested is not None:
+        say("ingest: reused (analysis/ingest.json: the trace files are unchanged since)"
+            if reuse_ingest is None else "ingest: reused, as asked")
+        ingested["reused"] = True
+    if ingested is None:
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        with step("ingest"):
-            ingested = ingest(spark, run_dir, out).as_dict()
-        ingest_json.write_text(json.dumps(ingested, indent=2) + "\n")
+    # The trace is ingested (pyarrow, no Spark) while Spark's JVM starts, most of whose start is
+    # one thread of its own. Progress lines come first: while the JVM starts, this process's
+    # stderr may go to `jvm_log`.
+    say("spark")
+    if ingested is None:
+        say("ingest")
+    with ThreadPoolExecutor(1) as pool:
+        start = time.perf_counter()
+        reading = pool.submit(lambda: ingest(run_dir, out).as_dict()) if ingested is None else None
+        spark = spark or session(master, log=jvm_log)
+        timings["spark"] = round(time.perf_counter() - start, 3)
+        if reading is not None:
+            ingested = {**reading.result(), "reused": False}
+            timings["ingest"] = round(time.perf_counter() - start, 3)
     ctx = Context.open(spark, run_dir, info.header, info.t0_ns, info.end_ns,
                        ingested["t_max_ns"])
 

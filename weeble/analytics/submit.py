@@ -23,12 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir")
     parser.add_argument("--jobs", help=f"comma-separated, of: {', '.join(JOBS)}")
     parser.add_argument("--reuse-ingest", action="store_true",
-                        help="keep a previous ingest of this run")
+                        help="keep a previous ingest of this run even if its trace changed "
+                             "(without: kept while the trace files are unchanged)")
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args(argv)
     only = args.jobs.split(",") if args.jobs else None
     try:
-        result = analyze(args.run_dir, only=only, reuse_ingest=args.reuse_ingest,
+        result = analyze(args.run_dir, only=only, reuse_ingest=args.reuse_ingest or None,
                          report=not args.no_report,
                          progress=lambda step: print(f"analyze: {step}", file=sys.stderr))
     except USER_ERRORS as exc:
