@@ -84,3 +84,17 @@ def test_missing_required_field(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError,
                        match=r"b1\.jsonl: 1 subscribe record\(s\) lack required field 'filter'"):
         analyze(run, spark=spark)
+
+
+def test_no_java_is_said_before_the_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ingest runs while Spark starts: a missing Java is named first, not after minutes."""
+    from weeble.analytics import spark as spark_module
+    from weeble.analytics.errors import AnalyticsError
+    from weeble.analytics.pipeline import analyze
+
+    run = _run(tmp_path, GOOD)
+    monkeypatch.setattr(spark_module.shutil, "which", lambda _: None)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(AnalyticsError, match="Java not found"):
+        analyze(run)
+    assert not (run / "analysis" / "events").exists()

@@ -86,7 +86,10 @@ def analyze(run_dir: Path | str, *, spark: SparkSession | None = None,
         yield
         timings[name] = round(time.perf_counter() - start, 3)
 
-    from weeble.analytics.spark import session
+    from weeble.analytics.spark import require_java, session
+
+    if spark is None:
+        require_java()  # before an ingest of minutes, not after it
 
     ingested = current(run_dir, out) if reuse_ingest is not False else None
     if ingested is None and reuse_ingest and (out / INGEST_FILE).exists():

@@ -55,16 +55,20 @@ def stderr_to(log: Path | None) -> Iterator[None]:
         os.close(target)
 
 
-def session(master: str | None = None, app: str = "weeble-analytics",
-            log: Path | None = None) -> SparkSession:
-    """The session (a new one, or the one this process has). `log`: where the JVM's own
-    output goes when this call starts it (its WARN lines, log4j's profile notice) instead of
-    the terminal."""
+def require_java() -> None:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise AnalyticsError(
             "Java not found: Spark needs Java 17 (apt-get install openjdk-17-jre-headless; "
             "scripts/setup.sh does this)"
         )
+
+
+def session(master: str | None = None, app: str = "weeble-analytics",
+            log: Path | None = None) -> SparkSession:
+    """The session (a new one, or the one this process has). `log`: where the JVM's own
+    output goes when this call starts it (its WARN lines, log4j's profile notice) instead of
+    the terminal."""
+    require_java()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)
