@@ -1,6 +1,7 @@
 """Throughput of live brokers: 1 publisher -> a chain of 1 or 3 brokers -> 1 subscriber.
 
     python benchmarks/live_throughput.py                 # chains 1 and 3, batched and not
+    python benchmarks/live_throughput.py --chains 1 --skip-raw --skip-unbatched  # traced/untraced
     python benchmarks/live_throughput.py --chains 1 --repeat 5 --count 50000
     python benchmarks/live_throughput.py --chains 1 --skip-raw --profile prof/  # py-spy
 
@@ -21,6 +22,12 @@ Reported: notifications/s (median of --repeat rounds after one warm-up round), b
 for chains of 3 their ratio to one broker, and the CPU time the brokers (relays) used per
 notification, all processes of the chain together (Linux /proc; median over the rounds): the
 figure that does not depend on how much of the machine the chain was given.
+
+Tracing: by default every broker chain is measured twice in the same run, untraced ("broker")
+and writing its traces as every live run does ("traced", a record per publication, delivery
+and link message), side by side and taking turns like the relays, with their ratio
+(traced/untraced; the target is 80%). `--trace` alone measures traced brokers only, `--trace
+off` untraced ones only.
 
 The publisher is closed-loop (at most --outstanding notifications published and not yet
 received), so no queue overflows and what is measured is sustained throughput. Both sides
@@ -194,24 +201,33 @@ def routed_at(bed: Testbed, broker: str = "b0") -> Callable[[], Awaitable[None]]
 
 
 async def measure(length: int, batch: int, count: int, repeat: int, outstanding: int, *,
-                  raw: bool = True, trace: bool = False,
+                  raw: bool = True, tracing: str = "both",
                   profile_dir: Path | None = None) -> dict[str, tuple[list[float], float]]:
-    """Rounds through a broker chain and (with `raw`) the relay chain, alternating: both are
-    up at once and take turns, so a change in the machine's load hits both alike."""
+    """Rounds through the broker chain(s) -- untraced ("broker") and traced ("traced"), or
+    one of them (`tracing`: both, on, off) -- and (with `raw`) the relay chain, alternating:
+    all are up at once and take turns, so a change in the machine's load hits each alike."""
     with contextlib.ExitStack() as stack:
-        bed = chain(length, link_batch=batch, trace=trace)
-        stack.callback(bed.close)
-        await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
-        pipes = {"broker": Pipe(bed.address("b0").listen, bed.address(bed.brokers[-1]).listen,
-                                batch, [int(bed.backend.handle(b)) for b in bed.brokers])}
-        await pipes["broker"].open(routed_at(bed))
+        pipes: dict[str, Pipe] = {}
+        beds: dict[str, Testbed] = {}
+        for name, trace in (("broker", False), ("traced", True)):
+            if tracing == "both" or (tracing == "on") == trace:
+                bed = beds[name] = chain(length, link_batch=batch, trace=trace)
+                stack.callback(bed.close)
+                await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
+        # the streams open once every chain is up: a broker ends a stream whose first
+        # request does not come within its hello timeout
+        for name, bed in beds.items():
+            pipes[name] = Pipe(bed.address("b0").listen, bed.address(bed.brokers[-1]).listen,
+                               batch, [int(bed.backend.handle(b)) for b in bed.brokers])
+            await pipes[name].open(routed_at(bed))
         if raw:
             relay = stack.enter_context(relays(length, batch))
             pipes["raw"] = Pipe(relay.addresses[0], relay.addresses[-1], batch, relay.pids)
             await pipes["raw"].open()
         profile = None
         if profile_dir is not None:
-            pids = {b: int(bed.backend.handle(b)) for b in bed.brokers}
+            pids = {(b if name == "broker" else f"{name}-{b}"): int(bed.backend.handle(b))
+                    for name, bed in beds.items() for b in bed.brokers}
             profile = Profile(pids, profile_dir / f"chain{length}-batch{batch}")
         rates: dict[str, list[float]] = {name: [] for name in pipes}
         cpu_from = 1  # round 0 warms up
@@ -279,44 +295,67 @@ def relays(length: int, batch: int) -> Iterator[RelayChain]:
 # ---- main -------------------------------------------------------------------------------------
 
 
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chains", default="1,3", help="chain lengths (default: 1,3)")
     parser.add_argument("--batch", type=int, default=100, help="batch size when batched")
     parser.add_argument("--count", type=int, default=100_000, help="notifications per round")
     parser.add_argument("--unbatched-count", type=int, default=10_000)
+    parser.add_argument("--skip-unbatched", action="store_true",
+                        help="batched rounds only (no batch of 1)")
     parser.add_argument("--repeat", type=int, default=3, help="measured rounds (median)")
     parser.add_argument("--outstanding", type=int, default=5_000)
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample the brokers with py-spy during the measured rounds, write"
                              " the raw stacks to DIR and print a summary")
     parser.add_argument("--skip-raw", action="store_true", help="brokers only (no baseline)")
-    parser.add_argument("--trace", action="store_true",
-                        help="brokers write their traces (a record per message), as live runs do")
+    parser.add_argument("--trace", nargs="?", const="on", default="both",
+                        choices=("both", "on", "off"),
+                        help="both (default): an untraced and a traced chain side by side, in"
+                             " the same run; on (--trace alone): only brokers that write their"
+                             " traces (a record per message, as live runs do); off: only"
+                             " untraced brokers")
     args = parser.parse_args()
     rows = []
     load0 = os.getloadavg()[0]
+    traced = args.trace != "off"
+    batches = (args.batch,) if args.skip_unbatched else (1, args.batch)
     for length in (int(x) for x in args.chains.split(",")):
-        for batch in (1, args.batch):
+        for batch in batches:
             count = args.count if batch > 1 else args.unbatched_count
             rates = asyncio.run(measure(length, batch, count, args.repeat, args.outstanding,
-                                        raw=not args.skip_raw, trace=args.trace,
+                                        raw=not args.skip_raw, tracing=args.trace,
                                         profile_dir=args.profile))
-            broker = median(rates["broker"][0])
+            # "broker": the untraced chain, or the only one measured (--trace on)
+            main_name = "broker" if "broker" in rates else "traced"
+            broker = median(rates[main_name][0])
             raw = median(rates["raw"][0]) if "raw" in rates else float("nan")
-            row: dict[str, Any] = {"brokers": length, "batch": batch, "broker n/s": broker,
-                                   "raw grpc n/s": raw, "broker/raw": broker / raw,
-                                   "/ one broker": None,
-                                   "broker cpu µs/n": rates["broker"][1],
-                                   "raw cpu µs/n": rates["raw"][1] if "raw" in rates else None}
+            row: dict[str, Any] = {"brokers": length, "batch": batch, "broker n/s": broker}
+            if args.trace == "both":
+                row["traced n/s"] = median(rates["traced"][0])
+                row["traced/untraced"] = row["traced n/s"] / broker
+            row |= {"raw grpc n/s": raw, "broker/raw": broker / raw, "/ one broker": None,
+                    "broker cpu µs/n": rates[main_name][1]}
+            if args.trace == "both":
+                row["traced cpu µs/n"] = rates["traced"][1]
+            row["raw cpu µs/n"] = rates["raw"][1] if "raw" in rates else None
             one = [r for r in rows if r["brokers"] == 1 and r["batch"] == batch]
             if length > 1 and one:
                 row["/ one broker"] = broker / one[0]["broker n/s"]
             rows.append(row)
             print(table(rows[-1:], list(rows[-1])), file=sys.stderr, flush=True)
+    what = {"both": "; broker: untraced, traced: the same chain writing its traces",
+            "on": ", brokers tracing", "off": ""}[args.trace]
     print(f"\nthroughput, {TABLE_SIZE:,} subscriptions in every table, median of {args.repeat}"
-          f" rounds{', brokers tracing' if args.trace else ''}; load average {load0:.1f}"
-          f" before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
+          f" rounds{what}; {cpu_model()}, {os.cpu_count()} cores; load average {load0:.1f}"
+          f" before, {os.getloadavg()[0]:.1f} after")
     print(table(rows, list(rows[0])))
     batched = [r for r in rows if r["batch"] > 1]
     one = [r for r in batched if r["brokers"] == 1]
@@ -333,6 +372,10 @@ def main() -> None:
         worst = min(r["/ one broker"] for r in chains)
         print(f"target chains >= 60% of one broker, batched: {worst:.0%}"
               f" ({'met' if worst >= 0.6 else 'MISSED'})")
+    if traced and args.trace == "both" and batched:
+        worst = min(r["traced/untraced"] for r in batched)
+        print(f"target traced >= 80% of untraced, batched: {worst:.0%} at worst"
+              f" ({'met' if worst >= 0.8 else 'MISSED'})")
 
 
 if __name__ == "__main__":
