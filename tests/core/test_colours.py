@@ -26,8 +26,9 @@ from weeble.core.events import (
     Trace,
 )
 from weeble.core.filters import Filter
-from weeble.core.legitimacy import SnapshotView, coloured_overlay
+from weeble.core.legitimacy import SnapshotView
 from weeble.core.messages import Notify, Recolor, RecolorAck, Sub, Unsub
+from weeble.core.overlay.coloured_legitimacy import coloured_overlay
 from weeble.core.reconfig.faults import random_layer_fault
 from weeble.core.reconfig.plan import ExchangeLink, Tree, apply, edge, moves
 from weeble.core.reconfig.recolor_faults import random_colour_fault

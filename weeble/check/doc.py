@@ -6,7 +6,7 @@
 The document is everything a checker of weeble runs needs: it is generated from
 `weeble.trace.schema` (kinds, fields, types), `weeble.trace.header` (the header and the
 windows), the filter semantics of `weeble.core.filters`, the legitimacy rule of
-`weeble.core.legitimacy` and the rules R1-R15 of `weeble.check.rules`.
+`weeble.core.routing.legitimacy` and the rules R1-R15 of `weeble.check.rules`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from types import ModuleType
 
 from weeble.check import status
 from weeble.check.rules import RULES, TIMING_TOLERANCE
-from weeble.core import filters, legitimacy, rom
+from weeble.core import filters, rom
+from weeble.core.routing import legitimacy
 from weeble.trace import schema, summary
 from weeble.trace.header import RUN_FIELDS
 from weeble.trace.writer import CLIP_CHARS, LiveSink

@@ -34,7 +34,9 @@ to the root as data (SubmitReconfig), so membership and exchange are not part of
 
 Layers only call down (exchange → membership → routing → overlay) and never into the broker.
 Faults reach RAM through the fault targets each layer declares (its faults module), composed
-here into one registry (`FAULTS`, corruption.py), which finds a target's layer by name. No I/O,
+here into one registry (`FAULTS`, corruption.py), which finds a target's layer by name; each
+layer's legitimacy rule (its legitimacy module) is composed the same way (`LEGITIMACY`,
+legitimacy.py). No I/O,
 no clock reads, no threads: `now` comes in with each event, timers go out as SetTimer.
 """
 
@@ -71,14 +73,17 @@ from weeble.core.events import (
     not_a_neighbour,
 )
 from weeble.core.filters import Filter
+from weeble.core.legitimacy import Rules
 from weeble.core.messages import Notify
 from weeble.core.optimize import faults as optimize_faults
 from weeble.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
 from weeble.core.optimize.messages import OPTIMIZING
-from weeble.core.overlay import Overlay, OverlayRam, coloured_faults
+from weeble.core.overlay import Overlay, OverlayRam, coloured_faults, coloured_legitimacy
 from weeble.core.overlay import faults as overlay_faults
+from weeble.core.overlay import legitimacy as overlay_legitimacy
 from weeble.core.overlay.coloured import ColouredOverlay, ColouredRam
 from weeble.core.overlay.skipring import faults as skip_ring_faults
+from weeble.core.overlay.skipring import legitimacy as skip_ring_legitimacy
 from weeble.core.reconfig import faults as exchange_faults
 from weeble.core.reconfig import recolor_faults
 from weeble.core.reconfig.exchange import RETRY, Exchange, ExchangeRam
@@ -87,6 +92,7 @@ from weeble.core.reconfig.recolor import RECOLOR, RecolorLayer, RecolorRam
 from weeble.core.rom import Mode, OverlayKind, Rom
 from weeble.core.routing import colour_faults as colour_routing_faults
 from weeble.core.routing import faults as routing_faults
+from weeble.core.routing import legitimacy as routing_legitimacy
 from weeble.core.routing.colours import ColouredRouting, ColourRoutingRam
 from weeble.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
 from weeble.core.sketch import faults as sketch_faults
@@ -94,7 +100,7 @@ from weeble.core.sketch.layer import TIMER as AE_TIMER
 from weeble.core.sketch.layer import AntiEntropyLayer, AntiEntropyRam
 from weeble.core.table import RoutingTable
 
-__all__ = ["FAULTS", "OVERRUN", "SWITCH", "TARGETS", "Broker", "Ram"]
+__all__ = ["FAULTS", "LEGITIMACY", "OVERRUN", "SWITCH", "TARGETS", "Broker", "Ram"]
 
 # Every fault target of every layer, each layer's in the order it declares them.
 FAULTS = Registry((routing_faults.FAULTS, sketch_faults.FAULTS, overlay_faults.FAULTS,
@@ -102,6 +108,11 @@ FAULTS = Registry((routing_faults.FAULTS, sketch_faults.FAULTS, overlay_faults.F
                    recolor_faults.FAULTS, colour_routing_faults.FAULTS,
                    skip_ring_faults.FAULTS))
 TARGETS: tuple[str, ...] = FAULTS.names()
+# Every layer's legitimacy rule (legitimacy.py): the first that judges a broker judges it, so
+# the skip ring and the coloured scheme before the static tree, which judges any broker.
+LEGITIMACY = Rules((skip_ring_legitimacy.RULE, routing_legitimacy.COLOURED,
+                    routing_legitimacy.STATIC, coloured_legitimacy.COLOURED,
+                    overlay_legitimacy.STATIC))
 
 
 class Ram:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from weeble.core.legitimacy import Adverts, LiveSub, Rule
 from weeble.core.overlay.skipring.labels import ring_order, shortcut_labels
 from weeble.core.overlay.skipring.member import TopicMember
 from weeble.core.overlay.skipring.messages import Ref
@@ -162,3 +163,27 @@ def snapshot_problems(views: Mapping[str, Mapping[str, Any]],
 
 def _ref(r: Ref | None) -> list[Any] | None:
     return None if r is None else [r.node, r.label]
+
+
+def topics(brokers: Mapping[str, Any], required: set[LiveSub], allowed: set[LiveSub],
+           adverts: Adverts | None = None) -> list[str]:
+    """The rule of mode skip_ring: spec seed23 §A.12 per topic, over the skip-ring states."""
+    from weeble.core.overlay.skipring.node import NotATopic, topic_of
+
+    def by_topic(subs: set[LiveSub]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for s in subs:
+            try:
+                out.setdefault(topic_of(s.filter), set()).add(s.broker)
+            except NotATopic:
+                continue  # refused by the brokers: holds nothing anywhere
+        return out
+
+    views = {b: broker.skip_ring for b, broker in brokers.items()}
+    return snapshot_problems(views, by_topic(required), by_topic(allowed))
+
+
+# The routing rule of the skip_ring mode (registered in core/legitimacy.py, composed by the
+# broker): a broker in that mode shows its skip-ring state.
+RULE = Rule("skip_ring", lambda broker: getattr(broker, "skip_ring", None) is not None,
+            routing=topics)
