@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.analytics import handmade
-from weeble.core.messages import Notification
+from weeble.core.messages import Notification, Notify
 from weeble.trace import schema
 from weeble.trace.header import RunHeader
 from weeble.trace.reader import (
@@ -22,7 +22,7 @@ from weeble.trace.reader import (
     read_run,
     read_trace,
 )
-from weeble.trace.writer import LiveSink, SimSink
+from weeble.trace.writer import LiveSink, SimSink, message_ids
 
 GOOD = handmade.rec(1, "b1", "subscribe", client="c1", broker="b1", sub_id="c1/0",
                     filter="class == 1")
@@ -173,6 +173,29 @@ def test_live_sink_batch_records_are_the_generic_records_byte_for_byte(tmp_path:
     assert [r.get("sub_id") for r in records[k:2 * k]] == SUB_IDS
     assert records[0]["attributes"] == {"class": 0, "n": 1}
     assert records[1]["publisher"] == 'p"ü\n\x01\u2028\\' and records[1]["published_at"] is None
+
+
+def test_live_sink_link_records_are_the_generic_records_byte_for_byte(tmp_path: Path) -> None:
+    """`notify_sent` and `notifies_received` write what `record` writes for a Notify."""
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=60)
+    ns = ODD_NOTIFICATIONS
+    lseqs = [1, 2**64 - 1, 3, 2**64, 5, 6, 7]
+    for i, (n, lseq) in enumerate(zip(ns, lseqs, strict=True)):
+        sink.notify_sent(n, lseq, 100 + i, ("b1", "b2é"), "queued" if i % 2 else "duplicated")
+    sink.notifies_received(("b2é", "b1"), list(zip(lseqs, ns, strict=True)))
+    for i, (n, lseq) in enumerate(zip(ns, lseqs, strict=True)):
+        sink.record("send", message_ids(Notify(n)), lseq=lseq, bytes=100 + i,
+                    **{"from": "b1", "to": "b2é"}, fate="queued" if i % 2 else "duplicated")
+    for n, lseq in zip(ns, lseqs, strict=True):
+        sink.record("receive", message_ids(Notify(n)), lseq=lseq, **{"from": "b2é", "to": "b1"})
+    sink.close()
+    lines = path.read_bytes().splitlines()
+    k = len(ns)
+    assert len(lines) == 4 * k
+    assert [_untimed(x) for x in lines[:2 * k]] == [_untimed(x) for x in lines[2 * k:]]
+    assert json.loads(lines[k])["kind"] == "receive"
+    assert json.loads(lines[0])["fate"] == "duplicated"
 
 
 def test_live_sink_cap_counts_the_records_of_a_batch(tmp_path: Path) -> None:

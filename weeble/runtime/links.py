@@ -175,6 +175,8 @@ class Link:
     ) -> None:
         self.config = config
         self.neighbor = neighbor
+        self._ends_out = (config.broker_id, neighbor)  # (from, to) of send/receive records
+        self._ends_in = (neighbor, config.broker_id)
         self.address = address if address is not None else config.neighbors.get(neighbor, "")
         # a dynamic link is dialled by whoever needs it; a configured one by the smaller id
         self.dynamic = dynamic
@@ -319,9 +321,14 @@ class Link:
         if self._trace.enabled:
             # `queued`, not `sent`: it entered the queue; a `drop` record follows if the link
             # cannot vouch that it reached the peer (in_flight, oversize, unacked, cut)
-            self._trace.record("send", message_ids(message), lseq=seq, bytes=size,
-                               **{"from": self.config.broker_id, "to": self.neighbor},
-                               fate="queued" if fate is Fate.SENT else fate.value)
+            state = "queued" if fate is Fate.SENT else fate.value
+            if wire is not None:  # a Notify: its record without a dict (the hot path)
+                self._trace.notify_sent(message.notification,  # type: ignore[union-attr]
+                                        seq, size, self._ends_out, state)
+            else:
+                self._trace.record("send", message_ids(message), lseq=seq, bytes=size,
+                                   **{"from": self.config.broker_id, "to": self.neighbor},
+                                   fate=state)
 
     def ping(self) -> bool:
         """Queue a round-trip probe: a Ping the peer answers at once with a Pong, both through
@@ -516,22 +523,19 @@ class Link:
             return
         if kind is None and env.seq == 0 and env.ack:
             return  # an acknowledgement alone
-        if self._trace.enabled:
-            for e in envelopes:
-                self._receive_envelope(e)
-            self._ack_soon()
-            return
         # The hot path: a batch of notifications, decoded once and handed on with their bytes.
         # Same checks and counts as _receive_envelope, counted once per batch.
         receive, neighbor = self._receive, self.neighbor
-        together = self._receive_notifies
+        tracing = self._trace.enabled
+        together = self._receive_notifies is not None or tracing
         pending: list[tuple[Notify, bytes]] = []  # handed on together (receive_notifies)
+        seqs: list[int] = []  # of `pending`, for their receive records (traced only)
         notifies = 0
         for e in envelopes:
             if e.WhichOneof("kind") != "notify":
                 if pending:  # those before it first: the core sees the batch in order
-                    together(neighbor, pending)  # type: ignore[misc]
-                    pending = []
+                    self._hand_on(pending, seqs)
+                    pending, seqs = [], []
                 self._receive_envelope(e)
                 continue
             wire = e.notify.notification
@@ -547,16 +551,31 @@ class Link:
                 self._sequence_anomaly(seq)
             self._last_in_seq = seq
             notifies += 1
-            if together is not None:
+            if together:
                 pending.append((Notify(n, e.notify.gray, e.notify.color), wire))
+                if tracing:
+                    seqs.append(seq)
             else:
                 receive(neighbor, Notify(n, e.notify.gray, e.notify.color), wire)
         if pending:
-            together(neighbor, pending)  # type: ignore[misc]
+            self._hand_on(pending, seqs)
         if notifies:
             self.counters["received"] += notifies
             self._metrics.message("in", "notify", neighbor, notifies)
         self._ack_soon()
+
+    def _hand_on(self, pending: list[tuple[Notify, bytes]], seqs: list[int]) -> None:
+        """Hand received Notify messages on to the core, in order; traced (`seqs`, their link
+        sequence numbers), their receive records first, as one entry."""
+        if seqs:
+            self._trace.notifies_received(
+                self._ends_in, [(seq, m.notification) for seq, (m, _) in zip(seqs, pending,
+                                                                             strict=True)])
+        if self._receive_notifies is not None:
+            self._receive_notifies(self.neighbor, pending)
+        else:
+            for m, wire in pending:
+                self._receive(self.neighbor, m, wire)
 
     def _ack_soon(self) -> None:
         if self._last_in_seq - self._acked_out >= ACK_EVERY:

@@ -217,6 +217,63 @@ def _deliver_lines(t: int, node: str, ends: tuple[str, str],
     return lines
 
 
+def _plain(publisher: Any, seq: Any) -> bool:
+    """The notification ids the encoders below format directly (what the wire gives)."""
+    return type(publisher) is str and type(seq) is int and _I64_MIN <= seq <= _U64_MAX
+
+
+def _send_lines(t: int, node: str, ends: tuple[str, str],
+                sends: list[tuple[Notification, int, int, str]]) -> list[bytes]:
+    """`send` records of Notify messages (see `_publish_lines`)."""
+    dumps = orjson.dumps
+    head = b'{"v":%d,"t":%d,"node":%s,"kind":"send","msg":"notify","nid":' % (
+        VERSION, t, dumps(node))
+    tail = b',"from":%s,"to":%s,"fate":' % (dumps(ends[0]), dumps(ends[1]))
+    lines = []
+    for n, lseq, size, fate in sends:
+        publisher, seq = n.publisher, n.seq
+        try:
+            quoted = dumps(publisher)
+            if not (_plain(publisher, seq) and type(lseq) is int and type(size) is int
+                    and 0 <= lseq <= _U64_MAX):
+                raise TypeError
+            lines.append(b'%s%s#%d","publisher":%s,"seq":%d,"lseq":%d,"bytes":%d%s%s}' % (
+                head, quoted[:-1], seq, quoted, seq, lseq, size, tail, dumps(fate)))
+        except (TypeError, orjson.JSONEncodeError):
+            lines.append(encode(make_record(t, node, "send", {
+                "msg": "notify", "nid": n.id, "publisher": publisher, "seq": seq,
+                "lseq": lseq, "bytes": size, "from": ends[0], "to": ends[1], "fate": fate})))
+    return lines
+
+
+def _receive_lines(t: int, node: str, ends: tuple[str, str],
+                   received: list[tuple[int, Notification]]) -> list[bytes]:
+    """`receive` records of Notify messages (see `_publish_lines`)."""
+    dumps = orjson.dumps
+    head = b'{"v":%d,"t":%d,"node":%s,"kind":"receive","msg":"notify","nid":' % (
+        VERSION, t, dumps(node))
+    tail = b',"from":%s,"to":%s}' % (dumps(ends[0]), dumps(ends[1]))
+    lines = []
+    append = lines.append
+    last, quoted, open_ = _NONE_YET, b"", b""
+    for lseq, n in received:
+        publisher, seq = n.publisher, n.seq
+        try:
+            if publisher is not last:
+                last, quoted = publisher, dumps(publisher)
+                open_ = quoted[:-1]
+            if not (_plain(publisher, seq) and type(lseq) is int and 0 <= lseq <= _U64_MAX):
+                raise TypeError
+            append(b'%s%s#%d","publisher":%s,"seq":%d,"lseq":%d%s' % (
+                head, open_, seq, quoted, seq, lseq, tail))
+        except (TypeError, orjson.JSONEncodeError):
+            last = _NONE_YET
+            append(encode(make_record(t, node, "receive", {
+                "msg": "notify", "nid": n.id, "publisher": publisher, "seq": seq,
+                "lseq": lseq, "from": ends[0], "to": ends[1]})))
+    return lines
+
+
 # ---- the simulator's sink -----------------------------------------------------------------
 
 
@@ -354,6 +411,30 @@ class LiveSink:
             return
         queue = self._queue
         queue.append((time.time_ns(), _deliver_lines, (client, broker), deliveries))
+        if len(queue) >= self.max_buffer:
+            self._full()
+
+    def notify_sent(self, n: Notification, lseq: int, size: int, ends: tuple[str, str],
+                    fate: str) -> None:
+        """The `send` record of a Notify, (from, to) `ends`: the same bytes as
+        `record("send", message_ids(notify), lseq=, bytes=, from=, to=, fate=)`, encoded
+        without a dict (see `published`)."""
+        if self._file is None:
+            return
+        queue = self._queue
+        queue.append((time.time_ns(), _send_lines, ends, [(n, lseq, size, fate)]))
+        if len(queue) >= self.max_buffer:
+            self._full()
+
+    def notifies_received(self, ends: tuple[str, str],
+                          received: list[tuple[int, Notification]]) -> None:
+        """The `receive` records of the Notify messages of one link batch, (lseq, notification)
+        each, (from, to) `ends`: the same bytes as `record("receive", message_ids(notify),
+        lseq=, from=, to=)` for each, at one time `t` (see `published`)."""
+        if self._file is None or not received:
+            return
+        queue = self._queue
+        queue.append((time.time_ns(), _receive_lines, ends, received))
         if len(queue) >= self.max_buffer:
             self._full()
 
