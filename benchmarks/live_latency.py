@@ -81,6 +81,10 @@ class Publisher:
         self.call = ch.stream_stream(PUBLISH_STREAM, request_serializer=None,
                                      response_deserializer=client_pb2.PublishAck.FromString)()
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
+        # a first request naming the client, now: a broker ends a PublishStream whose first
+        # request does not come within hello_timeout_s (5 s), and the first round comes after
+        # the other chains' tables are filled (the brokers then delivered nothing at all)
+        self.outbox.put_nowait(publish_request("src", []))
         self.tasks = [asyncio.create_task(self._write()), asyncio.create_task(self._acks())]
 
     async def _write(self) -> None:
