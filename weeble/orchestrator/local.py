@@ -31,9 +31,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from weeble.orchestrator.backend import (
     AdminAccess,
     Backend,
@@ -45,9 +42,9 @@ from weeble.orchestrator.backend import (
     Placement,
     Ports,
 )
-from weeble.proto.v1 import admin_pb2, admin_pb2_grpc
+from weeble.orchestrator.backends.admin import AdminCalls, wait_serving
+from weeble.proto.v1 import admin_pb2
 from weeble.runtime.config import BrokerConfig, split_address
-from weeble.runtime.links import LINK_SERVICE
 from weeble.runtime.linkshaper import LinkShape
 from weeble.runtime.process import BrokerProcess, BrokerStartError
 
@@ -184,64 +181,6 @@ def _without(config: BrokerConfig, neighbor: str) -> BrokerConfig:
         "parent": None if config.parent == neighbor else config.parent})
 
 
-class _Admin:
-    """A blocking admin stub for one broker: the backend's control calls are synchronous."""
-
-    def __init__(self, broker_id: str, address: str, access: AdminAccess,
-                 timeout: float = 5.0) -> None:
-        self.broker_id = broker_id
-        self.timeout = timeout
-        self._metadata = (("authorization", f"Bearer {access.token}"),)
-        if access.ca is not None:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=access.ca.read_bytes(),
-                private_key=access.client_key.read_bytes() if access.client_key else None,
-                certificate_chain=access.client_cert.read_bytes() if access.client_cert else None,
-            )
-            self._channel = grpc.secure_channel(address, creds)
-        else:
-            self._channel = grpc.insecure_channel(address)
-        self._stub = admin_pb2_grpc.AdminStub(self._channel)
-
-    def call(self, method: str, request: Any) -> Any:
-        try:
-            return getattr(self._stub, method)(request, metadata=self._metadata,
-                                               timeout=self.timeout)
-        except grpc.RpcError as e:
-            code = e.code().name if hasattr(e, "code") else "ERROR"
-            details = e.details() if hasattr(e, "details") else str(e)
-            raise BackendError(f"{self.broker_id}: admin {method}: {code}: {details}") from None
-
-    def close(self) -> None:
-        self._channel.close()
-
-
-def wait_serving(address: str, timeout: float, *, links: bool, alive: Any,
-                 name: str, access: AdminAccess | None = None) -> None:
-    """Poll gRPC health at `address` until SERVING (the link service: all links up). With
-    `access` holding the run's TLS material, over TLS (a run with `live.tls`)."""
-    deadline = time.monotonic() + timeout
-    service = LINK_SERVICE if links else ""
-    tls = access.client_tls() if access is not None else None
-    creds = tls.credentials() if tls is not None else None
-    channel = (grpc.insecure_channel(address) if creds is None else
-               grpc.secure_channel(address, creds,
-                                   options=[("grpc.ssl_target_name_override", name)]))
-    with channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            if not alive():
-                raise BackendError(f"broker {name} is not running")
-            with contextlib.suppress(grpc.RpcError):
-                reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            if time.monotonic() > deadline:
-                raise BackendError(f"broker {name} not {'linked' if links else 'serving'}"
-                                   f" after {timeout:g}s")
-            time.sleep(0.05)
-
-
 class UserSpaceLinks:
     """A network part made of the brokers' own link layer: a link is cut and shaped at both
     ends through admin (`user-space` in the evidence). The local backend's links are all such;
@@ -258,18 +197,18 @@ class UserSpaceLinks:
         # link stays cut even while one end restarts.
         self.cuts.add(frozenset((a, b)))
         for x, y in self.backend._ends(a, b):
-            self.backend._admin(x).call("CutLink", admin_pb2.LinkRequest(neighbor=y))
+            self.backend.admin.call(x, "CutLink", admin_pb2.LinkRequest(neighbor=y))
 
     def heal(self, a: str, b: str) -> None:
         self.cuts.discard(frozenset((a, b)))
         for x, y in self.backend._ends(a, b):
-            self.backend._admin(x).call("HealLink", admin_pb2.LinkRequest(neighbor=y))
+            self.backend.admin.call(x, "HealLink", admin_pb2.LinkRequest(neighbor=y))
 
     def shape(self, a: str, b: str, change: LinkShapeChange, *, both_ways: bool = True) -> None:
         ends = self.backend._ends(a, b)
         for x, y in ends if both_ways else [e for e in ends if e == (a, b)]:
-            reply = self.backend._admin(x).call(
-                "SetLink", admin_pb2.SetLinkRequest(neighbor=y, **change.fields()))
+            reply = self.backend.admin.call(
+                x, "SetLink", admin_pb2.SetLinkRequest(neighbor=y, **change.fields()))
             s = reply.link.shape
             self.shapes[x, y] = LinkShape(s.delay_ms, s.jitter_ms, s.loss, s.duplicate,
                                           s.rate_bps, s.corrupt)
@@ -287,7 +226,7 @@ class UserSpaceLinks:
             if not bk.alive(x):
                 ends[x] = "not running"
                 continue
-            reply = bk._admin(x).call("Snapshot", admin_pb2.SnapshotRequest())
+            reply = bk.admin.call(x, "Snapshot", admin_pb2.SnapshotRequest())
             ends[x] = next((ls.state for ls in reply.links if ls.neighbor == y), "absent")
         running = [s for s in ends.values() if s != "not running"]
         cut = all(s == "cut" for s in running) if running else self.is_cut(a, b)
@@ -312,8 +251,8 @@ class UserSpaceLinks:
         for cut in self.cuts:
             if broker_id in cut:
                 (other,) = cut - {broker_id}
-                self.backend._admin(broker_id).call("CutLink",
-                                                    admin_pb2.LinkRequest(neighbor=other))
+                self.backend.admin.call(broker_id, "CutLink",
+                                        admin_pb2.LinkRequest(neighbor=other))
 
 
 # ---- the backend ----------------------------------------------------------------------------
@@ -331,7 +270,8 @@ class LocalBackend(Backend):
         self._configs: dict[str, BrokerConfig] = {}
         self._procs: dict[str, BrokerProcess] = {}  # started here
         self._attached: dict[str, int] = {}  # started by another process: pid
-        self._admins: dict[str, _Admin] = {}
+        # its admin access: one stub per broker, at the address the orchestrator dials
+        self.admin = AdminCalls(lambda: self.access, lambda b: self.address(b).admin)
         self._reach: dict[str, BrokerAddress] = {}  # where the orchestrator dials, if planned
         self.user_links = UserSpaceLinks(self)  # its network part: the brokers' link layer
         self._paused: set[str] = set()  # SIGSTOPped here: always continued before a stop
@@ -635,7 +575,7 @@ class LocalBackend(Backend):
             if not self._wait_dead(b, deadline):
                 self._signal(b, signal.SIGKILL)
                 self._wait_dead(b, time.monotonic() + 5)
-        self._drop_admins(targets)
+        self.admin.drop(targets)
         return {b: self._exit_code(b) for b in targets}
 
     def kill_broker(self, broker_id: str) -> None:
@@ -643,7 +583,7 @@ class LocalBackend(Backend):
         self._signal(broker_id, signal.SIGKILL)
         self._paused.discard(broker_id)
         self._wait_dead(broker_id, time.monotonic() + 5)
-        self._drop_admins([broker_id])
+        self.admin.drop([broker_id])
 
     def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
         """Kill the broker if it still runs, start a fresh process and return once it serves.
@@ -682,19 +622,6 @@ class LocalBackend(Backend):
         self.user_links.cut_again(broker_id)
 
     # ---- links ------------------------------------------------------------------------------
-
-    def _admin(self, broker_id: str) -> _Admin:
-        admin = self._admins.get(broker_id)
-        if admin is None:
-            admin = _Admin(broker_id, self.address(broker_id).admin, self.access)
-            self._admins[broker_id] = admin
-        return admin
-
-    def _drop_admins(self, brokers: list[str]) -> None:
-        for b in brokers:
-            admin = self._admins.pop(b, None)
-            if admin is not None:
-                admin.close()
 
     def _ends(self, a: str, b: str) -> list[tuple[str, str]]:
         """Both directions of link a-b, at the ends that are running."""
@@ -770,14 +697,14 @@ class LocalBackend(Backend):
         running = [b for b in self._configs if self.alive(b)]
         if running:
             self.stop_all(only=running)
-        self._drop_admins(list(self._admins))
+        self.admin.drop()
 
     def close(self) -> None:
         for b in list(self._paused):  # a frozen broker would outlive a detached run frozen
             self.resume_broker(b)
         if not self._detached:
             self.teardown()
-        self._drop_admins(list(self._admins))
+        self.admin.drop()
         _open_backends.discard(self)
 
     def __enter__(self) -> LocalBackend:

@@ -55,9 +55,10 @@ from weeble.orchestrator.backend import (
     Ports,
 )
 from weeble.orchestrator.backends import registry
+from weeble.orchestrator.backends.admin import wait_serving
 from weeble.orchestrator.backends.image import PYTHON, ensure_image
 from weeble.orchestrator.backends.peernet import PeerLinks
-from weeble.orchestrator.local import _open_backends, wait_serving
+from weeble.orchestrator.local import _open_backends
 from weeble.runtime.config import BrokerConfig
 
 KIND = "docker"
@@ -440,7 +441,7 @@ class DockerBackend(PeerLinks):
         deadline = time.monotonic() + 10
         while self.alive(broker_id) and time.monotonic() < deadline:
             time.sleep(0.05)
-        self._drop_admins([broker_id])
+        self.admin.drop([broker_id])
 
     def stop_all(self, timeout: float = 10.0, *,
                  only: list[str] | None = None) -> dict[str, int | None]:
@@ -457,7 +458,7 @@ class DockerBackend(PeerLinks):
 
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
             codes = dict(zip(targets, pool.map(stop, targets), strict=True))
-        self._drop_admins(targets)
+        self.admin.drop(targets)
         return codes
 
     def _exit_code(self, broker_id: str) -> int | None:
@@ -557,7 +558,7 @@ class DockerBackend(PeerLinks):
         if running:
             self.stop_all(only=running)
         self.collect_logs(self.workdir)  # the containers and their logs go next
-        self._drop_admins(list(self._admins))
+        self.admin.drop()
         if self.tag:
             _remove_run(self._client, self.tag)
         self._containers.clear()

@@ -63,8 +63,9 @@ from weeble.orchestrator.backend import (
     Placement,
     Ports,
 )
+from weeble.orchestrator.backends.admin import wait_serving
 from weeble.orchestrator.backends.image import NAME, PYTHON, UID
-from weeble.orchestrator.local import LocalBackend, wait_serving
+from weeble.orchestrator.local import LocalBackend
 from weeble.runtime.__main__ import TOKEN_PLACEHOLDER  # the config's token: the Secret's wins
 from weeble.runtime.config import BrokerConfig
 from weeble.trace.schema import TRACE_DIR as RUN_TRACE_DIR
@@ -1132,7 +1133,7 @@ class KubernetesBackend(LocalBackend):
         self._pods.pop(broker_id)
         self._leaves.discard(broker_id)
         self._policies.pop(name, None)
-        self._drop_admins([broker_id])
+        self.admin.drop([broker_id])
         self._publish(neighbours, gone=(name,) if deployed else ())
         self._sync_policies(neighbours)
 
@@ -1258,7 +1259,7 @@ class KubernetesBackend(LocalBackend):
         deadline = time.monotonic() + 30
         while self.handle(broker_id) == uid and time.monotonic() < deadline:
             time.sleep(0.2)
-        self._drop_admins([broker_id])
+        self.admin.drop([broker_id])
 
     def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
         if self.alive(broker_id):
@@ -1274,7 +1275,7 @@ class KubernetesBackend(LocalBackend):
         for name in [STATEFULSET, *sorted(leaf_set(b) for b in self._leaves)]:
             self._call(f"scale {name} to 0", self._apps().patch_namespaced_stateful_set_scale,
                        name, self.namespace, {"spec": {"replicas": 0}})
-        self._drop_admins(list(self._configs))
+        self.admin.drop(list(self._configs))
         return dict.fromkeys(self._configs)
 
     # ---- links ------------------------------------------------------------------------------
@@ -1375,7 +1376,7 @@ class KubernetesBackend(LocalBackend):
                     if " 404 " not in f"{e} ":
                         raise
         self._applied = False
-        self._drop_admins(list(self._admins))
+        self.admin.drop()
 
 
 ENV_NAMESPACE, ENV_INSTANCE = "WEEBLE_K8S_NAMESPACE", "WEEBLE_K8S_INSTANCE"
