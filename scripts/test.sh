@@ -8,4 +8,6 @@ bash scripts/setup.sh
 # tests/sim/test_sim_hashorder.py proves by running the same runs under two hash seeds; they once did,
 # through a tree's set of links giving the brokers' order, and a colour example failed under two).
 export PYTHONHASHSEED=${PYTHONHASHSEED:-0}
-exec .venv/bin/python -m pytest -q --durations=25 "$@"
+# Two workers: the live tests one after the other on one, every other test beside them on the
+# other (tests/conftest.py says which are live); WEEBLE_TEST_WORKERS=0 runs it all in this process.
+exec .venv/bin/python -m pytest -q --durations=25 -n "${WEEBLE_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -1,7 +1,10 @@
 """Test-wide settings."""
 
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import settings
 
 # No per-example deadline anywhere: property tests assert behaviour, not speed (speed is the
@@ -23,3 +26,31 @@ def pytest_report_header() -> str:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_line(_build())  # also under -q, which drops the header
+
+
+# CI runs the suite on two xdist workers (scripts/test.sh: -n 2 --dist loadgroup). The tests that
+# bring up live testbeds (several broker processes, containers, namespaces, fixed scenario
+# addresses such as the docs pages' `weeble run scenarios/quickstart.yaml`) run one after the
+# other on one worker, as in a serial run, so they never contend with each other for the cores or
+# an address; every other test runs beside them on the other worker. A module is live when it
+# uses the live testbed helpers (tests/runtime/livebed.py, Testbed, the weeble_testbed fixture)
+# or is one of LIVE_MODULES, which run testbeds through the CLI only.
+LIVE_GROUP = "live"
+LIVE_SOURCE = re.compile(r"tests\.runtime\.livebed|\bTestbed\b|\bweeble_testbed\b")
+LIVE_MODULES = frozenset({"tests/docs/test_docs_commands.py", "tests/chaos/test_replay.py"})
+_live: dict[Path, bool] = {}
+
+
+def _is_live(path: Path) -> bool:
+    if path not in _live:
+        relative = path.relative_to(Path(__file__).resolve().parent.parent).as_posix()
+        _live[path] = relative in LIVE_MODULES or bool(
+            LIVE_SOURCE.search(path.read_text(encoding="utf-8")))
+    return _live[path]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook renames the items)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_live(item.path):
+            item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))

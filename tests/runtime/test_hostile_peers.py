@@ -75,7 +75,15 @@ def test_a_refused_publish_stream_always_gets_its_status(
 
     with caplog.at_level(logging.ERROR):
         run(scenario())
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR and not _stale_poller(r)]
+
+
+def _stale_poller(record: logging.LogRecord) -> bool:
+    """gRPC's aio poller handing an event to the closed loop of an earlier test in this process
+    (each test runs on a fresh loop; seen once in a full run): gRPC's, not the broker's."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return ("PollerCompletionQueue" in record.getMessage() and isinstance(exc, RuntimeError)
+            and "Event loop is closed" in str(exc))
 
 
 def test_grpc_servicer_errors_are_rate_limited_with_a_count(
