@@ -80,6 +80,30 @@ def test_the_state_faults_follow_the_layers_the_brokers_have() -> None:
     assert "sketch.bits" in ae
 
 
+def test_exact_draws_the_rate_s_count_and_exclude_leaves_targets_out() -> None:
+    # a soak (benchmarks/soak.py) wants every fault its rate gives, and can leave out the
+    # static overlay's RAM, which nothing repairs there
+    s = small(duration=400)
+    first, last = window(s)
+    count = round(5 * (last - first) / 100)
+    # state faults only, without the bursts of entry.insert: one fault per draw
+    exact = Nemesis(rate=5, mix={"state": 1.0, "reconfigure": 1.0}, max_faults=count,
+                    exact=True, exclude=("overlay.", "exchange.", "entry.insert"))
+    fewer = 0
+    for seed in range(1, 6):
+        data = draw(s, seed, exact)
+        faults = (data.get("chaos") or {}).get("faults", [])
+        ops = (data.get("reconfigurations") or {}).get("operations", [])
+        assert ops  # the run reconfigures, and still no overlay or exchange target
+        assert not any(f["field"].startswith(("overlay.", "exchange.", "entry.insert"))
+                       for f in faults)
+        assert count - 2 <= len(faults) + len(ops) <= count  # an exchange may be refused
+        default = draw(s, seed, Nemesis(rate=5, mix=exact.mix, max_faults=count,
+                                        exclude=exact.exclude))
+        fewer += len(default.get("chaos", {}).get("faults", [])) < len(faults)
+    assert fewer  # without `exact`, between 1 and that many
+
+
 def test_a_mix_names_known_families_and_a_too_short_run_is_refused() -> None:
     assert parse_mix("state=2,link") == {"state": 2.0, "link": 1.0}
     with pytest.raises(NemesisError, match="unknown family nope"):

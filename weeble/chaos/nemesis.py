@@ -55,12 +55,16 @@ class NemesisError(ValueError):
 class Nemesis:
     """How much and what kind of trouble: `rate` faults per 100 s of the fault window,
     `mix` the weight of each family, at most `max_faults` faults per run, faults lasting up to
-    `max_duration` s (link shaping, cuts, pauses, crashes)."""
+    `max_duration` s (link shaping, cuts, pauses, crashes). A run draws between 1 and that many
+    faults; with `exact`, that many (a soak wants its rate, not a sample below it). `exclude`
+    names corruption targets left out, by name or prefix (`overlay.`)."""
 
     rate: float = 5.0
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
     max_faults: int = 6
     max_duration: float = 8.0
+    exact: bool = False
+    exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.mix) - set(FAMILIES))
@@ -179,15 +183,17 @@ class _Draw:
         data["seed"] = seed
         span = self.last - self.first
         count = max(1, min(self.n.max_faults, round(self.n.rate * span / 100)))
-        count = self.rng.randint(1, count)
+        if not self.n.exact:
+            count = self.rng.randint(1, count)
         families = sorted(self.mix)
         weights = [self.mix[f] for f in families]
         drawn = [(self.rng.choices(families, weights)[0],
                   round(self.rng.uniform(self.first, self.last - self.n.max_duration), 3))
                  for _ in range(count)]
         # overlay and exchange RAM only where the run reconfigures (static tree: ROM until then)
-        self.fields = targets_of(self.s, self.own_operations or any(
+        self.fields = [t for t in targets_of(self.s, self.own_operations or any(
             family == "reconfigure" for family, _ in drawn))
+            if not t.startswith(self.n.exclude)]
         faults: list[dict[str, Any]] = []
         exchanges: list[float] = []
         for family, at in drawn:
