@@ -385,38 +385,77 @@ def test_no_client_may_take_a_broker_id_of_the_run_at_any_broker(configs: Config
 # ---- finding 8: a link session from a broker that is not a neighbour -------------------------
 
 
-def test_a_link_session_is_admitted_only_from_a_neighbour_or_the_address_book(
+async def _refused(cfg: BrokerConfig, me: str) -> grpc.aio.AioRpcError:
+    channel, call = await dial_as(cfg, me)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call.read()
+    await channel.close()
+    return err.value
+
+
+async def _admitted(server: BrokerServer, cfg: BrokerConfig, me: str) -> None:
+    channel, call = await dial_as(cfg, me)
+    ack = link_pb2.Envelope.FromString(await call.read())
+    assert ack.hello.broker_id == cfg.broker_id  # admitted: the hello is answered
+    await wait_until(lambda: me in server.links and server.links[me].connected)
+    call.cancel()
+    await channel.close()
+
+
+def test_a_link_session_is_admitted_only_from_a_current_or_planned_neighbour(
         configs: Configs, caplog: pytest.LogCaptureFixture) -> None:
     # Without TLS the link token is the run's: anyone holding it could open a session as a
-    # broker of the run. A run whose tree stays as planned has no address book beyond the
-    # neighbours, so a broker of the run that is not a neighbour (b2) is refused, named in the
-    # status and the log, and counted. A run that reshapes its tree gives every broker the
-    # others as its address book (the exchange's out-of-band channels and new links are opened
-    # before the acceptor's state names them): there b2 is admitted (docs/guide/live-limits.md)
-    static = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
-                     run_brokers=["b0", "b1", "b2"])
-    reshaping = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
-                        run_brokers=["b0", "b1", "b2"], peers={"b2": address(next_host())})
+    # broker of the run. b2 is a broker of the run and in b1's address book (a run that
+    # reshapes its tree gives every broker the others), but neither a neighbour of b1 nor a
+    # planned one: it is refused, named in the status and the log, and counted. Before, the
+    # address book was the rule and b2 was admitted. The neighbour b0 is admitted.
+    cfg = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
+                  run_brokers=["b0", "b1", "b2"], peers={"b2": address(next_host())})
 
     async def scenario() -> None:
-        async with BrokerServer(static) as server:
-            channel, call = await dial_as(static, "b2")
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await call.read()
-            await channel.close()
-            assert err.value.code() == grpc.StatusCode.NOT_FOUND
-            assert "'b2' is not a neighbour of b1" in (err.value.details() or "")
+        async with BrokerServer(cfg) as server:
+            err = await _refused(cfg, "b2")
+            assert err.code() == grpc.StatusCode.NOT_FOUND
+            assert "'b2' is not a neighbour of b1, nor a planned one" in (err.details() or "")
             assert "b2" not in server.links
             assert server.metrics.counters["dropped_session_not_admitted"] == 1
-        async with BrokerServer(reshaping) as server:
-            channel, call = await dial_as(reshaping, "b2")
-            ack = link_pb2.Envelope.FromString(await call.read())
-            assert ack.hello.broker_id == "b1"  # admitted: the hello is answered
-            await wait_until(lambda: "b2" in server.links and server.links["b2"].connected)
-            call.cancel()
-            await channel.close()
+            await _admitted(server, cfg, "b0")
 
     with caplog.at_level(logging.WARNING, logger="weeble.runtime.links"):
         run(scenario())
     refused = [r.getMessage() for r in caplog.records if "refused a link session" in r.message]
     assert len(refused) == 1 and "'b2'" in refused[0], refused
+
+
+def test_a_planned_link_is_admitted_while_its_lease_runs(configs: Configs) -> None:
+    # Mode skip_ring: b2 and b3 are about to link to b1 (ring edges they learned of), so each
+    # announces its link through the topic's supervisor b0, which relays the Announce to b1.
+    # b1 then admits their sessions until the lease (8 member intervals) runs out; before
+    # the announcement, and after the lease, they are strangers there.
+    sr = {"supervisors": ["b0"], "interval": 0.05, "supervisor_interval": 0.0125}
+    cfg = configs("b1", neighbors={"b0": address(next_host())}, trace=False,
+                  run_brokers=["b0", "b1", "b2", "b3"], mode="skip_ring", skip_ring=sr,
+                  peers={"b2": address(next_host()), "b3": address(next_host())})
+
+    def announce(seq: int, node: str) -> bytes:
+        return link_pb2.Envelope(seq=seq, skip_ring=link_pb2.SkipRingMsg(
+            topic="t", node=node, announce="b1")).SerializeToString()
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg) as server:
+            assert server.broker.rom.skip_ring.announce  # the live driver turns it on
+            assert (await _refused(cfg, "b3")).code() == grpc.StatusCode.NOT_FOUND
+            channel, call = await dial_as(cfg, "b0")  # the supervisor (and a neighbour)
+            await call.read()
+            await call.write(announce(1, "b3"))
+            await call.write(announce(2, "b2"))
+            await wait_until(lambda: server.admits("b3") and server.admits("b2"))
+            await _admitted(server, cfg, "b3")
+            await wait_until(lambda: not server.admits("b2"))  # its lease ran out
+            err = await _refused(cfg, "b2")
+            assert err.code() == grpc.StatusCode.NOT_FOUND, err
+            assert server.metrics.counters["dropped_session_not_admitted"] == 2
+            call.cancel()
+            await channel.close()
+
+    run(scenario())

@@ -93,6 +93,38 @@ def test_a_broker_refuses_a_content_filter_and_serves_a_topic() -> None:
     assert [e for e in out if isinstance(e, Deliver)] == [Deliver("alice", n)]
 
 
+def test_a_member_announces_a_link_through_the_supervisor_before_its_first_message() -> None:
+    """With `announce` (a live run: brokers admit link sessions only from neighbours and
+    planned ones), a member's first message to a broker follows an Announce to the topic's
+    supervisor, which relays it to that broker; there the announcer is planned for the lease
+    (8 intervals), then no more. Without `announce` (the simulator) nothing changes."""
+    from weeble.core.events import Receive
+    from weeble.core.overlay.skipring.messages import Announce, Introduce
+
+    b0, b1, b2 = (Broker(rom(b, announce=True, interval=0.5)) for b in ("b0", "b1", "b2"))
+    member = b1.skip_ring_node.layer.member("t")
+    member.active, member.label = True, 0
+    # a message to b2 from b1's member layer, as its Timeout would send one
+    out = b1.skip_ring_node.deliver_effects(1.0, [Send("b2", Introduce("t", "b1", 0))])
+    assert out == [Send("b0", Announce("t", "b1", "b2")), Send("b2", Introduce("t", "b1", 0))]
+    # the next one within half a lease goes alone
+    again = b1.skip_ring_node.deliver_effects(2.0, [Send("b2", Introduce("t", "b1", 0))])
+    assert again == [Send("b2", Introduce("t", "b1", 0))]
+    (relay,) = b0.step(1.1, Receive("b1", out[0].message))
+    assert relay == Send("b2", Announce("t", "b1", "b2"))
+    assert b2.step(1.2, Receive("b0", relay.message)) == []
+    assert b2.skip_ring_node.planned_links(1.2) == {"b1"}
+    assert b2.skip_ring_node.planned_links(1.2 + 4.0) == set()  # the lease ran out
+    # an Announce that does not come from the supervisor plans nothing
+    (junk,) = b2.step(1.3, Receive("b1", Announce("t", "b3", "b2")))
+    assert isinstance(junk, Trace) and "Announce" in junk.fields["why"]
+    assert "b3" not in b2.skip_ring_node.planned_links(1.3)
+    # without announce, the member sends as before
+    quiet = Broker(rom("b1"))
+    assert quiet.skip_ring_node.deliver_effects(
+        1.0, [Send("b2", Introduce("t", "b1", 0))]) == [Send("b2", Introduce("t", "b1", 0))]
+
+
 def test_every_skip_ring_message_crosses_the_wire_unchanged() -> None:
     """Envelope.skip_ring carries each kind, junk labels (outside the label space) included:
     the receiving core refuses those, exactly as in the simulator."""
@@ -114,7 +146,7 @@ def test_every_skip_ring_message_crosses_the_wire_unchanged() -> None:
              m.PublishNew("t", "b", pub), m.DeliverPublications("t", (pub, pub)),
              m.Config("t", None, None, None), m.Config("t", 3, None, m.Ref("x", 5)),
              m.CheckTrie("t", "a", (summary,), Prefix(0, 0), False),
-             m.CheckTrie("t", "a", (), None, True), m.Probe("t")]
+             m.CheckTrie("t", "a", (), None, True), m.Probe("t"), m.Announce("t", "a", "b")]
     assert {type(x) for x in msgs} == SKIP_RING_TYPES
     for msg in msgs:
         wire = message_to_envelope(msg, 7).SerializeToString()

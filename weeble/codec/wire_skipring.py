@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from weeble.core.overlay.skipring.messages import (
+    Announce,
     CheckAndPublish,
     CheckTrie,
     Config,
@@ -37,9 +38,9 @@ from weeble.proto.v1 import link_pb2
 _U64 = (1 << 64) - 1
 
 SKIP_RING_TYPES: frozenset[type] = frozenset({
-    CheckAndPublish, CheckTrie, Config, ConfigRequest, ConfigRequestFor, DeliverPublications,
-    Introduce, IntroduceShortcut, LabelFix, NotMember, Probe, Publish, PublishNew, RemoveMe,
-    SendPrefix, Subscribe, Suspect, Unsubscribe})
+    Announce, CheckAndPublish, CheckTrie, Config, ConfigRequest, ConfigRequestFor,
+    DeliverPublications, Introduce, IntroduceShortcut, LabelFix, NotMember, Probe, Publish,
+    PublishNew, RemoveMe, SendPrefix, Subscribe, Suspect, Unsubscribe})
 
 
 class SkipRingWireError(ValueError):
@@ -94,6 +95,8 @@ def to_pb(m: Any) -> link_pb2.SkipRingMsg:
         out.config_request_for = m.about
     elif t is Suspect:
         out.suspect = m.about
+    elif t is Announce:
+        out.announce = m.about
     elif t is Publish:
         out.publish.CopyFrom(_pub_pb(m.pub))
     elif t is Config:
@@ -156,6 +159,8 @@ def from_pb(pb: link_pb2.SkipRingMsg) -> Any:
         return ConfigRequestFor(topic=topic, node=node, about=pb.config_request_for)
     if kind == "suspect":
         return Suspect(topic=topic, node=node, about=pb.suspect)
+    if kind == "announce":
+        return Announce(topic=topic, node=node, about=pb.announce)
     if kind == "publish":
         return Publish(topic=topic, node=node, pub=_pub(pb.publish))
     if kind == "publish_new":

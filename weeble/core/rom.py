@@ -356,6 +356,17 @@ class SkipRing:
     suspect_after: int = 3  # silent intervals of a ring neighbour before a Suspect (0: never)
     history: bool = False  # a subscribing client also gets the topic's earlier publications
     seed: int = 0  # the subscribers' coin flips (actions (ii), (iv), the trie partner)
+    # a member announces each broker it is about to link to through the topic's supervisor
+    # (messages.Announce), which that broker admits for `planned_lease` s: a live broker
+    # admits link sessions only from its neighbours and planned ones. The live driver turns
+    # it on; the simulator has no admission and leaves it off.
+    announce: bool = False
+
+    @property
+    def planned_lease(self) -> float:
+        """How long an announced edge stays planned at the broker it names: 8 Timeout
+        intervals (a member re-announces an edge it still uses after half of that)."""
+        return 8 * self.interval
 
     def validate(self) -> None:
         if not self.supervisors:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +242,12 @@ class BrokerConfig(_Strict):
         return Params(**self.params.model_dump())
 
     def to_rom(self) -> Rom:
-        return rom_of_fields(self.model_dump(include=_ROM_FIELDS), self.neighbors)
+        rom = rom_of_fields(self.model_dump(include=_ROM_FIELDS), self.neighbors)
+        if rom.mode is Mode.SKIP_RING:
+            # a live broker admits link sessions only from its neighbours and planned ones:
+            # the skip ring's members announce the brokers they are about to link to
+            rom = replace(rom, skip_ring=replace(rom.skip_ring, announce=True))
+        return rom
 
     @staticmethod
     def rom_fields(rom: Rom) -> dict[str, Any]:

@@ -87,6 +87,11 @@ _FRAMING = 6  # at most: the tag and length varint of one envelope inside a Batc
 # one per 128 messages cost a chain of 3 brokers ~15 % CPU per notification, batched
 # (benchmarks/before_after.py live_throughput); the timer alone costs ~10 messages per second.
 ACK_EVERY = 8192
+# A dialer of the address book that is not admitted yet (a planned link whose announcement is
+# still on its way) waits this long, polling, before it is refused; a stranger's session holds
+# a stream no longer than that (and the per-peer stream cap bounds how many).
+ADMIT_WAIT_S = 0.5
+ADMIT_POLL_S = 0.02
 
 # receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
 Receiver = Callable[[str, Message, bytes | None], None]
@@ -815,12 +820,15 @@ class LinkService:
     """The accepting side: validates the dialer's hello and hands the stream to its Link."""
 
     def __init__(self, config: BrokerConfig, links: dict[str, Link], metrics: Metrics,
-                 accept: Callable[[str], Link | None] | None = None) -> None:
+                 accept: Callable[[str], Link | None] | None = None,
+                 may_wait: Callable[[str], bool] | None = None) -> None:
         self.config = config
         self.links = links
         self.metrics = metrics
         # the Link for a dialer that is not (yet) a neighbour: a dynamic link (None: refuse)
         self.accept = accept or self.links.get
+        # whether a dialer accept refused may become admitted (a broker of the address book)
+        self.may_wait = may_wait or (lambda _peer: False)
 
     def handler(self) -> grpc.GenericRpcHandler:
         # No (de)serializers: undecodable bytes must reach Link.receive_bytes, not fail the RPC.
@@ -840,17 +848,17 @@ class LinkService:
                                     f"{self.config.broker_id}: the hello claims "
                                     f"{greeting.broker_id!r}, the certificate names {named!r}")
                 return
-        link = self.links.get(greeting.broker_id) or self.accept(greeting.broker_id)
+        link = await self._admitted(greeting.broker_id)
         if link is None:
-            # a session is admitted only from a broker this one may link to: its neighbours,
-            # and in a run that reshapes its tree its address book (docs/guide/live-limits.md)
+            # a session is admitted only from a current neighbour or a planned one, even from
+            # the address book (docs/guide/live-limits.md)
             me, peer = self.config.broker_id, greeting.broker_id
             self.metrics.dropped("(unknown)", "session_not_admitted")  # no label per name
-            log.warning("%s: refused a link session from %r (%s): not a neighbour, nor in the"
-                        " address book", me, clip(peer)[0], context.peer())
+            log.warning("%s: refused a link session from %r (%s): not a neighbour, nor a"
+                        " planned one", me, clip(peer)[0], context.peer())
             await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"{me}: {peer!r} is not a neighbour of {me}, nor in its"
-                                " address book: no link session")
+                                f"{me}: {peer!r} is not a neighbour of {me}, nor a planned"
+                                " one: no link session")
             return
         if link.dialing:
             # both dialled at once: the smaller id's stream wins (no await until run_session)
@@ -875,6 +883,21 @@ class LinkService:
             return
         await link.run_session(Session(read=context.read, write=context.write, close=_noop),
                                greeting.max_message_bytes)
+
+    async def _admitted(self, peer: str) -> Link | None:
+        """The Link for `peer`'s session, or None: not admitted. A broker of the address book
+        that is not admitted yet gets ADMIT_WAIT_S to become so: a planned link's dialer
+        dials as soon as it has announced it, and the announcement takes two hops (the
+        skip ring's supervisor relays it) while the dial takes one."""
+        link = self.links.get(peer) or self.accept(peer)
+        if link is not None or not self.may_wait(peer):
+            return link
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ADMIT_WAIT_S
+        while link is None and loop.time() < deadline:
+            await asyncio.sleep(ADMIT_POLL_S)
+            link = self.links.get(peer) or self.accept(peer)
+        return link
 
     async def _await_hello(self, context: grpc.aio.ServicerContext) -> link_pb2.Hello | None:
         me = self.config.broker_id

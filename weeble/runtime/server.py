@@ -339,11 +339,31 @@ class BrokerServer:
                 or name in self.book or name in self.links)
 
     def accept_link(self, peer: str) -> Link | None:
-        """The acceptor's Link for a dialer of this run that has none yet (None: unknown)."""
+        """The acceptor's Link for a dialer that has none yet: a broker of the address book
+        that is a current neighbour or a planned one (None: refused)."""
         address = self.book.get(peer)
-        if address is None or peer == self.config.broker_id:
+        if address is None or peer == self.config.broker_id or not self.admits(peer):
             return None
         return self._new_link(peer, address)
+
+    def admits(self, peer: str) -> bool:
+        """A link session from `peer` is admitted (docs/guide/live-limits.md): a neighbour now
+        (every colour's tree; the cycle of a link exchange I am locked in, whose Lock announced
+        its links), or in mode skip_ring a broker my state refers to, a supervisor, one whose
+        planned link its supervisor announced (a lease), and at a supervisor any broker of the
+        run (a join reaches it first, seed 003). The rest are refused, even from the address
+        book: whoever holds the link token could otherwise open a session as any of them."""
+        if peer in self.wanted_links():
+            return True
+        node = getattr(self.broker, "skip_ring_node", None)
+        if node is None:
+            return False
+        try:
+            supervisors = node.sr.supervisors
+            return (peer in supervisors or self.config.broker_id in supervisors
+                    or peer in node.planned_links(self.now) or peer in node.known())
+        except Exception:  # a corrupted RAM: admit while it heals, as wanted_links keeps links
+            return True
 
     def set_peers(self, peers: dict[str, str]) -> None:
         """Update the address book (admin SetPeers); links of known peers keep their address
@@ -376,16 +396,18 @@ class BrokerServer:
         return wanted
 
     async def _reconcile_links(self, idle_s: float) -> None:
-        """Open links to wanted peers that have none; close dynamic links nobody needs (not a
-        neighbour, not on a locked cycle, nothing queued, idle for `idle_s`)."""
-        wanted = self.wanted_links()
+        """Open links to neighbours that have none; close dynamic links nobody needs (not a
+        neighbour, not on a locked cycle, nothing queued, idle for `idle_s`). The cycle of a
+        locked exchange is not dialled ahead: its brokers admit me once the Lock reached
+        them, and the exchange sends to each only after that (a dial ahead was refused)."""
+        wanted, neighbours = self.wanted_links(), self.wanted_links(cycle=False)
         now = time.monotonic()
-        for peer in wanted:
+        for peer in neighbours:
             if peer not in self.links and peer in self.book:
                 self.open_link(peer)
         for link in self.links.values():  # needed, or something to send: get a session
             if link.dynamic and not link.connected and not link.dialing and not link.cut and (
-                    link.neighbor in wanted or len(link.queue)):
+                    link.neighbor in neighbours or len(link.queue)):
                 link.dial()
         for peer, link in list(self.links.items()):
             if (peer in wanted or len(link.queue) or link.unacked
@@ -463,7 +485,8 @@ class BrokerServer:
         server = grpc.aio.server(options=options, interceptors=(
             silent, PeerStreamCap(cap, self.metrics.stream_refused),))
         server.add_generic_rpc_handlers(
-            (LinkService(cfg, self.links, self.metrics, self.accept_link).handler(),
+            (LinkService(cfg, self.links, self.metrics, self.accept_link,
+                         lambda peer: peer in self.book).handler(),
              self.clients.handler())
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

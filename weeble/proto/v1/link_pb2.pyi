@@ -412,7 +412,7 @@ class SrPublications(_message.Message):
     def __init__(self, pubs: _Optional[_Iterable[_Union[SrPublication, _Mapping]]] = ...) -> None: ...
 
 class SkipRingMsg(_message.Message):
-    __slots__ = ("topic", "node", "subscribe", "unsubscribe", "config_request", "config_request_for", "suspect", "publish", "config", "probe", "not_member", "introduce", "label_fix", "introduce_shortcut", "remove_me", "check_trie", "check_and_publish", "send_prefix", "deliver_publications", "publish_new")
+    __slots__ = ("topic", "node", "subscribe", "unsubscribe", "config_request", "config_request_for", "suspect", "publish", "config", "probe", "not_member", "introduce", "label_fix", "introduce_shortcut", "remove_me", "check_trie", "check_and_publish", "send_prefix", "deliver_publications", "publish_new", "announce")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
@@ -433,6 +433,7 @@ class SkipRingMsg(_message.Message):
     SEND_PREFIX_FIELD_NUMBER: _ClassVar[int]
     DELIVER_PUBLICATIONS_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_NEW_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     node: str
     subscribe: SrEmpty
@@ -453,7 +454,8 @@ class SkipRingMsg(_message.Message):
     send_prefix: SrPrefix
     deliver_publications: SrPublications
     publish_new: SrPublication
-    def __init__(self, topic: _Optional[str] = ..., node: _Optional[str] = ..., subscribe: _Optional[_Union[SrEmpty, _Mapping]] = ..., unsubscribe: _Optional[_Union[SrEmpty, _Mapping]] = ..., config_request: _Optional[_Union[SrEmpty, _Mapping]] = ..., config_request_for: _Optional[str] = ..., suspect: _Optional[str] = ..., publish: _Optional[_Union[SrPublication, _Mapping]] = ..., config: _Optional[_Union[SrConfig, _Mapping]] = ..., probe: _Optional[_Union[SrEmpty, _Mapping]] = ..., not_member: _Optional[_Union[SrEmpty, _Mapping]] = ..., introduce: _Optional[_Union[SrIntroduce, _Mapping]] = ..., label_fix: _Optional[int] = ..., introduce_shortcut: _Optional[int] = ..., remove_me: _Optional[_Union[SrEmpty, _Mapping]] = ..., check_trie: _Optional[_Union[SrCheckTrie, _Mapping]] = ..., check_and_publish: _Optional[_Union[SrCheckAndPublish, _Mapping]] = ..., send_prefix: _Optional[_Union[SrPrefix, _Mapping]] = ..., deliver_publications: _Optional[_Union[SrPublications, _Mapping]] = ..., publish_new: _Optional[_Union[SrPublication, _Mapping]] = ...) -> None: ...
+    announce: str
+    def __init__(self, topic: _Optional[str] = ..., node: _Optional[str] = ..., subscribe: _Optional[_Union[SrEmpty, _Mapping]] = ..., unsubscribe: _Optional[_Union[SrEmpty, _Mapping]] = ..., config_request: _Optional[_Union[SrEmpty, _Mapping]] = ..., config_request_for: _Optional[str] = ..., suspect: _Optional[str] = ..., publish: _Optional[_Union[SrPublication, _Mapping]] = ..., config: _Optional[_Union[SrConfig, _Mapping]] = ..., probe: _Optional[_Union[SrEmpty, _Mapping]] = ..., not_member: _Optional[_Union[SrEmpty, _Mapping]] = ..., introduce: _Optional[_Union[SrIntroduce, _Mapping]] = ..., label_fix: _Optional[int] = ..., introduce_shortcut: _Optional[int] = ..., remove_me: _Optional[_Union[SrEmpty, _Mapping]] = ..., check_trie: _Optional[_Union[SrCheckTrie, _Mapping]] = ..., check_and_publish: _Optional[_Union[SrCheckAndPublish, _Mapping]] = ..., send_prefix: _Optional[_Union[SrPrefix, _Mapping]] = ..., deliver_publications: _Optional[_Union[SrPublications, _Mapping]] = ..., publish_new: _Optional[_Union[SrPublication, _Mapping]] = ..., announce: _Optional[str] = ...) -> None: ...
 
 class Envelope(_message.Message):
     __slots__ = ("seq", "ack", "hello", "sub", "unsub", "notify", "switch", "batch", "adv", "unadv", "lock", "begin", "relayed", "reroute", "separator", "end", "unlock", "bye", "recolor", "recolor_ack", "ask_place", "place", "reconfigure", "opt_broadcast", "opt_propose", "ae_observe", "ae_reply", "ae_correct", "ping", "pong", "skip_ring")

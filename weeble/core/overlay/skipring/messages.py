@@ -95,6 +95,21 @@ class Publish:
         return _HDR + 2 * _ID + 8 + len(self.pub.payload)
 
 
+@dataclass(frozen=True, slots=True)
+class Announce:
+    """`node` is about to open a link to `about` (a planned edge; ours, not the paper's): sent to
+    the topic's supervisor, which relays it to `about`, so that `about` admits `node`'s link
+    session (a live broker admits sessions only from its neighbours and planned ones) for
+    `SkipRing.planned_lease` seconds. Only with `SkipRing.announce` (a live run)."""
+
+    topic: str
+    node: str
+    about: str
+
+    def size(self) -> int:
+        return _HDR + 2 * _ID
+
+
 # ---- supervisor → subscriber ----------------------------------------------------------------
 
 
@@ -252,4 +267,4 @@ SupervisorMessage = (Subscribe | Unsubscribe | ConfigRequest | ConfigRequestFor 
                      | Publish)
 MemberMessage = (Config | Probe | NotMember | Introduce | LabelFix | IntroduceShortcut | RemoveMe
                  | CheckTrie | CheckAndPublish | SendPrefix | DeliverPublications | PublishNew)
-SkipRingMessage = SupervisorMessage | MemberMessage
+SkipRingMessage = SupervisorMessage | MemberMessage | Announce

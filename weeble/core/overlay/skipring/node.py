@@ -47,6 +47,7 @@ from weeble.core.messages import Notification
 from weeble.core.overlay.skipring.layer import SUPERVISOR_MESSAGES, SkipRingLayer
 from weeble.core.overlay.skipring.member import Delivered, MemberParams, TopicMember
 from weeble.core.overlay.skipring.messages import (
+    Announce,
     Config,
     NotMember,
     Probe,
@@ -127,6 +128,10 @@ class SkipRingNode:
         self.layer = SkipRingLayer(self.me, supervisors=sr.supervisors, seed=sr.seed,
                                    params=params_of(sr))
         self.local: dict[str, LocalSub] = {}  # sub_id -> lease
+        # planned edges (sr.announce): broker -> when my announcement of a link to it is due
+        # again, and broker -> the end of its lease here (it announced a link to me)
+        self.announced: dict[str, float] = {}
+        self.planned: dict[str, float] = {}
         self.junk_sent = 0  # junk messages a fault made this broker send (evidence)
         self.skew: float | None = None  # publishers' clock minus ours, as far as seen
 
@@ -150,6 +155,7 @@ class SkipRingNode:
         if timer != MEMBER_TIMER:
             return [Trace("garbage", {"why": f"unknown timer {timer!r}"})]
         out = self._expire(now)
+        self._expire_planned(now)
         out += self._effects(now, self.layer.member_timeout())
         out.append(SetTimer(MEMBER_TIMER, now + self.sr.interval))
         return out
@@ -217,12 +223,63 @@ class SkipRingNode:
     # ---- messages -------------------------------------------------------------------------
 
     def on_receive(self, now: float, source: str, msg: Any) -> list[Effect]:
+        if type(msg) is Announce:
+            return self._on_announce(now, source, msg)
         before = self.layer.rejected
         out = self._effects(now, self.layer.receive(msg))
         if self.layer.rejected != before:
             out.append(Trace("garbage", {"from": source,
                                          "why": f"invalid skip-ring {type(msg).__name__}"}))
         return out
+
+    # ---- planned edges (sr.announce) -------------------------------------------------------
+
+    def _on_announce(self, now: float, source: str, msg: Announce) -> list[Effect]:
+        """At the topic's supervisor: relay an announcement to the broker it names. At that
+        broker: admit the announcer's link session for the lease."""
+        sr = self.sr
+        if (not sr.announce or not isinstance(msg.topic, str) or not msg.topic
+                or msg.node == msg.about):
+            return [Trace("garbage", {"from": source, "why": "invalid skip-ring Announce"})]
+        supervisor = self.layer.supervisor_of(msg.topic)
+        if msg.about == self.me and source == supervisor:
+            self.planned[msg.node] = now + sr.planned_lease
+            return []
+        if self.me == supervisor and source == msg.node:
+            return [Send(msg.about, msg)]  # type: ignore[arg-type]
+        return [Trace("garbage", {"from": source, "why": "a skip-ring Announce that is neither "
+                                  "from its announcer to the supervisor nor relayed by it"})]
+
+    def _announce(self, now: float, out: list[Effect]) -> list[Effect]:
+        """Before the first message to a broker (and again every half lease while I send to
+        it), an Announce through the topic's supervisor: that broker admits my link session
+        only if it names me or my link is planned. Supervisors need none (everyone admits
+        them, and they admit every broker of the run: a join reaches them first)."""
+        supervisors = self.sr.supervisors
+        if self.me in supervisors:
+            return out
+        announced = self.announced
+        done: list[Effect] = []
+        for e in out:
+            if type(e) is Send and e.neighbor not in supervisors:
+                to = e.neighbor
+                if announced.get(to, -1.0) <= now:
+                    topic = getattr(e.message, "topic", None)
+                    if isinstance(topic, str):
+                        announced[to] = now + self.sr.planned_lease / 2
+                        done.append(Send(self.layer.supervisor_of(topic),  # type: ignore[arg-type]
+                                         Announce(topic=topic, node=self.me, about=to)))
+            done.append(e)
+        return done
+
+    def _expire_planned(self, now: float) -> None:
+        for table in (self.announced, self.planned):
+            for peer in [p for p, until in table.items() if until <= now]:
+                del table[peer]
+
+    def planned_links(self, now: float) -> set[str]:
+        """The brokers whose announced link to me is planned now (their lease runs)."""
+        return {p for p, until in self.planned.items() if until > now}
 
     def _effects(self, now: float, effects: list[Any]) -> list[Effect]:
         """Layer output as broker effects: sends stay, a publication new at this member is
@@ -255,6 +312,8 @@ class SkipRingNode:
                 fresh.append((e.topic, n))
             else:
                 out.append(e)
+        if self.sr.announce:
+            out = self._announce(now, out)
         history, skew = self.sr.history, self.skew or 0.0
         for topic, n in fresh:
             for lease in self.local.values():
