@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -12,7 +13,7 @@ import pytest
 
 from tests.analytics import handmade
 from weeble.core.messages import Notification, Notify
-from weeble.trace import schema
+from weeble.trace import schema, writer
 from weeble.trace.header import RunHeader
 from weeble.trace.reader import (
     RunDirError,
@@ -173,6 +174,83 @@ def test_live_sink_batch_records_are_the_generic_records_byte_for_byte(tmp_path:
     assert [r.get("sub_id") for r in records[k:2 * k]] == SUB_IDS
     assert records[0]["attributes"] == {"class": 0, "n": 1}
     assert records[1]["publisher"] == 'p"ü\n\x01\u2028\\' and records[1]["published_at"] is None
+
+
+# what the wire gives (str publishers, int seqs, dicts of scalars), with values holding the
+# separators the column encoders split at: these take the batch encoders' fast path
+PLAIN_NOTIFICATIONS = [
+    Notification("src", 1, {"class": 0, "n": 1}, 1764290000.123456),
+    Notification("src", 2, {"t": "x,y", "u": '"}'}, float("nan")),
+    Notification('p"ü\u2028', 2**64 - 1, {}, 1e16),
+    Notification("src", -(2**63), {"f": -0.0, "b": False, "z": None, "e": 1e-7}, float("inf")),
+    Notification("a", 7, {"x": 1.5, "é": "ü"}, -0.0),
+    Notification("a", 8, {"k": "v"}, 3),
+]
+PLAIN_SUB_IDS = ["s.1", None, 'q"é', None, "s,1", "s.1"]
+
+
+SPLIT = Notification("src", 3, {"s": "a},{b", "u": '"},{"'}, 2.5)  # "},{" inside a value
+
+
+@pytest.mark.parametrize("ns, sub_ids, fast", [
+    (PLAIN_NOTIFICATIONS, PLAIN_SUB_IDS, True),
+    (PLAIN_NOTIFICATIONS[:1] * 3, ["s.1"] * 3, True),  # one publisher, one subscription
+    (PLAIN_NOTIFICATIONS[1:2], [None], True),
+    ([*PLAIN_NOTIFICATIONS[:2], SPLIT], ["s.1", None, "s.1"], False),
+])
+def test_live_sink_batch_fast_path_gives_the_generic_bytes(
+        tmp_path: Path, ns: list[Notification], sub_ids: list[str | None], fast: bool) -> None:
+    """The column encoders (one orjson call per column of a batch) write exactly what `record`
+    writes; a value holding the separator they split at sends the batch the general way."""
+    head = b'{"v":2,"t":0,"node":"b1","kind":"publish","client":"c1","broker":"b1","nid":'
+    assert (writer._publish_fast(head, ns) is not None) is fast
+    assert writer._deliver_fast(head, list(zip(sub_ids, ns, strict=True))) is not None
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=60)
+    sink.published("c1", "b1", ns)
+    sink.delivered("c2", "b1", list(zip(sub_ids, ns, strict=True)))
+    for n in ns:
+        sink.record("publish", client="c1", broker="b1", nid=n.id, publisher=n.publisher,
+                    seq=n.seq, published_at=n.published_at, attributes=n.attributes)
+    for sub_id, n in zip(sub_ids, ns, strict=True):
+        sink.record("deliver", client="c2", broker="b1", sub_id=sub_id, nid=n.id,
+                    publisher=n.publisher, seq=n.seq, published_at=n.published_at)
+    sink.close()
+    lines = path.read_bytes().splitlines()
+    k = len(ns)
+    assert len(lines) == 4 * k
+    assert [_untimed(x) for x in lines[:2 * k]] == [_untimed(x) for x in lines[2 * k:]]
+    assert [json.loads(x)["attributes"] for x in lines[:k]] == [
+        json.loads(json.dumps(n.attributes)) for n in ns]
+
+
+def test_live_sink_started_in_a_loop_is_written_by_the_loop(tmp_path: Path) -> None:
+    """`start` inside a running loop: the loop writes the queue every flush_interval (the
+    process's flusher thread no longer holds the sink), flush_soon and close still write."""
+    path = tmp_path / "b1.jsonl"
+
+    async def run() -> None:
+        sink = LiveSink(path, "b1", flush_interval=0.05)
+        sink.start()
+        assert sink not in writer._FLUSHER._sinks
+        sink.record("start")
+        deadline = time.monotonic() + 5
+        while not path.read_bytes() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert [r["kind"] for r in read_trace(path)] == ["start"]
+        sink.flush_interval = 3600.0  # from the next period on: only flush_soon writes now
+        await asyncio.sleep(0.1)
+        sink.record("note")
+        sink.flush_soon()
+        deadline = time.monotonic() + 5
+        while len(path.read_bytes().splitlines()) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert [r["kind"] for r in read_trace(path)] == ["start", "note"]
+        sink.record("stop")
+        await sink.aclose()
+        assert [r["kind"] for r in read_trace(path)] == ["start", "note", "stop"]
+
+    asyncio.run(run())
 
 
 def test_live_sink_link_records_are_the_generic_records_byte_for_byte(tmp_path: Path) -> None:

@@ -7,11 +7,14 @@ Two sinks share the record format and encoder:
   opens, appends and closes, so one file is open at a time however many nodes there are.
 - `LiveSink` (a live broker, client or orchestrator process: one node, one file). The caller's
   hot path only appends the record's parts to a queue; a background thread of the process (one
-  for all its sinks) builds the JSON and writes it every `flush_interval` seconds (0.2 s by
-  default), or sooner when `max_buffer` entries are waiting. The hottest records take one queue
+  for all its sinks), or the node's event loop once `start` is called in it (a broker's),
+  builds the JSON and writes it every `flush_interval` seconds (0.2 s by default), or sooner
+  when `max_buffer` entries are waiting. The hottest records take one queue
   entry per request or per write to a client (`published`, `delivered`: each notification's
   record, byte for byte what `record` gives, at one time `t` for the whole entry, encoded
-  without a dict of its own: tracing was two thirds of a batched broker's CPU). A process
+  without a dict of its own, and when every value is what the wire gives, a column of a
+  whole entry (its timestamps, its attribute maps) in one orjson call: tracing was two thirds
+  of a batched broker's CPU). A process
   killed with SIGKILL loses at most the records of its last `flush_interval` (those not yet
   written), and may leave a torn last line, which the reader skips. With `max_bytes`, the file
   stops growing there: the record that would pass the cap is replaced by one `trace_capped`
@@ -23,6 +26,7 @@ tail left by the killed predecessor is cut first.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import hashlib
@@ -147,6 +151,55 @@ def _records(entry: tuple[int, Any, Any, Any]) -> int:
     return 1 if type(entry[1]) is str else len(entry[3])
 
 
+def _columns(values: list[Any], sep: bytes, strip: int) -> list[bytes] | None:
+    """Each value's JSON as orjson writes it inside a record, from one orjson call for the
+    whole column: orjson writes a list as its items' JSON joined by commas, so the items are
+    the pieces between the separators (`sep`: "," for scalars, "},{" for dicts, whose outer
+    braces `strip` takes off). None when some piece holds a separator itself (the count tells)
+    or the column does not encode: the caller then encodes record by record."""
+    try:
+        joined = orjson.dumps(values, default=_jsonable, option=_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    pieces = joined[1 + strip:-1 - strip].split(sep)
+    return pieces if len(pieces) == len(values) else None
+
+
+def _ids(notifications: list[Notification]) -> tuple[dict[str, bytes], list[int]] | None:
+    """The notifications' publishers' JSON and their seqs, when every publisher is a str and
+    every seq an int orjson encodes (what the wire gives): the batch encoders' fast path."""
+    publishers = {n.publisher for n in notifications}
+    seqs = [n.seq for n in notifications]
+    if not seqs or {type(p) for p in publishers} != {str} or {type(s) for s in seqs} != {int} or not (
+            min(seqs) >= _I64_MIN and max(seqs) <= _U64_MAX):
+        return None
+    return {p: orjson.dumps(p) for p in publishers}, seqs
+
+
+def _publish_fast(head: bytes, notifications: list[Notification]) -> list[bytes] | None:
+    """`publish` records of a request whose values are all what the wire gives, one column
+    at a time (see `_columns`); None otherwise."""
+    ids = _ids(notifications)
+    if ids is None:
+        return None
+    attributes = [n.attributes for n in notifications]
+    if {type(a) for a in attributes} != {dict}:
+        return None
+    stamps = _columns([n.published_at for n in notifications], b",", 0)
+    maps = _columns(attributes, b"},{", 1)
+    if stamps is None or maps is None:
+        return None
+    quoted, seqs = ids
+    if len(quoted) == 1:  # one publisher, as a request from one client usually has
+        (q,) = quoted.values()
+        return [b'%s%s#%d","publisher":%s,"seq":%d,"published_at":%s,"attributes":{%s}}' % (
+            head, q[:-1], seq, q, seq, stamp, m)
+            for seq, stamp, m in zip(seqs, stamps, maps, strict=True)]
+    return [b'%s%s#%d","publisher":%s,"seq":%d,"published_at":%s,"attributes":{%s}}' % (
+        head, quoted[n.publisher][:-1], seq, quoted[n.publisher], seq, stamp, m)
+        for n, seq, stamp, m in zip(notifications, seqs, stamps, maps, strict=True)]
+
+
 def _publish_lines(t: int, node: str, ends: tuple[str, str],
                    notifications: list[Notification]) -> list[bytes]:
     """`publish` records, byte for byte what `encode(make_record(...))` gives: the parts every
@@ -158,6 +211,9 @@ def _publish_lines(t: int, node: str, ends: tuple[str, str],
     dumps = orjson.dumps
     head = b'{"v":%d,"t":%d,"node":%s,"kind":"publish","client":%s,"broker":%s,"nid":' % (
         VERSION, t, dumps(node), dumps(client), dumps(broker))
+    fast = _publish_fast(head, notifications)
+    if fast is not None:
+        return fast
     lines = []
     append = lines.append
     last, quoted, open_ = _NONE_YET, b"", b""
@@ -190,6 +246,9 @@ def _deliver_lines(t: int, node: str, ends: tuple[str, str],
     dumps = orjson.dumps
     head = b'{"v":%d,"t":%d,"node":%s,"kind":"deliver","client":%s,"broker":%s,"sub_id":' % (
         VERSION, t, dumps(node), dumps(client), dumps(broker))
+    fast = _deliver_fast(head, deliveries)
+    if fast is not None:
+        return fast
     lines = []
     append = lines.append
     last, quoted, open_ = _NONE_YET, b"", b""
@@ -215,6 +274,31 @@ def _deliver_lines(t: int, node: str, ends: tuple[str, str],
                 "client": client, "broker": broker, "sub_id": sub_id, "nid": n.id,
                 "publisher": publisher, "seq": seq, "published_at": n.published_at})))
     return lines
+
+
+def _deliver_fast(head: bytes, deliveries: list[tuple[str | None, Notification]]
+                  ) -> list[bytes] | None:
+    """`deliver` records of a write whose values are all what the wire gives (see
+    `_publish_fast`); None otherwise."""
+    notifications = [n for _, n in deliveries]
+    ids = _ids(notifications)
+    if ids is None:
+        return None
+    subs = {sub_id for sub_id, _ in deliveries}
+    if not {type(s) for s in subs} <= {str, type(None)}:
+        return None
+    stamps = _columns([n.published_at for n in notifications], b",", 0)
+    if stamps is None:
+        return None
+    quoted, seqs = ids
+    sub_ids = {s: orjson.dumps(s) for s in subs}
+    if len(quoted) == 1 and len(sub_ids) == 1:  # one publisher, one subscription
+        (q,), (sub,) = quoted.values(), sub_ids.values()
+        return [b'%s%s,"nid":%s#%d","publisher":%s,"seq":%d,"published_at":%s}' % (
+            head, sub, q[:-1], seq, q, seq, stamp) for seq, stamp in zip(seqs, stamps, strict=True)]
+    return [b'%s%s,"nid":%s#%d","publisher":%s,"seq":%d,"published_at":%s}' % (
+        head, sub_ids[sub_id], quoted[n.publisher][:-1], seq, quoted[n.publisher], seq, stamp)
+        for (sub_id, n), seq, stamp in zip(deliveries, seqs, stamps, strict=True)]
 
 
 def _plain(publisher: Any, seq: Any) -> bool:
@@ -370,6 +454,10 @@ class LiveSink:
         self._queue: deque[tuple[int, str, dict[str, Any] | None, dict[str, Any]]] = deque()
         self._lock = threading.Lock()  # one writer at a time (flusher thread or close)
         self._file: IO[bytes] | None = None
+        # with `start` inside an event loop: the loop flushes (see `start`); else the thread
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._soon = False  # a flush is scheduled on the loop for now
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.path.exists():
@@ -439,15 +527,23 @@ class LiveSink:
             self._full()
 
     def _full(self) -> None:
-        if not _FLUSHER.waking:  # once: a wake per record until the flusher runs costs CPU
+        if self._loop is not None:
+            if not self._soon:  # once, as below
+                self._soon = True
+                self._loop.call_soon(self._flush_on_loop)
+        elif not _FLUSHER.waking:  # once: a wake per record until the flusher runs costs CPU
             _FLUSHER.wake()
         if len(self._queue) >= 16 * self.max_buffer:  # the flusher cannot keep up: write here
             self.flush()
 
     def flush_soon(self) -> None:
-        """Have the flusher thread write what is queued now rather than at its next period
-        (for the rare records someone waits for, off the caller's thread)."""
-        _FLUSHER.wake()
+        """Have the flusher (the thread or the loop) write what is queued now rather than at
+        its next period (for the rare records someone waits for, off the caller's thread)."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: close writes
+                self._loop.call_soon_threadsafe(self._flush_on_loop)
+        else:
+            _FLUSHER.wake()
 
     def record_at(self, t_ns: int, kind: str, fields: dict[str, Any]) -> None:
         """A record with a time of the caller's (e.g. the moment a fault struck)."""
@@ -481,6 +577,11 @@ class LiveSink:
                 if cap is None:
                     extend(entry)
                     continue
+                whole = size + sum(map(len, entry)) + len(entry)
+                if whole <= cap:  # the whole entry fits (always, but for the last one)
+                    extend(entry)
+                    size = whole
+                    continue
                 for j, line in enumerate(entry):
                     size += len(line) + 1
                     if size > cap:
@@ -506,13 +607,43 @@ class LiveSink:
             self._size = max(size, self._size + len(data))
 
     def start(self) -> None:
-        """Kept for callers that start the sink with their event loop: the flusher thread of
-        the process already runs."""
+        """Called inside a running event loop (a broker's): from now on that loop writes the
+        queue every `flush_interval`, not the process's flusher thread. A Python thread's CPU
+        is the process's, and a second thread running Python costs the loop more than its own
+        CPU: each time the loop lets go of the GIL (every gRPC call, every `select`) the
+        flusher takes it, and the loop waits for it up to the switch interval (5 ms). Outside
+        a loop (or without a file) the thread keeps writing."""
+        if self._file is None or self._loop is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._loop = loop
+        _FLUSHER.remove(self)
+        self._tick_handle = loop.call_later(self.flush_interval, self._tick)
+
+    def _tick(self) -> None:
+        try:
+            self._flush_on_loop()
+        finally:
+            if self._file is not None and self._loop is not None:
+                self._tick_handle = self._loop.call_later(self.flush_interval, self._tick)
+
+    def _flush_on_loop(self) -> None:
+        self._soon = False
+        try:
+            self.flush()
+        except Exception:  # never let tracing take the loop down (the thread does the same)
+            log.exception("trace %s: flush failed", self.path)
 
     async def aclose(self) -> None:
         self.close()
 
     def close(self) -> None:
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
         if self._file is None:
             return
         try:
