@@ -50,8 +50,11 @@ def run(ctx: Context) -> dict[str, Any]:
     subs = ctx.write("subscriptions", intervals(ctx))
     matches = F.broadcast(match_table(ctx, pubs, subs).withColumn("matching", F.lit(True)))
 
-    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches))
-    receivers = _expected_receivers(ctx, pubs, subs, matches)
+    cached: list[DataFrame] = [pubs]
+    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches, cached))
+    # Counted per publication and joined again for the pairs behind each miss: computed once.
+    receivers = _expected_receivers(ctx, pubs, subs, matches).cache()
+    cached.append(receivers)
     got = pairs.groupBy("publisher", "seq").agg(
         F.sum(F.col("expected").cast("long")).alias("delivered"),
         F.sum(F.col("window").cast("long")).alias("window"),
@@ -86,7 +89,8 @@ def run(ctx: Context) -> dict[str, Any]:
                    "first_ts", "n", "expected", F.lit(False).alias("missing"), "spurious",
                    "duplicate", "phantom"))
     violations = ctx.write("violations", missing.unionByName(bad))
-    pubs.unpersist()
+    for df in cached:
+        df.unpersist()
     return summarize(published, violations)
 
 
@@ -157,56 +161,81 @@ def match_table(ctx: Context, pubs: DataFrame, subs: DataFrame) -> DataFrame:
     return ctx.spark.createDataFrame(pairs, schema)
 
 
-def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
-                      matches: DataFrame) -> DataFrame:
+def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame, matches: DataFrame,
+                      cached: list[DataFrame]) -> DataFrame:
     """One row per delivered (publication, client): how often, when first, and its verdict.
 
     The client's own subscriptions decide: a delivery is expected if one of them required the
     publication, allowed if one of them (grey zones included) was alive when it arrived. Clients
-    hold few subscriptions and the run few in all, so they join by broadcast.
+    hold few subscriptions and the run few in all: each (client, attribute set) gets the list of
+    its matching subscriptions' lifetimes, joined by broadcast, and each delivered pair is judged
+    against its list in place (no aggregation after the join: one row in, one row out).
     """
     from pyspark.sql import functions as F
 
     header = ctx.header
-    delivered = (ctx.events("deliver", "publisher", "seq", "client", "broker")
-                 .groupBy("publisher", "seq", "client")
-                 .agg(F.count(F.lit(1)).alias("n"),
-                      F.min(F.struct("ts", "ord", "broker")).alias("first"))
-                 .select("publisher", "seq", "client", "n", F.col("first.ts").alias("first_ts"),
-                         F.col("first.ord").alias("first_ord"),
-                         F.col("first.broker").alias("first_broker")))
     published = F.broadcast(pubs.select("publisher", "seq", F.col("ts").alias("p_ts"),
                                         F.col("broker").alias("p_broker"), "attributes",
                                         "judged", "p_client", F.lit(True).alias("published")))
     grace = (F.when(F.col("ended_by") == "crash", header.crash_linger)
              .otherwise(header.deactivation))
-    held = F.broadcast(subs.select(
-        "client", "filter", "start", F.coalesce("end", F.lit(math.inf)).alias("until_required"),
-        F.coalesce(F.col("end") + grace, F.lit(math.inf)).alias("until_allowed")))
-    candidates = (delivered.join(published, ["publisher", "seq"], "left")
-                  .join(held, "client", "left")
-                  .join(matches, ["filter", "attributes"], "left"))
-    match = F.coalesce(F.col("matching"), F.lit(False))
-    required = (match & F.col("judged") & (F.col("client") != F.col("p_client"))
-                & (F.col("p_ts") >= F.col("start") + header.activation - EPS)
-                & (F.col("p_ts") <= F.col("until_required") - header.deactivation + EPS))
-    allowed = (match & (F.col("first_ts") >= F.col("start") - EPS)
-               & (F.col("first_ts") <= F.col("until_allowed") + EPS))
-    judged = candidates.groupBy("publisher", "seq", "client").agg(
-        F.first("n").alias("n"), F.first("first_ts").alias("first_ts"),
-        F.first("first_ord").alias("first_ord"), F.first("p_ts").alias("p_ts"),
-        F.first("first_broker").alias("first_broker"), F.first("p_broker").alias("p_broker"),
-        F.max(F.coalesce(required, F.lit(False))).alias("expected"),
-        F.max(F.coalesce(allowed, F.lit(False))).alias("allowed"),
-        F.max(F.coalesce("published", F.lit(False))).alias("published"))
-    expected = F.col("expected")
-    return judged.select(
+    lifetime = F.struct("start", F.coalesce("end", F.lit(math.inf)).alias("until_required"),
+                        F.coalesce(F.col("end") + grace, F.lit(math.inf)).alias("until_allowed"))
+    held = F.broadcast(subs.select("client", "filter", lifetime.alias("life"))
+                       .join(matches, "filter")
+                       .groupBy("client", "attributes").agg(F.collect_list("life").alias("held")))
+    candidates = (_delivered(ctx, cached).join(published, ["publisher", "seq"], "left")
+                  .join(held, ["client", "attributes"], "left"))
+    required = F.exists("held", lambda s: (
+        (F.col("p_ts") >= s["start"] + header.activation - EPS)
+        & (F.col("p_ts") <= s["until_required"] - header.deactivation + EPS)))
+    allowed = F.coalesce(F.exists("held", lambda s: (
+        (F.col("first_ts") >= s["start"] - EPS) & (F.col("first_ts") <= s["until_allowed"] + EPS))),
+        F.lit(False))
+    expected = F.coalesce(F.col("judged") & (F.col("client") != F.col("p_client")) & required,
+                          F.lit(False))
+    return candidates.select(
         "publisher", "seq", "client", "n", "first_ts", "first_ord", "first_broker", "p_ts",
-        "p_broker", "expected",
-        (~expected & F.col("allowed")).alias("window"),
-        (~expected & ~F.col("allowed")).alias("spurious"),
+        "p_broker", expected.alias("expected"),
+        (~expected & allowed).alias("window"),
+        (~expected & ~allowed).alias("spurious"),
         (F.col("n") - 1).alias("duplicate"),
-        (~F.col("published")).alias("phantom"))
+        F.col("published").isNull().alias("phantom"))
+
+
+def _delivered(ctx: Context, cached: list[DataFrame]) -> DataFrame:
+    """One row per delivered (publisher, seq, client): n, and the first delivery's ts, ord and
+    broker (the least (ts, ord)).
+
+    Hash-aggregated: Spark's hash aggregate holds only fixed-width values, so the least
+    struct(ts, ord, broker) of every key would sort all deliveries twice. Instead the brokers
+    are numbered, and count, min(ts), min(ord) and min(broker number) are taken by hash: for a
+    pair delivered once they are its one delivery. The few pairs delivered more than once take
+    their first delivery exactly, from a second pass over their deliveries only. The counts
+    are cached (and appended to `cached`): both parts read them.
+    """
+    from pyspark.sql import functions as F
+
+    keys = ["publisher", "seq", "client"]
+    records = ctx.events("deliver", "publisher", "seq", "client", "broker")
+    names = sorted(r[0] for r in records.select("broker").distinct().collect() if r[0] is not None)
+    numbers = F.broadcast(ctx.spark.createDataFrame(
+        list(enumerate(names)), "number long, broker string"))
+    counted = (records.join(numbers, "broker", "left").groupBy(*keys)
+               .agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("first_ts"),
+                    F.min("ord").alias("first_ord"), F.min("number").alias("number"))
+               .cache())
+    cached.append(counted)
+    once = (counted.where(F.col("n") == 1).join(numbers, "number", "left")
+            .select(*keys, "n", "first_ts", "first_ord", F.col("broker").alias("first_broker")))
+    again = counted.where(F.col("n") > 1).select(*keys, "n")
+    first = (records.join(again.select(*keys), keys, "left_semi").groupBy(*keys)
+             .agg(F.min(F.struct("ts", "ord", "broker")).alias("first"))
+             .join(again, keys)
+             .select(*keys, "n", F.col("first.ts").alias("first_ts"),
+                     F.col("first.ord").alias("first_ord"),
+                     F.col("first.broker").alias("first_broker")))
+    return once.unionByName(first)
 
 
 def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
