@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.runtime.livebed import REPO, next_base_host, weeble
 from weeble.check.status import STATUSES, exit_code
-from weeble.orchestrator.local import pid_alive
+from weeble.orchestrator.backends.processes import pid_alive
 from weeble.orchestrator.testbed import Testbed
 
 

@@ -171,7 +171,7 @@ def pod_container(tmp_path: Path) -> Iterator[Any]:
 
 
 def _exec(container: Any, code: str) -> str:
-    """The backend's exec (`KubernetesBackend._exec`): Python in the container, as its user."""
+    """The backend's exec (`KubePods.exec`): Python in the container, as its user."""
     result = container.exec_run([image.PYTHON, "-c", code])
     assert result.exit_code == 0, result.output.decode()
     return str(result.output.decode())

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.runtime.livebed import REPO, next_base_host, weeble
 from weeble.check.status import STATUSES
+from weeble.orchestrator.backends.processes import pid_alive
 from weeble.orchestrator.background import PID_FILE, STATS_FILE
-from weeble.orchestrator.local import pid_alive
 
 
 def _published(trace: Path) -> int:

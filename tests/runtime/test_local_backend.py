@@ -20,7 +20,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.runtime.helpers import run
 from tests.runtime.livebed import REPO, next_base_host, scenario, start, wait_for, weeble
 from weeble.check.status import STATUSES
-from weeble.orchestrator.local import free_ports, pid_alive
+from weeble.orchestrator.backends.processes import pid_alive
+from weeble.orchestrator.local import free_ports
 from weeble.orchestrator.testbed import Testbed
 from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.client import Publisher, Subscriber

@@ -151,6 +151,54 @@ class LinkState:
         return {"cut": self.cut, "mechanism": self.mechanism, **self.ends}
 
 
+class ProcessControl(ABC):
+    """The process part of a backend: start, stop, crash, pause and resume a broker, and
+    what its process, container or pod is now (subprocesses: backends/processes.py; Docker
+    containers, Kubernetes pods: their backends' modules). Which broker exists is the
+    backend's to check; a part acts on the broker it is named."""
+
+    paused: set[str]  # paused by this part: continued before a stop, and when the run closes
+
+    @abstractmethod
+    def start(self, config: BrokerConfig, *, health_address: str) -> None: ...
+
+    @abstractmethod
+    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool,
+                     address: str) -> None: ...
+
+    @abstractmethod
+    def alive(self, broker_id: str) -> bool: ...
+
+    @abstractmethod
+    def handle(self, broker_id: str) -> str | None: ...
+
+    @abstractmethod
+    def state(self, broker_id: str) -> BrokerState: ...
+
+    @abstractmethod
+    def pause(self, broker_id: str) -> BrokerState: ...
+
+    @abstractmethod
+    def resume(self, broker_id: str) -> BrokerState: ...
+
+    @abstractmethod
+    def stop(self, targets: list[str], timeout: float = 10.0) -> dict[str, int | None]:
+        """Graceful stop of these brokers at once; their exit codes where known."""
+
+    @abstractmethod
+    def kill(self, broker_id: str) -> None: ...
+
+    @abstractmethod
+    def forget(self, broker_id: str) -> None:
+        """The broker left the run: drop what this part keeps of it."""
+
+    @abstractmethod
+    def log_tail(self, broker_id: str, lines: int = 30) -> str: ...
+
+    @abstractmethod
+    def collect_logs(self, dest: Path, brokers: list[str]) -> list[Path]: ...
+
+
 class Backend(ABC):
     """Start, stop, crash, restart, pause and resume brokers; cut, heal and shape links; add
     and remove brokers and links at run time; find brokers; collect traces and logs; clean up.

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from weeble.orchestrator.local import pid_alive
+from weeble.orchestrator.backends.processes import pid_alive
 
 PID_FILE = "workload.pid"  # in the run directory, while the workload runs
 STATS_FILE = "workload.json"  # in the run directory, when it has ended

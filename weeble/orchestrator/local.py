@@ -41,12 +41,13 @@ from weeble.orchestrator.backend import (
     LinkState,
     Placement,
     Ports,
+    ProcessControl,
 )
-from weeble.orchestrator.backends.admin import AdminCalls, wait_serving
+from weeble.orchestrator.backends.admin import AdminCalls
+from weeble.orchestrator.backends.processes import LocalProcesses
 from weeble.proto.v1 import admin_pb2
 from weeble.runtime.config import BrokerConfig, split_address
 from weeble.runtime.linkshaper import LinkShape
-from weeble.runtime.process import BrokerProcess, BrokerStartError
 
 # ---- cleanup on every way out ---------------------------------------------------------------
 
@@ -139,38 +140,6 @@ def holders(address: str) -> list[str]:
         except OSError:
             continue
     return out
-
-
-def pid_alive(pid: int, marker: str) -> bool:
-    """Is `pid` a running process whose command line contains `marker`?
-
-    The marker (the broker's config path) guards against a recycled pid. A zombie counts as
-    dead: a broker whose `weeble up` parent has exited may never be reaped here."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no procfs: fall back to "a process with this pid exists"
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X") and marker in cmdline.replace(b"\0", b" ").decode(
-        errors="replace")
-
-
-def proc_state(pid: int) -> str:
-    """The kernel's state letter of a process (R, S, T = stopped, Z, ...); '-' if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "-"
-    return stat.rsplit(")", 1)[-1].split()[0]
 
 
 def _without(config: BrokerConfig, neighbor: str) -> BrokerConfig:
@@ -268,13 +237,14 @@ class LocalBackend(Backend):
         self.python = python
         self.log_level = log_level
         self._configs: dict[str, BrokerConfig] = {}
-        self._procs: dict[str, BrokerProcess] = {}  # started here
-        self._attached: dict[str, int] = {}  # started by another process: pid
+        # its process control: subprocesses of this machine (under a prefix on Mininet)
+        self.processes: ProcessControl = LocalProcesses(
+            self.workdir, lambda: self.access, python=python, log_level=log_level,
+            prefix=self._prefix)
         # its admin access: one stub per broker, at the address the orchestrator dials
         self.admin = AdminCalls(lambda: self.access, lambda b: self.address(b).admin)
         self._reach: dict[str, BrokerAddress] = {}  # where the orchestrator dials, if planned
         self.user_links = UserSpaceLinks(self)  # its network part: the brokers' link layer
-        self._paused: set[str] = set()  # SIGSTOPped here: always continued before a stop
         self._detached = False
         _open_backends.add(self)
 
@@ -300,7 +270,7 @@ class LocalBackend(Backend):
         for broker_id, (config, pid) in brokers.items():
             backend._configs[broker_id] = config
             if pid is not None:
-                backend._attached[broker_id] = pid
+                backend.processes.attach(broker_id, pid)
         return backend
 
     # ---- brokers ----------------------------------------------------------------------------
@@ -357,72 +327,28 @@ class LocalBackend(Backend):
             raise BackendError(f"broker {broker_id} is already running")
         self.check_addresses(config)
         self._configs[broker_id] = config
-        self._attached.pop(broker_id, None)
-        proc = BrokerProcess(config, self.workdir, python=self.python, log_level=self.log_level,
-                             prefix=self._prefix(broker_id),
-                             health_address=self.address(broker_id).listen)
-        try:
-            proc.start()
-        except OSError as e:
-            raise BackendError(f"broker {broker_id}: cannot start {self.python}: {e}") from None
-        self._procs[broker_id] = proc
+        self.processes.start(config, health_address=self.address(broker_id).listen)
 
     def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
-        proc = self._procs.get(broker_id)
-        if proc is not None:
-            try:
-                proc.wait_ready(timeout, links=links)
-            except BrokerStartError as e:
-                raise BackendError(str(e)) from None
-            return
-        wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
-                     alive=lambda: self.alive(broker_id), access=self.access)
-
-    def _pid(self, broker_id: str) -> int | None:
-        proc = self._procs.get(broker_id)
-        return proc.pid if proc is not None else self._attached.get(broker_id)
+        self.processes.wait_healthy(broker_id, timeout, links=links,
+                                    address=self.address(broker_id).listen)
 
     def alive(self, broker_id: str) -> bool:
-        proc = self._procs.get(broker_id)
-        if proc is not None:
-            return proc.alive
-        pid = self._attached.get(broker_id)
-        return pid is not None and pid_alive(pid, str(self.config_path(broker_id)))
+        return self.processes.alive(broker_id)
 
     def handle(self, broker_id: str) -> str | None:
-        pid = self._pid(broker_id)
-        return None if pid is None else str(pid)
+        return self.processes.handle(broker_id)
 
     def broker_state(self, broker_id: str) -> BrokerState:
         self._config(broker_id)
-        pid = self._pid(broker_id)
-        running = self.alive(broker_id)
-        letter = proc_state(pid) if pid is not None and running else "-"
-        return BrokerState(broker_id, running=running, paused=letter == "T",
-                           handle=None if pid is None else str(pid), detail=letter,
-                           exit_code=None if running else self._exit_code(broker_id))
-
-    def _await_letter(self, broker_id: str, stopped: bool, timeout: float = 1.0) -> BrokerState:
-        """The state once the kernel applied SIGSTOP/SIGCONT (it does so asynchronously)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.broker_state(broker_id)
-            if state.paused == stopped or not state.running or time.monotonic() > deadline:
-                return state
-            time.sleep(0.01)
+        return self.processes.state(broker_id)
 
     def pause_broker(self, broker_id: str) -> BrokerState:
-        if not self.alive(broker_id):
-            raise BackendError(f"broker {broker_id} is not running")
-        self._signal(broker_id, signal.SIGSTOP)
-        self._paused.add(broker_id)
-        return self._await_letter(broker_id, stopped=True)
+        return self.processes.pause(broker_id)
 
     def resume_broker(self, broker_id: str) -> BrokerState:
         self._config(broker_id)
-        self._signal(broker_id, signal.SIGCONT)
-        self._paused.discard(broker_id)
-        return self._await_letter(broker_id, stopped=False)
+        return self.processes.resume(broker_id)
 
     def config(self, broker_id: str) -> BrokerConfig:
         return self._config(broker_id)
@@ -506,8 +432,7 @@ class LocalBackend(Backend):
                 self._configs[n] = _without(self._configs[n], broker_id)
         self.user_links.forget(broker_id)
         del self._configs[broker_id]
-        self._procs.pop(broker_id, None)
-        self._attached.pop(broker_id, None)
+        self.processes.forget(broker_id)
         self._reach.pop(broker_id, None)
 
     def add_link(self, a: str, b: str) -> None:
@@ -530,59 +455,21 @@ class LocalBackend(Backend):
         return sorted({(min(a, n), max(a, n)) for a, c in self._configs.items()
                        for n in c.neighbors if n in self._configs})
 
-    def _signal(self, broker_id: str, signum: int) -> None:
-        proc = self._procs.get(broker_id)
-        if proc is not None and proc.popen is not None:
-            if proc.popen.poll() is None:
-                proc.popen.send_signal(signum)
-            return
-        pid = self._attached.get(broker_id)
-        if pid is not None and self.alive(broker_id):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-
-    def _wait_dead(self, broker_id: str, deadline: float) -> bool:
-        proc = self._procs.get(broker_id)
-        if proc is not None and proc.popen is not None:
-            with contextlib.suppress(Exception):
-                proc.popen.wait(max(0.0, deadline - time.monotonic()))
-            return proc.popen.poll() is not None
-        while self.alive(broker_id):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-    def _exit_code(self, broker_id: str) -> int | None:
-        proc = self._procs.get(broker_id)
-        return proc.returncode if proc is not None else None
-
     def stop_broker(self, broker_id: str, timeout: float = 10.0) -> int | None:
         return self.stop_all(timeout, only=[broker_id])[broker_id]
 
     def stop_all(self, timeout: float = 10.0, *,
                  only: list[str] | None = None) -> dict[str, int | None]:
-        """SIGTERM to all at once (they drain in parallel), SIGKILL to those still up at the
-        deadline."""
+        """Stop these brokers (all: None) at once, as the process control does it (they
+        drain in parallel)."""
         targets = [self._config(b).broker_id for b in only] if only else self.brokers()
-        for b in targets:
-            self._signal(b, signal.SIGTERM)
-            if b in self._paused:  # a stopped process acts on SIGTERM only once continued
-                self._signal(b, signal.SIGCONT)
-                self._paused.discard(b)
-        deadline = time.monotonic() + timeout
-        for b in targets:
-            if not self._wait_dead(b, deadline):
-                self._signal(b, signal.SIGKILL)
-                self._wait_dead(b, time.monotonic() + 5)
+        codes = self.processes.stop(targets, timeout)
         self.admin.drop(targets)
-        return {b: self._exit_code(b) for b in targets}
+        return codes
 
     def kill_broker(self, broker_id: str) -> None:
         self._config(broker_id)
-        self._signal(broker_id, signal.SIGKILL)
-        self._paused.discard(broker_id)
-        self._wait_dead(broker_id, time.monotonic() + 5)
+        self.processes.kill(broker_id)
         self.admin.drop([broker_id])
 
     def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
@@ -664,25 +551,10 @@ class LocalBackend(Backend):
         return out
 
     def collect_logs(self, dest: Path) -> list[Path]:
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        out = []
-        for b in self._configs:
-            path = self.log_path(b)
-            if not path.exists():
-                continue
-            target = dest / path.name
-            if path.resolve() != target.resolve():
-                shutil.copy2(path, target)
-            out.append(target)
-        return out
+        return self.processes.collect_logs(dest, list(self._configs))
 
     def log_tail(self, broker_id: str, lines: int = 30) -> str:
-        try:
-            text = self.log_path(broker_id).read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return self.processes.log_tail(broker_id, lines)
 
     @property
     def detached(self) -> bool:
@@ -700,7 +572,7 @@ class LocalBackend(Backend):
         self.admin.drop()
 
     def close(self) -> None:
-        for b in list(self._paused):  # a frozen broker would outlive a detached run frozen
+        for b in list(self.processes.paused):  # a frozen broker would outlive a detached run
             self.resume_broker(b)
         if not self._detached:
             self.teardown()

@@ -38,7 +38,7 @@ import secrets
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +53,7 @@ from weeble.orchestrator.backend import (
     LinkState,
     Placement,
     Ports,
+    ProcessControl,
 )
 from weeble.orchestrator.backends import registry
 from weeble.orchestrator.backends.admin import wait_serving
@@ -136,11 +137,11 @@ class DockerBackend(PeerLinks):
                  tag: str = "", log_level: str = "INFO") -> None:
         super().__init__(workdir, access, python=PYTHON, log_level=log_level)
         self.wires = DockerWires(self)
+        self.processes: DockerContainers = DockerContainers(self.workdir, lambda: self.access)
         self.run_dir = self.workdir.parent
         self.image = image
         self.tag = tag
         self._client: Any = None
-        self._containers: dict[str, Any] = {}
         self._mgmt_ip: dict[str, str] = {}
         self._mgmt: Any = None  # docker Network
         self._mgmt_hosts: Iterator[ipaddress.IPv4Address] = iter(())
@@ -172,7 +173,7 @@ class DockerBackend(PeerLinks):
         for b, config in configs.items():
             backend._configs[b] = config
             with contextlib.suppress(Exception):
-                backend._containers[b] = backend._client.containers.get(
+                backend.processes.containers[b] = backend._client.containers.get(
                     brokers.get(b, {}).get("handle") or f"weeble-{backend.tag}-{b}")
             reach = state.get("reach", {}).get(b)
             if reach:
@@ -277,7 +278,7 @@ class DockerBackend(PeerLinks):
                     self._mgmt.name: api.create_endpoint_config(ipv4_address=ip)}))
         except Exception as e:
             raise BackendError(f"docker: container for broker {broker_id}: {e}") from None
-        self._containers[broker_id] = self._client.containers.get(created["Id"])
+        self.processes.containers[broker_id] = self._client.containers.get(created["Id"])
         self._mgmt_ip[broker_id] = ip
         if self._peer_network:
             self._join_peers(broker_id)
@@ -290,7 +291,7 @@ class DockerBackend(PeerLinks):
         except StopIteration:  # used up, or attached to a run another process planned
             ip = self._free_on(self._peers, set(self._peer_ip.values()), "peer")
         try:
-            self._peers.connect(self._containers[broker_id], ipv4_address=ip)
+            self._peers.connect(self.processes.containers[broker_id], ipv4_address=ip)
         except Exception as e:
             raise BackendError(f"docker: broker {broker_id} on the peer network: {e}") from None
         self._peer_ip[broker_id] = ip
@@ -329,12 +330,12 @@ class DockerBackend(PeerLinks):
         self._links[key] = entry
         for broker in (lo, hi):
             self._attach(entry, broker)
-            self._no_default_route(broker)
+            self.processes.no_default_route(broker)
         return entry
 
     def _attach(self, entry: _Link, broker: str) -> None:
         try:
-            entry.network.connect(self._containers[broker], ipv4_address=entry.ip[broker])
+            entry.network.connect(self.container(broker), ipv4_address=entry.ip[broker])
         except Exception as e:
             raise BackendError(f"docker: connecting {broker} to link {entry.a}-{entry.b}:"
                                f" {e}") from None
@@ -343,14 +344,11 @@ class DockerBackend(PeerLinks):
         import docker
 
         with contextlib.suppress(docker.errors.APIError):  # not connected: nothing to do
-            entry.network.disconnect(self._containers[broker], force=True)
-        self._no_default_route(broker)
+            entry.network.disconnect(self.processes.containers[broker], force=True)
+        self.processes.no_default_route(broker)
 
     def container(self, broker_id: str) -> Any:
-        try:
-            return self._containers[broker_id]
-        except KeyError:
-            raise BackendError(f"broker {broker_id}: no container in this run") from None
+        return self.processes.container(broker_id)
 
     # ---- brokers ----------------------------------------------------------------------------
 
@@ -359,110 +357,6 @@ class DockerBackend(PeerLinks):
 
     def check_addresses(self, config: BrokerConfig) -> None:
         return
-
-    def start_broker(self, config: BrokerConfig) -> None:
-        broker_id = config.broker_id
-        container = self.container(broker_id)
-        if self._status(broker_id)[0] in ("running", "paused", "restarting"):
-            raise BackendError(f"broker {broker_id} is already running")
-        self._configs[broker_id] = config
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config.dump(self.config_path(broker_id))
-        try:
-            container.start()
-        except Exception as e:
-            raise BackendError(f"docker: starting broker {broker_id}: {e}") from None
-        container.reload()
-        self._no_default_route(broker_id)
-
-    def _no_default_route(self, broker_id: str) -> None:
-        """Docker gives a container a default route through one of its networks' gateways
-        (the host), and moves it when a network leaves: delete it, so that the only way from
-        one broker to another is their link's network (the host could otherwise forward)."""
-        if self._status(broker_id)[0] != "running":
-            return  # a stopped container has no namespace; its start deletes the route
-        with contextlib.suppress(BackendError):  # none: nothing to delete
-            self._nsenter(broker_id, "ip", "route", "del", "default")
-    def _status(self, broker_id: str) -> tuple[str, int | None]:
-        import docker
-
-        container = self._containers.get(broker_id)
-        if container is None:
-            return "absent", None
-        try:
-            container.reload()
-        except docker.errors.NotFound:
-            return "absent", None
-        return container.status, container.attrs.get("State", {}).get("ExitCode")
-
-    def broker_state(self, broker_id: str) -> BrokerState:
-        self._config(broker_id)
-        status, code = self._status(broker_id)
-        running = status in ("running", "paused", "restarting")
-        container = self._containers.get(broker_id)
-        return BrokerState(broker_id, running=running, paused=status == "paused",
-                           handle=None if container is None else container.short_id,
-                           detail=status, exit_code=None if running else code)
-
-    def alive(self, broker_id: str) -> bool:
-        return self.broker_state(broker_id).running
-
-    def handle(self, broker_id: str) -> str | None:
-        container = self._containers.get(broker_id)
-        return None if container is None else container.short_id
-
-    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
-        try:
-            wait_serving(self.address(broker_id).listen, timeout, links=links, name=broker_id,
-                         access=self.access,
-                         alive=lambda: self.alive(broker_id))
-        except BackendError as e:
-            raise BackendError(f"{e}:\n{self.log_tail(broker_id)}") from None
-
-    def pause_broker(self, broker_id: str) -> BrokerState:
-        if not self.alive(broker_id):
-            raise BackendError(f"broker {broker_id} is not running")
-        self.container(broker_id).pause()
-        self._paused.add(broker_id)
-        return self.broker_state(broker_id)
-
-    def resume_broker(self, broker_id: str) -> BrokerState:
-        if self.broker_state(broker_id).paused:
-            self.container(broker_id).unpause()
-        self._paused.discard(broker_id)
-        return self.broker_state(broker_id)
-
-    def kill_broker(self, broker_id: str) -> None:
-        self._config(broker_id)
-        if self.broker_state(broker_id).paused:
-            self.resume_broker(broker_id)
-        with contextlib.suppress(Exception):  # it may have died on its own meanwhile
-            self.container(broker_id).kill()
-        deadline = time.monotonic() + 10
-        while self.alive(broker_id) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.admin.drop([broker_id])
-
-    def stop_all(self, timeout: float = 10.0, *,
-                 only: list[str] | None = None) -> dict[str, int | None]:
-        """`docker stop` (SIGTERM, SIGKILL at the deadline) of all at once."""
-        targets = [self._config(b).broker_id for b in only] if only else self.brokers()
-
-        def stop(b: str) -> int | None:
-            if b in self._paused or self.broker_state(b).paused:
-                self.resume_broker(b)
-            if self.alive(b):
-                with contextlib.suppress(Exception):
-                    self.container(b).stop(timeout=int(timeout + 0.999))
-            return self._status(b)[1]
-
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
-            codes = dict(zip(targets, pool.map(stop, targets), strict=True))
-        self.admin.drop(targets)
-        return codes
-
-    def _exit_code(self, broker_id: str) -> int | None:
-        return self._status(broker_id)[1]
 
     def _place(self, config: BrokerConfig) -> BrokerConfig:
         with self._net_lock:
@@ -474,7 +368,7 @@ class DockerBackend(PeerLinks):
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
         self._remove_wires_of(broker_id)
         super().remove_broker(broker_id, timeout)
-        container = self._containers.pop(broker_id, None)
+        container = self.processes.containers.pop(broker_id, None)
         if container is not None:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
@@ -489,7 +383,7 @@ class DockerBackend(PeerLinks):
             for broker in (a, b):
                 if not self._connected(entry, broker):
                     self._attach(entry, broker)
-                self._no_default_route(broker)
+                self.processes.no_default_route(broker)
 
     def _connected(self, entry: _Link, broker: str) -> bool:
         container = self.container(broker)
@@ -497,7 +391,84 @@ class DockerBackend(PeerLinks):
         networks = container.attrs.get("NetworkSettings", {}).get("Networks") or {}
         return entry.network.name in networks
 
-    def _nsenter(self, broker_id: str, *cmd: str) -> str:
+    def _interface(self, broker_id: str, ip: str) -> str:
+        shown = self.processes.nsenter(broker_id, "ip", "-o", "-4", "addr", "show")
+        for line in shown.splitlines():
+            parts = line.split()
+            if parts[3].split("/")[0] == ip:
+                return parts[1].split("@")[0]
+        raise BackendError(f"broker {broker_id}: no interface with {ip} (is the link cut?)")
+
+    def rate(self, a: str, b: str) -> str:
+        """The kernel's qdisc on a's link interface toward b (evidence of a rate limit)."""
+        entry = self._link(a, b)
+        self.container(a).reload()
+        return self.processes.nsenter(a, "tc", "qdisc", "show", "dev",
+                                      self._interface(a, entry.ip[a]))
+
+    # ---- results and the end ----------------------------------------------------------------
+
+    def detach(self) -> None:
+        super().detach()
+        if self.tag:
+            registry.register(KIND, self.tag, self.workdir, detached=True)
+
+    def teardown(self) -> None:
+        if self._client is None:
+            return
+        running = [b for b in self.processes.containers if self.alive(b)]
+        if running:
+            self.stop_all(only=running)
+        self.collect_logs(self.workdir)  # the containers and their logs go next
+        self.admin.drop()
+        if self.tag:
+            _remove_run(self._client, self.tag)
+        self.processes.containers.clear()
+        self._links.clear()
+
+
+class DockerContainers(ProcessControl):
+    """The process part of the Docker backend: a broker is a container (made by the backend's
+    placement, `DockerBackend._create_container`); a start is `docker start` of it, a pause
+    the cgroup freezer, a crash `docker kill`, a stop `docker stop`; its state and its log are
+    the engine's. Commands of the host run in a container's network namespace (`nsenter`)."""
+
+    def __init__(self, workdir: Path, access: Callable[[], AdminAccess]) -> None:
+        self.workdir = workdir
+        self.access = access
+        self.containers: dict[str, Any] = {}  # broker -> docker Container
+        self.paused: set[str] = set()
+
+    def container(self, broker_id: str) -> Any:
+        try:
+            return self.containers[broker_id]
+        except KeyError:
+            raise BackendError(f"broker {broker_id}: no container in this run") from None
+
+    def start(self, config: BrokerConfig, *, health_address: str) -> None:
+        broker_id = config.broker_id
+        container = self.container(broker_id)
+        if self.status(broker_id)[0] in ("running", "paused", "restarting"):
+            raise BackendError(f"broker {broker_id} is already running")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config.dump(self.workdir / f"{broker_id}.json")
+        try:
+            container.start()
+        except Exception as e:
+            raise BackendError(f"docker: starting broker {broker_id}: {e}") from None
+        container.reload()
+        self.no_default_route(broker_id)
+
+    def no_default_route(self, broker_id: str) -> None:
+        """Docker gives a container a default route through one of its networks' gateways
+        (the host), and moves it when a network leaves: delete it, so that the only way from
+        one broker to another is their link's network (the host could otherwise forward)."""
+        if self.status(broker_id)[0] != "running":
+            return  # a stopped container has no namespace; its start deletes the route
+        with contextlib.suppress(BackendError):  # none: nothing to delete
+            self.nsenter(broker_id, "ip", "route", "del", "default")
+
+    def nsenter(self, broker_id: str, *cmd: str) -> str:
         """Run a command of the host in the container's network namespace (tc and ip: the
         image has neither, and needs no capability for them)."""
         container = self.container(broker_id)
@@ -511,23 +482,82 @@ class DockerBackend(PeerLinks):
             raise BackendError(f"broker {broker_id}: {' '.join(cmd)}: {result.stderr.strip()}")
         return result.stdout
 
-    def _interface(self, broker_id: str, ip: str) -> str:
-        for line in self._nsenter(broker_id, "ip", "-o", "-4", "addr", "show").splitlines():
-            parts = line.split()
-            if parts[3].split("/")[0] == ip:
-                return parts[1].split("@")[0]
-        raise BackendError(f"broker {broker_id}: no interface with {ip} (is the link cut?)")
+    def status(self, broker_id: str) -> tuple[str, int | None]:
+        import docker
 
-    def rate(self, a: str, b: str) -> str:
-        """The kernel's qdisc on a's link interface toward b (evidence of a rate limit)."""
-        entry = self._link(a, b)
-        self.container(a).reload()
-        return self._nsenter(a, "tc", "qdisc", "show", "dev", self._interface(a, entry.ip[a]))
+        container = self.containers.get(broker_id)
+        if container is None:
+            return "absent", None
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return "absent", None
+        return container.status, container.attrs.get("State", {}).get("ExitCode")
 
-    # ---- results and the end ----------------------------------------------------------------
+    def state(self, broker_id: str) -> BrokerState:
+        status, code = self.status(broker_id)
+        running = status in ("running", "paused", "restarting")
+        container = self.containers.get(broker_id)
+        return BrokerState(broker_id, running=running, paused=status == "paused",
+                           handle=None if container is None else container.short_id,
+                           detail=status, exit_code=None if running else code)
+
+    def alive(self, broker_id: str) -> bool:
+        return self.state(broker_id).running
+
+    def handle(self, broker_id: str) -> str | None:
+        container = self.containers.get(broker_id)
+        return None if container is None else container.short_id
+
+    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool,
+                     address: str) -> None:
+        try:
+            wait_serving(address, timeout, links=links, name=broker_id, access=self.access(),
+                         alive=lambda: self.alive(broker_id))
+        except BackendError as e:
+            raise BackendError(f"{e}:\n{self.log_tail(broker_id)}") from None
+
+    def pause(self, broker_id: str) -> BrokerState:
+        if not self.alive(broker_id):
+            raise BackendError(f"broker {broker_id} is not running")
+        self.container(broker_id).pause()
+        self.paused.add(broker_id)
+        return self.state(broker_id)
+
+    def resume(self, broker_id: str) -> BrokerState:
+        if self.state(broker_id).paused:
+            self.container(broker_id).unpause()
+        self.paused.discard(broker_id)
+        return self.state(broker_id)
+
+    def kill(self, broker_id: str) -> None:
+        if self.state(broker_id).paused:
+            self.resume(broker_id)
+        with contextlib.suppress(Exception):  # it may have died on its own meanwhile
+            self.container(broker_id).kill()
+        deadline = time.monotonic() + 10
+        while self.alive(broker_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def stop(self, targets: list[str], timeout: float = 10.0) -> dict[str, int | None]:
+        """`docker stop` (SIGTERM, SIGKILL at the deadline) of all at once."""
+
+        def stop(b: str) -> int | None:
+            if b in self.paused or self.state(b).paused:
+                self.resume(b)
+            if self.alive(b):
+                with contextlib.suppress(Exception):
+                    self.container(b).stop(timeout=int(timeout + 0.999))
+            return self.status(b)[1]
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
+            return dict(zip(targets, pool.map(stop, targets), strict=True))
+
+    def forget(self, broker_id: str) -> None:
+        self.paused.discard(broker_id)  # its container is the backend's to remove
 
     def log_tail(self, broker_id: str, lines: int = 30) -> str:
-        container = self._containers.get(broker_id)
+        container = self.containers.get(broker_id)
         if container is None:
             return "(no container)"
         try:
@@ -535,34 +565,17 @@ class DockerBackend(PeerLinks):
         except Exception as e:
             return f"(no log: {e})"
 
-    def collect_logs(self, dest: Path) -> list[Path]:
+    def collect_logs(self, dest: Path, brokers: list[str]) -> list[Path]:
+        """Every container's log (`brokers` aside: a container outlives its config)."""
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
         out = []
-        for b, container in self._containers.items():
+        for b, container in self.containers.items():
             with contextlib.suppress(Exception):
                 target = dest / f"{b}.log"
                 target.write_bytes(container.logs())
                 out.append(target)
         return out
-
-    def detach(self) -> None:
-        super().detach()
-        if self.tag:
-            registry.register(KIND, self.tag, self.workdir, detached=True)
-
-    def teardown(self) -> None:
-        if self._client is None:
-            return
-        running = [b for b in self._containers if self.alive(b)]
-        if running:
-            self.stop_all(only=running)
-        self.collect_logs(self.workdir)  # the containers and their logs go next
-        self.admin.drop()
-        if self.tag:
-            _remove_run(self._client, self.tag)
-        self._containers.clear()
-        self._links.clear()
 
 
 class DockerWires:
@@ -601,7 +614,7 @@ class DockerWires:
         with bk._net_lock:
             for broker in (a, b):
                 bk._detach_end(entry, broker)
-                bk._no_default_route(broker)
+                bk.processes.no_default_route(broker)
 
     def state(self, a: str, b: str) -> LinkState:
         """Whether each container is on the link's network, as the engine says."""
@@ -624,11 +637,11 @@ class DockerWires:
                 bk.container(x).reload()
                 dev = bk._interface(x, entry.ip[x])
                 if rate > 0:
-                    bk._nsenter(x, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+                    bk.processes.nsenter(x, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
                                   "rate", f"{int(rate)}bit", "burst", "32kbit",
                                   "latency", "100ms")
                 else:
                     with contextlib.suppress(BackendError):  # none set: nothing to remove
-                        bk._nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
+                        bk.processes.nsenter(x, "tc", "qdisc", "del", "dev", dev, "root")
         if fields:
             bk.user_links.shape(a, b, LinkShapeChange(**fields), both_ways=both_ways)

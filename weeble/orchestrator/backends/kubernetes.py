@@ -62,6 +62,7 @@ from weeble.orchestrator.backend import (
     LinkState,
     Placement,
     Ports,
+    ProcessControl,
 )
 from weeble.orchestrator.backends.admin import wait_serving
 from weeble.orchestrator.backends.image import NAME, PYTHON, UID
@@ -809,6 +810,7 @@ class KubernetesBackend(LocalBackend):
         self._policies: dict[str, dict[str, Any]] = {}  # pod -> its link policy as applied
         self._shard_of: dict[str, str] = {}  # pod -> the ConfigMap holding its config
         self._shards = 1
+        self.processes: KubePods = KubePods(self)
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -1044,16 +1046,8 @@ class KubernetesBackend(LocalBackend):
         its neighbours' (which now name it) go into the ConfigMap first, then its link policy,
         then the set."""
         self.preflight([config])
-        broker_id = config.broker_id
-        self._configs[broker_id] = config
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config.dump(self.config_path(broker_id))
-        if broker_id in self._leaves:
-            if self._applied:
-                self._start_leaf(config)
-            return
-        if not self._applied and all(b in self._configs for b in self._planned):
-            self.apply()
+        self._configs[config.broker_id] = config
+        self.processes.start(config, health_address=self.address(config.broker_id).listen)
 
     def _start_leaf(self, config: BrokerConfig) -> None:
         b = config.broker_id
@@ -1144,7 +1138,7 @@ class KubernetesBackend(LocalBackend):
         if config.trace_path is None or self._trace_home is None:
             return
         try:
-            text = self._exec(broker_id, f"print(open({str(config.trace_path)!r}).read(),"
+            text = self.processes.exec(broker_id, f"print(open({str(config.trace_path)!r}).read(),"
                                          " end='')")
         except BackendError as e:
             log.warning("k8s: trace of leaving broker %s not kept: %s", broker_id, e)
@@ -1170,113 +1164,10 @@ class KubernetesBackend(LocalBackend):
         self._publish([a, b])
         self._sync_policies([a, b])
 
-    def _pod(self, broker_id: str) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self._core().read_namespaced_pod(self._pod_name(broker_id), self.namespace)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise BackendError(f"k8s: pod of {broker_id}: {e.status} {e.reason}") from None
-        except BackendError:
-            raise
-        except Exception as e:
-            raise BackendError(f"k8s: pod of {broker_id}: {e}") from None
-
-    def _exec(self, broker_id: str, code: str) -> str:
-        """Run Python in the broker's container (exec); its stdout."""
-        from kubernetes.stream import stream
-
-        name = self._pod_name(broker_id)
-        return str(self._call(
-            f"exec in {name}", stream, self._core().connect_get_namespaced_pod_exec, name,
-            self.namespace, container="broker", command=[PYTHON, "-c", code], stderr=True,
-            stdin=False, stdout=True, tty=False))
-
-    _SIGNAL = ("import os, signal\n"
-               "for p in os.listdir('/proc'):\n"
-               "    if p.isdigit() and int(p) != os.getpid():\n"
-               "        try: cmd = open(f'/proc/{p}/cmdline', 'rb').read()\n"
-               "        except OSError: continue\n"
-               "        if cmd.startswith(b'" + PYTHON + "\\0-m\\0weeble.runtime'):\n"
-               "            {action}\n")
-
-    def broker_state(self, broker_id: str) -> BrokerState:
-        self._config(broker_id)
-        p = self._pod(broker_id)
-        if p is None:
-            return BrokerState(broker_id, running=False, paused=False, handle=None,
-                               detail="absent")
-        phase = p.status.phase or "Unknown"
-        running = phase == "Running"
-        letter = ""
-        if running:
-            letter = self._exec(broker_id, self._SIGNAL.replace("{action}", (
-                "print(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0])"))).strip()
-        return BrokerState(broker_id, running=running, paused=letter == "T",
-                           handle=p.metadata.uid, detail=f"{phase} {letter}".strip())
-
-    def alive(self, broker_id: str) -> bool:
-        p = self._pod(broker_id)
-        return p is not None and p.status.phase == "Running" and \
-            p.metadata.deletion_timestamp is None
-
-    def handle(self, broker_id: str) -> str | None:
-        p = self._pod(broker_id)
-        return None if p is None else str(p.metadata.uid)
-
-    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
-        address = self.address(broker_id).listen
-        try:
-            wait_serving(address, timeout, links=links, name=broker_id, access=self.access,
-                         alive=lambda: True)  # a pod that is not up yet is coming
-        except BackendError as e:
-            raise BackendError(f"{e} at {address} (its pod's DNS name: the orchestrator must"
-                               " run in the cluster, labelled"
-                               " app.kubernetes.io/component=orchestrator)") from None
-
-    def pause_broker(self, broker_id: str) -> BrokerState:
-        self._exec(broker_id, self._SIGNAL.replace("{action}",
-                                                   "os.kill(int(p), signal.SIGSTOP)"))
-        self._paused.add(broker_id)
-        return self.broker_state(broker_id)
-
-    def resume_broker(self, broker_id: str) -> BrokerState:
-        self._exec(broker_id, self._SIGNAL.replace("{action}",
-                                                   "os.kill(int(p), signal.SIGCONT)"))
-        self._paused.discard(broker_id)
-        return self.broker_state(broker_id)
-
-    def kill_broker(self, broker_id: str) -> None:
-        """Delete the pod at once (no grace): its RAM is gone; its StatefulSet makes anew."""
-        from kubernetes import client
-
-        uid = self.handle(broker_id)
-        self._call(f"delete pod of {broker_id}", self._core().delete_namespaced_pod,
-                   self._pod_name(broker_id), self.namespace,
-                   body=client.V1DeleteOptions(grace_period_seconds=0))
-        deadline = time.monotonic() + 30
-        while self.handle(broker_id) == uid and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.admin.drop([broker_id])
-
     def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
         if self.alive(broker_id):
             self.kill_broker(broker_id)
         self.wait_healthy(broker_id, timeout)
-
-    def stop_all(self, timeout: float = 10.0, *,
-                 only: list[str] | None = None) -> dict[str, int | None]:
-        """Scale every StatefulSet of the run to zero: every pod gets SIGTERM and its grace
-        period."""
-        if only and set(only) != set(self._configs):
-            raise BackendError("k8s: a StatefulSet stops all its brokers or none")
-        for name in [STATEFULSET, *sorted(leaf_set(b) for b in self._leaves)]:
-            self._call(f"scale {name} to 0", self._apps().patch_namespaced_stateful_set_scale,
-                       name, self.namespace, {"spec": {"replicas": 0}})
-        self.admin.drop(list(self._configs))
-        return dict.fromkeys(self._configs)
 
     # ---- links ------------------------------------------------------------------------------
 
@@ -1323,27 +1214,9 @@ class KubernetesBackend(LocalBackend):
         for b, config in self._configs.items():
             if config.trace_path is None or not self.alive(b):
                 continue
-            text = self._exec(b, f"print(open({str(config.trace_path)!r}).read(), end='')")
+            text = self.processes.exec(b, f"print(open({str(config.trace_path)!r}).read(), end='')")
             target = dest / f"{b}.jsonl"
             target.write_text(text)
-            out.append(target)
-        return out
-
-    def log_tail(self, broker_id: str, lines: int = 30) -> str:
-        try:
-            return str(self._call("logs", self._core().read_namespaced_pod_log,
-                                  self._pod_name(broker_id), self.namespace,
-                                  container="broker", tail_lines=lines))
-        except BackendError as e:
-            return f"(no log: {e})"
-
-    def collect_logs(self, dest: Path) -> list[Path]:
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        out = []
-        for b in self._configs:
-            target = dest / f"{b}.log"
-            target.write_text(self.log_tail(b, lines=100_000))
             out.append(target)
         return out
 
@@ -1377,6 +1250,158 @@ class KubernetesBackend(LocalBackend):
                         raise
         self._applied = False
         self.admin.drop()
+
+
+class KubePods(ProcessControl):
+    """The process part of the Kubernetes backend: a broker is a pod of a StatefulSet (which
+    the backend deploys, `KubernetesBackend.start_broker`); its state is the pod's phase and,
+    inside it, the kernel's state letter of the broker process (exec); a pause is
+    SIGSTOP/SIGCONT by exec, a crash the pod deleted at once (its StatefulSet makes anew), a
+    stop every StatefulSet scaled to zero."""
+
+    def __init__(self, backend: KubernetesBackend) -> None:
+        self.backend = backend
+        self.paused: set[str] = set()
+
+    def start(self, config: BrokerConfig, *, health_address: str) -> None:
+        """Deploy what the broker's pod needs, once all of it is there (the backend's
+        `start_broker` says when)."""
+        bk = self.backend
+        broker_id = config.broker_id
+        bk.workdir.mkdir(parents=True, exist_ok=True)
+        config.dump(bk.config_path(broker_id))
+        if broker_id in bk._leaves:
+            if bk._applied:
+                bk._start_leaf(config)
+            return
+        if not bk._applied and all(b in bk._configs for b in bk._planned):
+            bk.apply()
+
+    def pod(self, broker_id: str) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        bk = self.backend
+        try:
+            return bk._core().read_namespaced_pod(bk._pod_name(broker_id), bk.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise BackendError(f"k8s: pod of {broker_id}: {e.status} {e.reason}") from None
+        except BackendError:
+            raise
+        except Exception as e:
+            raise BackendError(f"k8s: pod of {broker_id}: {e}") from None
+
+    def exec(self, broker_id: str, code: str) -> str:
+        """Run Python in the broker's container (exec); its stdout."""
+        from kubernetes.stream import stream
+
+        bk = self.backend
+        name = bk._pod_name(broker_id)
+        return str(bk._call(
+            f"exec in {name}", stream, bk._core().connect_get_namespaced_pod_exec, name,
+            bk.namespace, container="broker", command=[PYTHON, "-c", code], stderr=True,
+            stdin=False, stdout=True, tty=False))
+
+    _SIGNAL = ("import os, signal\n"
+               "for p in os.listdir('/proc'):\n"
+               "    if p.isdigit() and int(p) != os.getpid():\n"
+               "        try: cmd = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+               "        except OSError: continue\n"
+               "        if cmd.startswith(b'" + PYTHON + "\\0-m\\0weeble.runtime'):\n"
+               "            {action}\n")
+
+    def state(self, broker_id: str) -> BrokerState:
+        p = self.pod(broker_id)
+        if p is None:
+            return BrokerState(broker_id, running=False, paused=False, handle=None,
+                               detail="absent")
+        phase = p.status.phase or "Unknown"
+        running = phase == "Running"
+        letter = ""
+        if running:
+            letter = self.exec(broker_id, self._SIGNAL.replace("{action}", (
+                "print(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[0])"))).strip()
+        return BrokerState(broker_id, running=running, paused=letter == "T",
+                           handle=p.metadata.uid, detail=f"{phase} {letter}".strip())
+
+    def alive(self, broker_id: str) -> bool:
+        p = self.pod(broker_id)
+        return p is not None and p.status.phase == "Running" and \
+            p.metadata.deletion_timestamp is None
+
+    def handle(self, broker_id: str) -> str | None:
+        p = self.pod(broker_id)
+        return None if p is None else str(p.metadata.uid)
+
+    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool,
+                     address: str) -> None:
+        try:
+            wait_serving(address, timeout, links=links, name=broker_id,
+                         access=self.backend.access,
+                         alive=lambda: True)  # a pod that is not up yet is coming
+        except BackendError as e:
+            raise BackendError(f"{e} at {address} (its pod's DNS name: the orchestrator must"
+                               " run in the cluster, labelled"
+                               " app.kubernetes.io/component=orchestrator)") from None
+
+    def pause(self, broker_id: str) -> BrokerState:
+        self.exec(broker_id, self._SIGNAL.replace("{action}",
+                                                  "os.kill(int(p), signal.SIGSTOP)"))
+        self.paused.add(broker_id)
+        return self.state(broker_id)
+
+    def resume(self, broker_id: str) -> BrokerState:
+        self.exec(broker_id, self._SIGNAL.replace("{action}",
+                                                  "os.kill(int(p), signal.SIGCONT)"))
+        self.paused.discard(broker_id)
+        return self.state(broker_id)
+
+    def kill(self, broker_id: str) -> None:
+        """Delete the pod at once (no grace): its RAM is gone; its StatefulSet makes anew."""
+        from kubernetes import client
+
+        bk = self.backend
+        uid = self.handle(broker_id)
+        bk._call(f"delete pod of {broker_id}", bk._core().delete_namespaced_pod,
+                 bk._pod_name(broker_id), bk.namespace,
+                 body=client.V1DeleteOptions(grace_period_seconds=0))
+        deadline = time.monotonic() + 30
+        while self.handle(broker_id) == uid and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def stop(self, targets: list[str], timeout: float = 10.0) -> dict[str, int | None]:
+        """Scale every StatefulSet of the run to zero: every pod gets SIGTERM and its grace
+        period."""
+        bk = self.backend
+        if set(targets) != set(bk._configs):
+            raise BackendError("k8s: a StatefulSet stops all its brokers or none")
+        for name in [STATEFULSET, *sorted(leaf_set(b) for b in bk._leaves)]:
+            bk._call(f"scale {name} to 0", bk._apps().patch_namespaced_stateful_set_scale,
+                     name, bk.namespace, {"spec": {"replicas": 0}})
+        return dict.fromkeys(targets)
+
+    def forget(self, broker_id: str) -> None:
+        self.paused.discard(broker_id)
+
+    def log_tail(self, broker_id: str, lines: int = 30) -> str:
+        bk = self.backend
+        try:
+            return str(bk._call("logs", bk._core().read_namespaced_pod_log,
+                                bk._pod_name(broker_id), bk.namespace,
+                                container="broker", tail_lines=lines))
+        except BackendError as e:
+            return f"(no log: {e})"
+
+    def collect_logs(self, dest: Path, brokers: list[str]) -> list[Path]:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        out = []
+        for b in brokers:
+            target = dest / f"{b}.log"
+            target.write_text(self.log_tail(b, lines=100_000))
+            out.append(target)
+        return out
 
 
 ENV_NAMESPACE, ENV_INSTANCE = "WEEBLE_K8S_NAMESPACE", "WEEBLE_K8S_INSTANCE"

@@ -242,7 +242,7 @@ class MininetBackend(PeerLinks):
             backend._configs[b] = config
             pid = brokers.get(b, {}).get("pid")
             if pid is not None:
-                backend._attached[b] = pid
+                backend.processes.attach(b, pid)
             reach = state.get("reach", {}).get(b)
             if reach:
                 backend._reach[b] = BrokerAddress(b, *reach)
