@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weeble.chaos.target import Step, Target, TargetError
@@ -21,6 +21,42 @@ from weeble.model import faults as F
 from weeble.model.experiment import Injection
 from weeble.model.faults import state_diff
 from weeble.model.selectors import link_key, link_name
+
+Directed = tuple[str, str]
+
+
+@dataclass
+class Shaping:
+    """The lasting shapings in force on each directed link of a run, in the order they began,
+    and each link's shape before the first of them. Faults on one link overlap (a nemesis draws
+    them independently): one that ends hands each of its settings back to the latest shaping
+    still in force that sets it, or to that base, never to what it found when it began (the
+    shape of a fault that may have ended since: two overlapping duplicate faults left a link
+    duplicating for the rest of the run)."""
+
+    base: dict[Directed, dict[str, float]] = field(default_factory=dict)
+    on: dict[Directed, list[tuple[object, dict[str, float]]]] = field(default_factory=dict)
+
+    def begin(self, d: Directed, token: object, change: dict[str, float],
+              found: dict[str, float]) -> None:
+        if not self.on.get(d):
+            self.base[d] = dict(found)
+        self.on.setdefault(d, []).append((token, change))
+
+    def end(self, d: Directed, token: object, change: dict[str, float]) -> dict[str, float]:
+        """The settings of `change`'s keys once the shaping `token` is over."""
+        stack = [(t, c) for t, c in self.on.get(d, []) if t is not token]
+        base = self.base.get(d, {})
+        out = {}
+        for k in change:
+            later = [c[k] for _, c in stack if k in c]
+            out[k] = later[-1] if later else base.get(k, 0.0)
+        if stack:
+            self.on[d] = stack
+        else:
+            self.on.pop(d, None)
+            self.base.pop(d, None)
+        return out
 
 
 @dataclass
@@ -33,6 +69,7 @@ class Call:
     rng: random.Random
     strike: float  # s after the start: the planned instant (after the fault's `lead`)
     prepared: Any = None  # what the fault's preparation made (a client crash's clients)
+    shaping: Shaping = field(default_factory=Shaping)  # the run's, shared by its calls
 
 
 Action = Callable[[Target, Any, Call], Awaitable[Step]]
@@ -176,10 +213,13 @@ async def _shaping(target: Target, f: Any, call: Call) -> Step:
     directed = _directed(f.link.resolve(target.tree, call.rng), f.direction)
     previous = {d: await target.link_shape(*d) for d in directed}
     change = _shape_of(f)
+    token = object()
+    for d in directed:
+        call.shaping.begin(d, token, change, previous[d])
     step = await _set_shapes(target, {d: change for d in directed})
 
     async def end() -> Step:
-        return await _set_shapes(target, {d: {k: previous[d].get(k, 0.0) for k in change}
+        return await _set_shapes(target, {d: call.shaping.end(d, token, change)
                                           for d in directed})
 
     step.end = end

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weeble.chaos.actions import ACTIONS, Call, error_text, prepare_client_crash
+from weeble.chaos.actions import ACTIONS, Call, Shaping, error_text, prepare_client_crash
 from weeble.chaos.evidence import TRACE_FILE, ChaosTrace, fault_fields
 from weeble.chaos.live import LiveTarget
 from weeble.chaos.target import Step, Target
@@ -88,6 +88,7 @@ class Executor:
         self.outcomes: list[Outcome] = []
         self._open: dict[str, _Open] = {}
         self._waiting: dict[str, Injection] = {}  # `during` faults whose phase has not come
+        self._shaping = Shaping()  # the link shapings in force, shared by the faults
 
     def injections(self) -> list[Coroutine[Any, Any, None]]:
         """One coroutine per injection to run (the others are recorded as skipped)."""
@@ -133,7 +134,8 @@ class Executor:
                 return
         target, f = self.target, inj.fault
         call = Call(fault_id=self.prefix + inj.id, inj=inj,
-                    rng=random.Random(inj.seed(self.seed)), strike=inj.start)
+                    rng=random.Random(inj.seed(self.seed)), strike=inj.start,
+                    shaping=self._shaping)
         if f.lead:
             if not await target.sleep_until(max(0.0, inj.start - f.lead)):
                 return
