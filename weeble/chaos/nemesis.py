@@ -294,14 +294,17 @@ class _Draw:
             return {"args": table}
         if name.startswith(("entry.", "adv.entry.")):
             return {"args": table} if table else {}
+        if name == "merger.loaned.insert":  # a loan on a filter held here, or on none
+            return {"value": {"filter": rng.choice(self.filters),
+                              "dest": rng.choice([*own, "ghost"])}}
         if name == "merger.insert":
             return {"value": {"filter": "true", "dest": rng.choice([*own, "ghost"]),
                               "constituents": self.filters[:3], "flag": 1}}
         if name == "rebuild_bit":
             return {"value": rng.randrange(2)}
         if name.startswith("skipring.") or name.startswith("optimize.") or \
-                name in ("merger.clear", "exchange.queue.clear", "recolor.pending.clear",
-                         "colour.queue.clear"):
+                name in ("merger.clear", "merger.loaned.clear", "exchange.queue.clear",
+                         "recolor.pending.clear", "colour.queue.clear"):
             return {}
         if name in ("overlay.neighbors", "exchange.gray_set", "exchange.queue_set",
                     "recolor.flags", "sketch.detached"):

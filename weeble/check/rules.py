@@ -89,7 +89,10 @@ client). (c) Entries towards a neighbour are judged by filter (simple routing: b
 (`sub_id`, `filter`), ids compared bare, so two clients' subscriptions with the same id and
 filter on the same side count once). (d) A merger record (which constituents a broker merged,
 `mergers` in a snapshot) is not an entry and is not judged; the merger it forwarded is an
-ordinary entry at the neighbour, judged by its filter. (e) Under the periodic-rebuild wrapper
+ordinary entry at the neighbour, judged by its filter. Nor are the loans (`loaned` in a
+snapshot) judged: any value of them is legitimate, since a refresh of an entry ends its loan
+and a loan only acts when its entry expires unrefreshed, which no required subscription's
+entry does. (e) Under the periodic-rebuild wrapper
 the union of the two tables is judged; with the coloured overlay, the tables of the colours
 the root calls current and old, each against its colour's tree (the table being prepared is
 not judged); with advertisements, the advertisement tables are judged like subscription

@@ -630,7 +630,7 @@ def state_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
                 "recolor", "skip_ring", "optimize"):
         if before.get(key) != after.get(key):
             diff[key] = {"before": before.get(key), "after": after.get(key)}
-    for key in ("tables", "mergers", "adv_tables"):
+    for key in ("tables", "mergers", "loaned", "adv_tables"):
         old, new = _entries(before.get(key)), _entries(after.get(key))
         removed = sorted(old - new)
         added = sorted(new - old)

@@ -69,7 +69,8 @@ SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "tables": J, "neighbors": L, "root": S, "parent": S, "algorithm": S, "hierarchical": B,
     "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J, "adverts": B,
     "adv_tables": J, "exchange": J, "overlay": S, "colours": J, "recolor": J,
-    "colour_routing": J, "optimize": J, "mode": S, "anti_entropy": J, "detached": L}
+    "colour_routing": J, "optimize": J, "mode": S, "anti_entropy": J, "detached": L,
+    "loaned": J}
 
 KIND_LIST = [
     # ---- the run ----
@@ -390,6 +391,8 @@ FIELD_DOC: Mapping[str, str] = {
     "algorithm": "routing algorithm", "hierarchical": "hierarchical (vs peer-to-peer) routing",
     "wrapper": "periodic-rebuild wrapper in use", "next_timer": "the broker's next timer time",
     "rebuild_bit": "the wrapper's current table bit", "mergers": "merger records",
+    "loaned": "merging: per table, the {dest, filter} pairs a dissolved merger re-forwarded and "
+              "their destination has not refreshed since (left out when there are none)",
     "adverts": "advertisements route the subscriptions (thesis §3.4.2)",
     "adv_tables": "advertisement routing tables, like `tables`",
     "exchange": "the broker's link-exchange state: lock, cycle pointers, colour, queue sizes",

@@ -1,6 +1,7 @@
 """Layer routing's fault targets (spec ch3 §6.3): F1 entry.filter, F2 entry.sub_id, F3
 entry.dest, F4 entry.flag, F5 entry.insert / entry.delete, F6 table.clear, F10 clock, F13
-entry.insert of an all-covering filter (plus table.clear elsewhere), F14 merger.insert, F15
+entry.insert of an all-covering filter (plus table.clear elsewhere), F14 merger.insert (and
+merger.loaned.*, the loans of RoutingTable.loaned: routing RAM like the mergers), F15
 rebuild_bit and any of the above on T^0/T^1 (`table` arg), F16 the same on the advertisement
 tables (adv.entry.*, adv.table.clear); and `random_fault`, a random one of them."""
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from weeble.core.corruption import CorruptionError, Faults, Handler, filter_of, number
 from weeble.core.events import Corrupt, Effect, SetTimer
 from weeble.core.filters import Filter
-from weeble.core.routing.merging import Merger
+from weeble.core.routing.merging import Merger, loans
 from weeble.core.table import Entry, RoutingTable
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ def _view_bit(routing: Routing, fault: Corrupt) -> Any:
 def _view_mergers(routing: Routing, fault: Corrupt) -> Any:
     return sorted((m.as_dict() for t in routing.ram.subs.tables for m in t.mergers.values()),
                   key=lambda m: str(m["merger_id"]))
+
+
+def _view_loaned(routing: Routing, fault: Corrupt) -> Any:
+    return [loans(t) for t in routing.ram.subs.tables]
 
 
 def _view_entries(routing: Routing, fault: Corrupt) -> Any:
@@ -168,6 +173,26 @@ def _merger_insert(routing: Routing, now: float, fault: Corrupt) -> list[Effect]
 def _merger_clear(routing: Routing, now: float, fault: Corrupt) -> list[Effect]:
     for table in routing.ram.subs.tables:
         table.mergers.clear()
+    return []
+
+
+@FAULTS.target("merger.loaned.insert", _view_loaned)
+def _loaned_insert(routing: Routing, now: float, fault: Corrupt) -> list[Effect]:
+    """Mark (dest, filter) as re-forwarded by a dissolved merger (RoutingTable.loaned): if its
+    entry then expires unrefreshed, what was forwarded on its account is unsubscribed."""
+    spec = fault.value
+    name = fault.target
+    if not isinstance(spec, dict) or set(spec) - {"dest", "filter"}:
+        raise CorruptionError(f"{name}: value must be a mapping {{dest, filter}}, got {spec!r}")
+    f = filter_of(spec.get("filter", "true"), f"{name}.filter")
+    _table(routing, fault).loaned[str(spec.get("dest", "ghost")), f] = None
+    return []
+
+
+@FAULTS.target("merger.loaned.clear", _view_loaned)
+def _loaned_clear(routing: Routing, now: float, fault: Corrupt) -> list[Effect]:
+    for table in routing.ram.subs.tables:
+        table.loaned.clear()
     return []
 
 

@@ -34,7 +34,7 @@ from weeble.core.overlay import Topology
 from weeble.core.rom import Algorithm, ConfigError, Mode, Rom
 from weeble.core.routing.edges import Edges
 from weeble.core.routing.leasing import ControlRam, Leasing
-from weeble.core.routing.merging import Merging
+from weeble.core.routing.merging import Merging, loans
 from weeble.core.routing.rebuild import Rebuild
 from weeble.core.routing.strategy import Covering, Flooding, Identity, Simple, Strategy
 from weeble.core.table import RoutingTable, canonical_keys
@@ -371,6 +371,8 @@ class Routing:
             "tables": [[e.as_dict() for e in t] for t in ram.subs.tables],
             "mergers": [[m.as_dict() for m in t.mergers.values()] for t in ram.subs.tables],
         }
+        if any(t.loaned for t in ram.subs.tables):  # merging only, and rarely: left out if none
+            out["loaned"] = [loans(t) for t in ram.subs.tables]
         if ram.detached:
             out["detached"] = sorted(ram.detached)
         if ram.adverts is not None:

@@ -80,6 +80,12 @@ def overrun(mergers: dict[str, Merger]) -> None:
         m.flag = 0
 
 
+def loans(table: RoutingTable) -> list[dict[str, str]]:
+    """A table's loans (RoutingTable.loaned) as a snapshot lists them, in a stable order."""
+    return sorted(({"dest": d, "filter": str(f)} for d, f in table.loaned),
+                  key=lambda x: (x["dest"], x["filter"]))
+
+
 def _valid(table: RoutingTable, m: Merger) -> bool:
     """A merger is genuine iff each constituent is held for its destination and they merge to it."""
     if len(m.constituents) < 2:
