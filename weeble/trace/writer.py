@@ -170,8 +170,9 @@ def _ids(notifications: list[Notification]) -> tuple[dict[str, bytes], list[int]
     every seq an int orjson encodes (what the wire gives): the batch encoders' fast path."""
     publishers = {n.publisher for n in notifications}
     seqs = [n.seq for n in notifications]
-    if not seqs or {type(p) for p in publishers} != {str} or {type(s) for s in seqs} != {int} or not (
-            min(seqs) >= _I64_MIN and max(seqs) <= _U64_MAX):
+    if not seqs or {type(p) for p in publishers} != {str} or {type(s) for s in seqs} != {int}:
+        return None
+    if not (min(seqs) >= _I64_MIN and max(seqs) <= _U64_MAX):
         return None
     return {p: orjson.dumps(p) for p in publishers}, seqs
 
