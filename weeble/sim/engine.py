@@ -69,7 +69,8 @@ LinkObserver = Callable[[float, str, str, str, Message], None]
 class Link:
     """One direction of a broker-to-broker link: FIFO state and any active fault."""
 
-    __slots__ = ("drop", "dst", "duplicate", "fault_delay", "faulty", "last", "seen", "src")
+    __slots__ = ("drop", "dst", "duplicate", "fault_delay", "faulty", "hold_until", "last",
+                 "seen", "src")
 
     def __init__(self, src: str, dst: Node) -> None:
         self.src = src
@@ -79,6 +80,7 @@ class Link:
         self.drop = 0.0
         self.duplicate = 0.0
         self.fault_delay: float | None = None
+        self.hold_until: float | None = None  # a paused receiver: nothing arrives before
         self.seen: set[str] = set()  # adversarial model: sub_ids that crossed once already
 
 
@@ -491,9 +493,11 @@ class Engine:
     def set_link_fault(
         self, a: str, b: str, *, drop: float | None = None, duplicate: float | None = None,
         delay: float | None = None, clear_delay: bool = False, both_ways: bool = True,
+        hold_until: float | None = None, clear_hold: bool = False,
     ) -> None:
         """Change the fault settings of link a-b, both directions or only a -> b (None leaves
-        a setting as it is)."""
+        a setting as it is). `hold_until`: what is sent arrives at that time at the earliest
+        (a paused process reads its socket when it resumes)."""
         ab = self.nodes[a].links.get(b) or self._connect(self.nodes[a], b)
         ba = self.nodes[b].links.get(a) or self._connect(self.nodes[b], a)
         if ab is None or ba is None:
@@ -507,7 +511,12 @@ class Engine:
                 link.fault_delay = delay
             if clear_delay:
                 link.fault_delay = None
-            link.faulty = link.drop > 0 or link.duplicate > 0 or link.fault_delay is not None
+            if hold_until is not None:
+                link.hold_until = hold_until
+            if clear_hold:
+                link.hold_until = None
+            link.faulty = (link.drop > 0 or link.duplicate > 0 or link.fault_delay is not None
+                           or link.hold_until is not None)
 
     def _faulty_send(self, now: float, link: Link, msg: Message) -> None:
         rng = self._fault_rng
@@ -518,6 +527,8 @@ class Engine:
             return
         delay = link.fault_delay if link.fault_delay is not None else self._delay(link, msg)
         arrival = max(now + delay, link.last)
+        if link.hold_until is not None:
+            arrival = max(arrival, link.hold_until)
         link.last = arrival
         copies = 1
         if link.duplicate and rng.random() < link.duplicate:

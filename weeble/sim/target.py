@@ -200,13 +200,18 @@ class SimTarget:
     async def pause(self, broker: str, duration: float | None) -> dict[str, Any]:
         self._alive(broker)
         links = [link for link in self._directed() if broker in link]
+        # what is sent over its links during the pause arrives when it ends, as a stopped
+        # process reads its socket on resuming (a delay of the whole duration brought messages
+        # sent late in the pause in long after it, out of the timing model)
+        until = self.engine.now + (duration or 0.0)
         for a, b in links:
-            self.engine.set_link_fault(a, b, both_ways=False, delay=duration or 0.0)
+            self.engine.set_link_fault(a, b, both_ways=False, hold_until=until)
         self._paused[broker] = links
-        return {"paused": True, "sim": f"links held {duration or 0.0:g} s"}
+        return {"paused": True, "sim": f"links held until {until:g} s"}
 
     async def resume(self, broker: str) -> dict[str, Any]:
         for a, b in self._paused.pop(broker, []):
+            self.engine.set_link_fault(a, b, both_ways=False, clear_hold=True)
             self._apply(a, b)
         return {"paused": False, "sim": "links back to their delays"}
 
