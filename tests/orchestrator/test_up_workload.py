@@ -54,3 +54,40 @@ def test_up_with_the_workload_then_down_and_check_judges_its_publications(
     # no fault: the whole run is judged on its publications, never "not judged" for want of them
     assert check.returncode in {s.exit_code for s in STATUSES}, check.stdout + check.stderr
     assert "no publications observed" not in check.stdout, check.stdout
+
+
+def test_a_workload_that_ends_before_down_ends_its_subscriptions(tmp_path: Path) -> None:
+    """The brokers outlive the workload: its clients unsubscribe at its end, so the tables
+    the brokers let expire afterwards are legitimate (a subscription never ended lives forever,
+    R1: before, `weeble check` failed every such run, "missing entry for alice/0")."""
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps({
+        "name": "up-ends", "seed": 2, "duration": 4,
+        "topology": {"kind": "kary", "m": 2, "levels": 2},
+        "routing": {"algorithm": "simple"},
+        "timing": {"pi": 1, "rho": 0.5, "delta_min": 0, "delta_max": 0.05},
+        "workload": {"filter_classes": 2, "subscriptions": 3, "mean_lifetime": 30,
+                     "publish_rate": 10},
+        "subscriptions": [{"client": "alice", "broker": "b1", "filter": "class == 1"}],
+    }))
+    runs = tmp_path / "runs"
+    up = weeble("up", str(path), "--workload", "--runs-dir", str(runs), "--run-id", "e",
+                "--base-host", next_base_host(), "--any-ports", timeout=300)
+    run_dir = runs / "e"
+    try:
+        assert up.returncode == 0, up.stderr
+        pid = int((run_dir / PID_FILE).read_text())
+        deadline = time.monotonic() + 240  # the workload's 4 s on a busy machine, not a figure
+        while pid_alive(pid, str(run_dir.resolve())) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (run_dir / STATS_FILE).exists(), "the workload did not end by itself"
+        time.sleep(4)  # past 2π: the leases the brokers held for the clients ran out
+    finally:
+        down = weeble("down", "e", "--runs-dir", str(runs), timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    alice = [json.loads(line)["kind"] for line in
+             (run_dir / "trace" / "alice.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert alice.count("client_unsubscribe") == 1, alice
+    check = weeble("check", str(run_dir), timeout=300)
+    assert "missing entry" not in check.stdout + check.stderr, check.stdout
+    assert check.returncode == 0, check.stdout + check.stderr

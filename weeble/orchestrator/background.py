@@ -1,7 +1,8 @@
 """The workload of a run that `weeble up --workload` left up: the scenario's clients, driven by
 a process of their own that outlives `weeble up` (as the brokers do), writing their traces into
-the run's trace folder. `weeble down` stops it first (SIGTERM: its clients close and flush their
-traces), so `weeble check` judges the hand-run flow (up, chaos, down, check) like `weeble run`.
+the run's trace folder. At its end, or when `weeble down` stops it first (SIGTERM), its clients
+unsubscribe, close and flush their traces, so `weeble check` judges the hand-run flow (up,
+chaos, down, check) like `weeble run`.
 
     python -m weeble.orchestrator.background RUN_DIR SCENARIO [DURATION]
 """
@@ -75,7 +76,7 @@ async def _drive(run_dir: Path, scenario_path: str, duration: float) -> dict[str
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(s, task.cancel)  # the run's `finally` closes every client
     with contextlib.suppress(asyncio.CancelledError):
-        await workload.run(duration)
+        await workload.run(duration, unsubscribe_at_end=True)  # the brokers go on
     return workload.stats.as_dict()
 
 

@@ -144,9 +144,13 @@ class LiveWorkload:
 
     async def run(self, duration: float | None = None,
                   on_tick: Callable[[float, WorkloadStats], None] | None = None,
-                  tick: float = 0.25) -> WorkloadStats:
-        """Drive the clients for `duration` seconds (default: the scenario's), then stop them
-        (without unsubscribing: the run ends, the subscriptions were alive until then)."""
+                  tick: float = 0.25, *, unsubscribe_at_end: bool = False) -> WorkloadStats:
+        """Drive the clients for `duration` seconds (default: the scenario's), then stop them:
+        without unsubscribing when the run ends with them (`weeble run`: the subscriptions were
+        alive until then), or, with `unsubscribe_at_end`, each live subscription unsubscribed
+        and traced as ended, for a run whose brokers go on (`weeble up --workload`): a
+        subscription without an end lives forever (R1), and the brokers' leases would run out
+        under a checker still requiring it."""
         duration = self.scenario.duration if duration is None else duration
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -180,7 +184,7 @@ class LiveWorkload:
         finally:
             if ticker is not None:
                 ticker.cancel()
-            await self._shutdown()
+            await self._shutdown(unsubscribe=unsubscribe_at_end)
             for line in self._repeats.summary():
                 log.warning("%s", line)
         if on_tick is not None:
@@ -199,11 +203,14 @@ class LiveWorkload:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, *, unsubscribe: bool) -> None:
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
             for task in list(self._tasks):
                 task.cancel()
+        if unsubscribe:
+            await asyncio.gather(*(self._end(c.name, c.broker, sub_id, crash=False)
+                                   for c in self._clients.values() for sub_id in sorted(c.subs)))
         # what was scheduled is published: every publisher's outbox within one 5 s, together
         # (one after the other, 81 publishers that could not reach their brokers took 81 × 5 s)
         senders = [(c.outbox, c.sender) for c in self._clients.values()
