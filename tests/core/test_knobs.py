@@ -134,7 +134,8 @@ def test_every_knob_is_tested_and_every_core_option_is_a_knob() -> None:
     assert rom_fields - reached == {"broker_id", "neighbors", "overlay", "adverts", "optimizer",
                                     *(f"colours.{k}" for k, _ in OVERLAY_KNOBS), "mode",
                                     *(f"anti_entropy.{k}" for k, _ in AE_KNOBS),
-                                    *(f"skip_ring.{k}" for k, _ in SR_KNOBS), "skip_ring.seed"}
+                                    *(f"skip_ring.{k}" for k, _ in SR_KNOBS), "skip_ring.seed",
+                                    "skip_ring.announce"}  # the live driver's (below)
 
 
 # The anti-entropy mode's knobs (seed 002), each to the ROM field of the same name.
@@ -170,10 +171,15 @@ def test_every_skip_ring_knob_reaches_its_rom_field(knob: str, value: Any,
     before, after = (dataclasses.asdict(s.roms()["b1"].skip_ring) for s in (base, scenario))
     assert {k for k in before if before[k] != after[k]} == {knob}
     assert after[knob] == (tuple(value) if knob == "supervisors" else value)
-    assert live_roms(scenario, tmp_path / "runs") == scenario.roms()
+    # live, and only live, the members announce their planned links (link admission, issue 24)
+    assert live_roms(scenario, tmp_path / "runs") == {
+        b: dataclasses.replace(rom, skip_ring=dataclasses.replace(rom.skip_ring, announce=True))
+        for b, rom in scenario.roms().items()}
+    assert not after["announce"]
     from weeble.model.scenario import SkipRingSpec
 
-    assert {k for k, _ in SR_KNOBS} == set(SkipRingSpec.model_fields) == set(before) - {"seed"}
+    assert ({k for k, _ in SR_KNOBS} == set(SkipRingSpec.model_fields)
+            == set(before) - {"seed", "announce"})
 
 
 # The tree optimizer's knobs (ch. 5) and the fields of its ROM (`Optimizer`) they must change;
