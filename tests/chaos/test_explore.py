@@ -166,3 +166,9 @@ def test_the_command_reports_failing_seeds_by_rule_and_coverage(
     (_rule, seeds), *_ = report["by_rule"].items()
     assert (tmp_path / f"seed-{seeds[0]['seed']}" / "result.json").is_file()
     assert main(["explore", str(ABLATION), "--seeds", "1", "--mix", "bogus=1"]) == 2
+    assert main(["explore", str(ABLATION), "--seeds", "1", "--exclude", "nope."]) == 2
+    assert "names no corruption target" in capsys.readouterr().err
+    main(["explore", str(ABLATION), "--seeds", "2", "--mix", "state=1", "--exclude",
+          "entry.", "--duration", "30", "--out", str(tmp_path / "x"), "--quiet"])
+    fields = json.loads((tmp_path / "x" / "explore.json").read_text())["coverage"]["fields"]
+    assert set(fields) == {"table.clear"}, fields  # the one target left to this routing

@@ -41,6 +41,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-faults", type=int, default=6, help="at most this many per run")
     p.add_argument("--max-duration", type=float, default=8.0,
                    help="longest lasting fault, s (default 8)")
+    p.add_argument("--exclude", default="", metavar="TARGET,...",
+                   help="corruption targets left out, by name or prefix (`overlay.,exchange.`:"
+                        " the static overlay's RAM, which no layer repairs; docs/findings.md)")
     p.add_argument("--duration", type=float, metavar="S",
                    help="run each seed this many simulated s instead of the scenario's")
     add_mode_option(p)
@@ -69,9 +72,16 @@ def run(args: argparse.Namespace) -> int:
         if args.duration <= 0:
             raise UsageError("--duration must be > 0")
         scenario = scenario.model_copy(update={"duration": args.duration, "chaos": None})
+    from weeble.core.broker import FAULTS
+
+    exclude = tuple(x.strip() for x in args.exclude.split(",") if x.strip())
+    for x in exclude:
+        if not any(name.startswith(x) for name in FAULTS.targets):
+            raise UsageError(f"--exclude: {x!r} names no corruption target (they are"
+                             f" {', '.join(sorted(FAULTS.targets))})")
     try:
         nemesis = Nemesis(rate=args.rate, mix=parse_mix(args.mix), max_faults=args.max_faults,
-                          max_duration=args.max_duration)
+                          max_duration=args.max_duration, exclude=exclude)
         from weeble.chaos.nemesis import draw
 
         draw(scenario, args.first_seed, nemesis)  # a nemesis that cannot apply says so now
