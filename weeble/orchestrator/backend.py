@@ -199,6 +199,45 @@ class ProcessControl(ABC):
     def collect_logs(self, dest: Path, brokers: list[str]) -> list[Path]: ...
 
 
+class LinkControl(ABC):
+    """The network part of a backend: the overlay's links made, removed, cut, healed, shaped
+    and read, by the backend's own mechanism (the brokers' link layer, backends/userlinks.py;
+    veth pairs or Docker networks beside a peer network, backends/peernet.py; NetworkPolicies,
+    backends/kubernetes.py), and where a broker is reached over a link."""
+
+    @abstractmethod
+    def add(self, a: str, b: str) -> None: ...
+
+    @abstractmethod
+    def remove(self, a: str, b: str) -> None: ...
+
+    @abstractmethod
+    def links(self) -> list[tuple[str, str]]: ...
+
+    @abstractmethod
+    def peer_address(self, broker_id: str, neighbor: str) -> str: ...
+
+    @property
+    @abstractmethod
+    def reconfigurable(self) -> bool: ...
+
+    @abstractmethod
+    def book_address(self, broker_id: str) -> str: ...
+
+    @abstractmethod
+    def cut(self, a: str, b: str) -> None: ...
+
+    @abstractmethod
+    def heal(self, a: str, b: str) -> None: ...
+
+    @abstractmethod
+    def state(self, a: str, b: str) -> LinkState: ...
+
+    @abstractmethod
+    def shape(self, a: str, b: str, change: LinkShapeChange, *,
+              both_ways: bool = True) -> None: ...
+
+
 class Backend(ABC):
     """Start, stop, crash, restart, pause and resume brokers; cut, heal and shape links; add
     and remove brokers and links at run time; find brokers; collect traces and logs; clean up.

@@ -5,7 +5,9 @@ network, and all of them can use the same port numbers. Link cuts and shaping go
 admin API of the brokers at both ends (CutLink/HealLink/SetLink): the kernel here has no netem,
 so the brokers emulate links in user space (DESIGN.md, "Network emulation"). A pause is
 SIGSTOP/SIGCONT, and the evidence of a process's state is the kernel's state letter from
-/proc: this module is the one place of the project that signals or reads broker processes.
+/proc (backends/processes.py, with this module's port helpers the one place of the project
+that signals or reads broker processes). The backend is an assembly of those parts
+(backends/assembly.py) with placement on loopback.
 
 No process outlives the run by accident. Every broker a LocalBackend starts is stopped when the
 backend closes: at the end of its `with` block, on an exception, on Ctrl-C, on SIGTERM/SIGHUP
@@ -16,49 +18,28 @@ the pids in the run's state file, and `stop_all` ends them.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ipaddress
 import os
-import shutil
 import signal
 import socket
 import sys
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from weeble.orchestrator.backend import (
     AdminAccess,
-    Backend,
     BackendError,
     BrokerAddress,
-    BrokerState,
-    LinkShapeChange,
-    LinkState,
     Placement,
     Ports,
-    ProcessControl,
 )
-from weeble.orchestrator.backends.admin import AdminCalls
+from weeble.orchestrator.backends.assembly import Assembly, _open_backends
 from weeble.orchestrator.backends.processes import LocalProcesses
-from weeble.proto.v1 import admin_pb2
 from weeble.runtime.config import BrokerConfig, split_address
-from weeble.runtime.linkshaper import LinkShape
-
-# ---- cleanup on every way out ---------------------------------------------------------------
-
-_open_backends: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_backends() -> None:
-    for backend in list(_open_backends):
-        with contextlib.suppress(Exception):
-            backend.close()
 
 
 @contextlib.contextmanager
@@ -142,111 +123,25 @@ def holders(address: str) -> list[str]:
     return out
 
 
-def _without(config: BrokerConfig, neighbor: str) -> BrokerConfig:
-    """The config with one neighbour (and its shaping, and the parent pointer to it) gone."""
-    return config.model_copy(update={
-        "neighbors": {n: a for n, a in config.neighbors.items() if n != neighbor},
-        "links": {n: s for n, s in config.links.items() if n != neighbor},
-        "parent": None if config.parent == neighbor else config.parent})
-
-
-class UserSpaceLinks:
-    """A network part made of the brokers' own link layer: a link is cut and shaped at both
-    ends through admin (`user-space` in the evidence). The local backend's links are all such;
-    on Mininet and Docker the links a reconfiguration makes over the shared peer network are.
-    What was set is kept, to be put back when a broker restarts (a cut cable stays cut)."""
-
-    def __init__(self, backend: LocalBackend) -> None:
-        self.backend = backend
-        self.cuts: set[frozenset[str]] = set()
-        self.shapes: dict[tuple[str, str], LinkShape] = {}  # (from, to) -> current shape
-
-    def cut(self, a: str, b: str) -> None:
-        # Cut at both ends: each end drops what it would send and what it receives, so the
-        # link stays cut even while one end restarts.
-        self.cuts.add(frozenset((a, b)))
-        for x, y in self.backend._ends(a, b):
-            self.backend.admin.call(x, "CutLink", admin_pb2.LinkRequest(neighbor=y))
-
-    def heal(self, a: str, b: str) -> None:
-        self.cuts.discard(frozenset((a, b)))
-        for x, y in self.backend._ends(a, b):
-            self.backend.admin.call(x, "HealLink", admin_pb2.LinkRequest(neighbor=y))
-
-    def shape(self, a: str, b: str, change: LinkShapeChange, *, both_ways: bool = True) -> None:
-        ends = self.backend._ends(a, b)
-        for x, y in ends if both_ways else [e for e in ends if e == (a, b)]:
-            reply = self.backend.admin.call(
-                x, "SetLink", admin_pb2.SetLinkRequest(neighbor=y, **change.fields()))
-            s = reply.link.shape
-            self.shapes[x, y] = LinkShape(s.delay_ms, s.jitter_ms, s.loss, s.duplicate,
-                                          s.rate_bps, s.corrupt)
-
-    def is_cut(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) in self.cuts
-
-    def state(self, a: str, b: str) -> LinkState:
-        """Each running end's own word on the link (Snapshot): "cut" at every running end."""
-        bk = self.backend
-        ends: dict[str, str] = {}
-        for x, y in ((a, b), (b, a)):
-            if y not in bk._config(x).neighbors:
-                raise BackendError(f"no link {a}-{b}: {y} is not a neighbour of {x}")
-            if not bk.alive(x):
-                ends[x] = "not running"
-                continue
-            reply = bk.admin.call(x, "Snapshot", admin_pb2.SnapshotRequest())
-            ends[x] = next((ls.state for ls in reply.links if ls.neighbor == y), "absent")
-        running = [s for s in ends.values() if s != "not running"]
-        cut = all(s == "cut" for s in running) if running else self.is_cut(a, b)
-        return LinkState(a, b, cut=cut, mechanism="user-space", ends=ends)
-
-    def forget(self, a: str, b: str | None = None) -> None:
-        """The link a-b removed (b None: every link of broker a)."""
-        if b is not None:
-            self.cuts.discard(frozenset((a, b)))
-            self.shapes.pop((a, b), None)
-            self.shapes.pop((b, a), None)
-            return
-        self.cuts = {k for k in self.cuts if a not in k}
-        self.shapes = {k: v for k, v in self.shapes.items() if a not in k}
-
-    def shapes_from(self, broker_id: str) -> dict[str, LinkShape]:
-        """The shapes set on `broker_id`'s side of its links: neighbour -> shape."""
-        return {to: shape for (frm, to), shape in self.shapes.items() if frm == broker_id}
-
-    def cut_again(self, broker_id: str) -> None:
-        """A restarted broker: its links that were cut, cut again at its end."""
-        for cut in self.cuts:
-            if broker_id in cut:
-                (other,) = cut - {broker_id}
-                self.backend.admin.call(broker_id, "CutLink",
-                                        admin_pb2.LinkRequest(neighbor=other))
-
-
 # ---- the backend ----------------------------------------------------------------------------
 
 
-class LocalBackend(Backend):
+class LocalBackend(Assembly):
+    """Every broker a subprocess on its own loopback address: placement on 127.0.0.x,
+    process control by signals (backends/processes.py), links in the brokers' link layer
+    (backends/userlinks.py)."""
+
     name = "local"
+    # a broker added at run time gets its addresses from the caller (a loopback address),
+    # not from this backend's network
+    assigns_addresses = False
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *,
                  python: str = sys.executable, log_level: str = "INFO") -> None:
-        self.workdir = Path(workdir).resolve()
-        self.access = access
+        super().__init__(workdir, access, log_level=log_level)
         self.python = python
-        self.log_level = log_level
-        self._configs: dict[str, BrokerConfig] = {}
-        # its process control: subprocesses of this machine (under a prefix on Mininet)
-        self.processes: ProcessControl = LocalProcesses(
-            self.workdir, lambda: self.access, python=python, log_level=log_level,
-            prefix=self._prefix)
-        # its admin access: one stub per broker, at the address the orchestrator dials
-        self.admin = AdminCalls(lambda: self.access, lambda b: self.address(b).admin)
-        self._reach: dict[str, BrokerAddress] = {}  # where the orchestrator dials, if planned
-        self.user_links = UserSpaceLinks(self)  # its network part: the brokers' link layer
-        self._detached = False
-        _open_backends.add(self)
+        self.processes = LocalProcesses(self.workdir, lambda: self.access, python=python,
+                                        log_level=log_level)
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -273,15 +168,6 @@ class LocalBackend(Backend):
                 backend.processes.attach(broker_id, pid)
         return backend
 
-    # ---- brokers ----------------------------------------------------------------------------
-
-    def _config(self, broker_id: str) -> BrokerConfig:
-        try:
-            return self._configs[broker_id]
-        except KeyError:
-            known = ", ".join(self._configs) or "none"
-            raise BackendError(f"unknown broker {broker_id!r} (brokers: {known})") from None
-
     def preflight(self, configs: list[BrokerConfig]) -> None:
         for config in configs:
             self.check_addresses(config)
@@ -291,6 +177,23 @@ class LocalBackend(Backend):
         check_free(config.admin_address, f"broker {config.broker_id}: admin address")
         if config.metrics_address is not None:
             check_free(config.metrics_address, f"broker {config.broker_id}: metrics address")
+
+    def await_addresses(self, config: BrokerConfig, timeout: float) -> None:
+        # The killed process's sockets are closed by the kernel as it exits, which under load
+        # can take longer than kill_broker waits: retry until they are free (up to `timeout`),
+        # then say who still holds them instead of a bare "Address already in use".
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.check_addresses(config)
+                break
+            except BackendError as e:
+                if time.monotonic() > deadline:
+                    held = [h for a in (config.listen_address, config.admin_address)
+                            for h in holders(a)]
+                    raise BackendError(f"{e} (after {timeout:g} s; held by "
+                                       f"{', '.join(held) or 'no process'})") from None
+                time.sleep(0.1)
 
     # ---- the network --------------------------------------------------------------------------
 
@@ -315,269 +218,3 @@ class LocalBackend(Backend):
         self._reach.update({b: p.reach for b, p in out.items()})
         return out
 
-    # ---- brokers ----------------------------------------------------------------------------
-
-    def _prefix(self, broker_id: str) -> list[str]:
-        """The command a broker runs under (none here; a namespace's `mnexec -a` on Mininet)."""
-        return []
-
-    def start_broker(self, config: BrokerConfig) -> None:
-        broker_id = config.broker_id
-        if broker_id in self._configs and self.alive(broker_id):
-            raise BackendError(f"broker {broker_id} is already running")
-        self.check_addresses(config)
-        self._configs[broker_id] = config
-        self.processes.start(config, health_address=self.address(broker_id).listen)
-
-    def wait_healthy(self, broker_id: str, timeout: float, *, links: bool = False) -> None:
-        self.processes.wait_healthy(broker_id, timeout, links=links,
-                                    address=self.address(broker_id).listen)
-
-    def alive(self, broker_id: str) -> bool:
-        return self.processes.alive(broker_id)
-
-    def handle(self, broker_id: str) -> str | None:
-        return self.processes.handle(broker_id)
-
-    def broker_state(self, broker_id: str) -> BrokerState:
-        self._config(broker_id)
-        return self.processes.state(broker_id)
-
-    def pause_broker(self, broker_id: str) -> BrokerState:
-        return self.processes.pause(broker_id)
-
-    def resume_broker(self, broker_id: str) -> BrokerState:
-        self._config(broker_id)
-        return self.processes.resume(broker_id)
-
-    def config(self, broker_id: str) -> BrokerConfig:
-        return self._config(broker_id)
-
-    def brokers(self) -> list[str]:
-        return list(self._configs)
-
-    def address(self, broker_id: str) -> BrokerAddress:
-        reach = self._reach.get(broker_id)
-        if reach is not None:
-            return reach
-        c = self._config(broker_id)
-        return BrokerAddress(broker_id, c.listen_address, c.admin_address, c.metrics_address)
-
-    def peer_address(self, broker_id: str, neighbor: str) -> str:
-        # one loopback address per broker: its neighbours dial the address clients use
-        self.address(neighbor)
-        return self.address(broker_id).listen
-
-    # ---- run-time membership ----------------------------------------------------------------
-
-    # a broker added at run time gets its addresses from the caller (a loopback address),
-    # not from this backend's network
-    assigns_addresses = False
-    links_at_run_time = True
-
-    @property
-    def reconfigurable(self) -> bool:
-        return True  # on loopback every broker reaches every other
-
-    def book_address(self, broker_id: str) -> str:
-        return self.address(broker_id).listen
-
-    def _place(self, config: BrokerConfig) -> BrokerConfig:
-        """The config of a broker added at run time, with this backend's addresses: locally,
-        the ones the caller chose."""
-        return config
-
-    def add_broker(self, config: BrokerConfig, *,
-                   prepare: Callable[[BrokerConfig], BrokerConfig] | None = None
-                   ) -> BrokerConfig:
-        broker_id = config.broker_id
-        if broker_id in self._configs:
-            raise BackendError(f"broker {broker_id} exists already")
-        unknown = [n for n in config.neighbors if n not in self._configs]
-        if unknown:
-            raise BackendError(f"broker {broker_id}: unknown neighbour(s) {unknown}")
-        placed = self._place(config)
-        self._configs[broker_id] = placed.model_copy(
-            update={"neighbors": {}, "links": {}, "parent": None})
-        try:
-            for n in config.neighbors:
-                self.add_link(broker_id, n)
-            final = self._configs[broker_id].model_copy(
-                update={"links": placed.links, "parent": placed.parent})
-            if prepare is not None:
-                final = prepare(final)
-            self.start_broker(final)
-        except BaseException:
-            self.remove_broker(broker_id)
-            raise
-        return final
-
-    def update_config(self, broker_id: str, **fields: Any) -> BrokerConfig:
-        """Change fields of the config a (re)start of `broker_id` uses (e.g. its address book
-        after a broker joined); the running process is told by the admin API, not here."""
-        self._configs[broker_id] = self._config(broker_id).model_copy(update=fields)
-        return self._configs[broker_id]
-
-    def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        self._config(broker_id)
-        if self.alive(broker_id):
-            self.stop_broker(broker_id, timeout)
-        self._forget(broker_id)
-
-    def _forget(self, broker_id: str) -> None:
-        """A broker removed: its config, its neighbours' entries of it, its cuts and shapes."""
-        config = self._config(broker_id)
-        for n in list(config.neighbors):
-            if n in self._configs:
-                self._configs[n] = _without(self._configs[n], broker_id)
-        self.user_links.forget(broker_id)
-        del self._configs[broker_id]
-        self.processes.forget(broker_id)
-        self._reach.pop(broker_id, None)
-
-    def add_link(self, a: str, b: str) -> None:
-        ca, cb = self._config(a), self._config(b)
-        if a == b:
-            raise BackendError(f"link {a}-{b}: a broker is not its own neighbour")
-        # on loopback every broker already reaches every other: the link is the neighbour entry
-        self._configs[a] = ca.model_copy(
-            update={"neighbors": {**ca.neighbors, b: self.peer_address(b, a)}})
-        self._configs[b] = cb.model_copy(
-            update={"neighbors": {**cb.neighbors, a: self.peer_address(a, b)}})
-
-    def remove_link(self, a: str, b: str) -> None:
-        self._ends(a, b)  # raises if there is no such link
-        self._configs[a] = _without(self._configs[a], b)
-        self._configs[b] = _without(self._configs[b], a)
-        self.user_links.forget(a, b)
-
-    def links(self) -> list[tuple[str, str]]:
-        return sorted({(min(a, n), max(a, n)) for a, c in self._configs.items()
-                       for n in c.neighbors if n in self._configs})
-
-    def stop_broker(self, broker_id: str, timeout: float = 10.0) -> int | None:
-        return self.stop_all(timeout, only=[broker_id])[broker_id]
-
-    def stop_all(self, timeout: float = 10.0, *,
-                 only: list[str] | None = None) -> dict[str, int | None]:
-        """Stop these brokers (all: None) at once, as the process control does it (they
-        drain in parallel)."""
-        targets = [self._config(b).broker_id for b in only] if only else self.brokers()
-        codes = self.processes.stop(targets, timeout)
-        self.admin.drop(targets)
-        return codes
-
-    def kill_broker(self, broker_id: str) -> None:
-        self._config(broker_id)
-        self.processes.kill(broker_id)
-        self.admin.drop([broker_id])
-
-    def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
-        """Kill the broker if it still runs, start a fresh process and return once it serves.
-
-        The new process starts from the config with empty RAM; the link shapes and cuts this
-        backend set are put back (a cut cable stays cut across a reboot)."""
-        config = self._config(broker_id)
-        if self.alive(broker_id):
-            self.kill_broker(broker_id)
-        shapes = self.user_links.shapes_from(broker_id)
-        if shapes:
-            config = config.model_copy(update={"links": {**config.links, **shapes}})
-        self._configs.pop(broker_id)  # start_broker re-adds it
-        # The killed process's sockets are closed by the kernel as it exits, which under load
-        # can take longer than kill_broker waits: retry until they are free (up to `timeout`),
-        # then say who still holds them instead of a bare "Address already in use".
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.check_addresses(config)
-                break
-            except BackendError as e:
-                if time.monotonic() > deadline:
-                    self._configs[broker_id] = config
-                    held = [h for a in (config.listen_address, config.admin_address)
-                            for h in holders(a)]
-                    raise BackendError(f"{e} (after {timeout:g} s; held by "
-                                       f"{', '.join(held) or 'no process'})") from None
-                time.sleep(0.1)
-        try:
-            self.start_broker(config)
-        except BackendError:
-            self._configs[broker_id] = config
-            raise
-        self.wait_healthy(broker_id, timeout)
-        self.user_links.cut_again(broker_id)
-
-    # ---- links ------------------------------------------------------------------------------
-
-    def _ends(self, a: str, b: str) -> list[tuple[str, str]]:
-        """Both directions of link a-b, at the ends that are running."""
-        for x, y in ((a, b), (b, a)):
-            if y not in self._config(x).neighbors:
-                raise BackendError(f"no link {a}-{b}: {y} is not a neighbour of {x}")
-        return [(x, y) for x, y in ((a, b), (b, a)) if self.alive(x)]
-
-    def cut_link(self, a: str, b: str) -> None:
-        self.user_links.cut(a, b)
-
-    def heal_link(self, a: str, b: str) -> None:
-        self.user_links.heal(a, b)
-
-    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
-                   both_ways: bool = True) -> None:
-        self.user_links.shape(a, b, change, both_ways=both_ways)
-
-    def link_cut(self, a: str, b: str) -> bool:
-        return self.user_links.is_cut(a, b)
-
-    def link_state(self, a: str, b: str) -> LinkState:
-        return self.user_links.state(a, b)
-
-    # ---- results ----------------------------------------------------------------------------
-
-    def collect_traces(self, dest: Path) -> list[Path]:
-        """The brokers write their traces straight to files here; copy any kept elsewhere."""
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        out = []
-        for config in self._configs.values():
-            path = config.trace_path
-            if path is None or not Path(path).exists():
-                continue
-            target = dest / Path(path).name
-            if Path(path).resolve() != target.resolve():
-                shutil.copy2(path, target)
-            out.append(target)
-        return out
-
-    def collect_logs(self, dest: Path) -> list[Path]:
-        return self.processes.collect_logs(dest, list(self._configs))
-
-    def log_tail(self, broker_id: str, lines: int = 30) -> str:
-        return self.processes.log_tail(broker_id, lines)
-
-    @property
-    def detached(self) -> bool:
-        return self._detached
-
-    def detach(self) -> None:
-        """Leave the brokers running when this backend closes (`weeble up`)."""
-        self._detached = True
-        _open_backends.discard(self)
-
-    def teardown(self) -> None:
-        running = [b for b in self._configs if self.alive(b)]
-        if running:
-            self.stop_all(only=running)
-        self.admin.drop()
-
-    def close(self) -> None:
-        for b in list(self.processes.paused):  # a frozen broker would outlive a detached run
-            self.resume_broker(b)
-        if not self._detached:
-            self.teardown()
-        self.admin.drop()
-        _open_backends.discard(self)
-
-    def __enter__(self) -> LocalBackend:
-        return self

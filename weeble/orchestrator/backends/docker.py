@@ -57,9 +57,9 @@ from weeble.orchestrator.backend import (
 )
 from weeble.orchestrator.backends import registry
 from weeble.orchestrator.backends.admin import wait_serving
+from weeble.orchestrator.backends.assembly import Assembly, _open_backends
 from weeble.orchestrator.backends.image import PYTHON, ensure_image
-from weeble.orchestrator.backends.peernet import PeerLinks
-from weeble.orchestrator.local import _open_backends
+from weeble.orchestrator.backends.peernet import PeerNetwork
 from weeble.runtime.config import BrokerConfig
 
 KIND = "docker"
@@ -126,17 +126,19 @@ class _Link:
     network: Any  # docker Network
 
 
-class DockerBackend(PeerLinks):
-    """Brokers in containers. Configs, admin calls, user-space shaping and restarts with the
-    link shapes put back are the local backend's; processes and the network are Docker's."""
+class DockerBackend(Assembly):
+    """Brokers in containers: an assembly (assembly.py) of placement on the run's Docker
+    networks, `DockerContainers` (processes), admin access and a `PeerNetwork` of
+    `DockerWires` (the network)."""
 
     name = "docker"
     assigns_addresses = True
 
     def __init__(self, workdir: Path | str, access: AdminAccess, *, image: str | None = None,
                  tag: str = "", log_level: str = "INFO") -> None:
-        super().__init__(workdir, access, python=PYTHON, log_level=log_level)
-        self.wires = DockerWires(self)
+        super().__init__(workdir, access, log_level=log_level)
+        self.peers = PeerNetwork(self, DockerWires(self))  # its network part
+        self.network = self.peers
         self.processes: DockerContainers = DockerContainers(self.workdir, lambda: self.access)
         self.run_dir = self.workdir.parent
         self.image = image
@@ -148,7 +150,7 @@ class DockerBackend(PeerLinks):
         self._subnets: Iterator[ipaddress.IPv4Network] = iter(())
         self._ports: tuple[int, int, int | None] = (DEFAULT_LISTEN, DEFAULT_ADMIN, None)
         self._net_lock = threading.RLock()
-        self._peers: Any = None  # docker Network: the peer network, if the run has one
+        self._peer_net: Any = None  # docker Network: the peer network, if the run has one
         self._peer_hosts: Iterator[ipaddress.IPv4Address] = iter(())
 
     @classmethod
@@ -166,7 +168,7 @@ class DockerBackend(PeerLinks):
         _open_backends.discard(backend)
         backend._client = docker_client()
         backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
-        backend._load_peer_state(state)
+        backend.peers.load(state)
         backend.image = state.get("image")
         with contextlib.suppress(Exception):  # a leaf added from here needs them
             backend._mgmt = backend._client.networks.get(f"weeble-{backend.tag}-mgmt")
@@ -182,7 +184,7 @@ class DockerBackend(PeerLinks):
         for name, ips in state.get("links", {}).items():
             a, b = sorted(ips)
             with contextlib.suppress(Exception):
-                backend._links[frozenset((a, b))] = _Link(
+                backend.peers.wired[frozenset((a, b))] = _Link(
                     a, b, ips, backend._client.networks.get(f"weeble-{backend.tag}-{name}"))
         return backend
 
@@ -193,8 +195,8 @@ class DockerBackend(PeerLinks):
     def state(self) -> dict[str, Any]:
         return {"tag": self.tag, "image": self.image, "ports": list(self._ports),
                 "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
-                "links": {f"{e.a}-{e.b}": e.ip for e in self._links.values()},
-                **self._peer_state()}
+                "links": {f"{e.a}-{e.b}": e.ip for e in self.peers.wired.values()},
+                **self.peers.state_record()}
 
     # ---- the network --------------------------------------------------------------------------
 
@@ -227,10 +229,10 @@ class DockerBackend(PeerLinks):
             except Exception as e:
                 raise BackendError(f"docker: management network: {e}") from None
             if ports.peer_network:
-                self._peer_network = True
+                self.peers.peer_network = True
                 self._peer_hosts = iter(list(peers.hosts())[1:])
                 try:
-                    self._peers = self._client.networks.create(
+                    self._peer_net = self._client.networks.create(
                         f"weeble-{self.tag}-peers", driver="bridge", internal=True,
                         labels={LABEL: self.tag, WORKDIR: str(self.workdir)},
                         ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
@@ -242,7 +244,7 @@ class DockerBackend(PeerLinks):
                 self._create_container(b)
             for a, b in edges:
                 self._connect(a, b)
-        return {b: self._placement(b, self._mgmt_ip[b]) for b in brokers}
+        return {b: self.peers.placement(b, self._mgmt_ip[b]) for b in brokers}
 
     def _free_block(self) -> ipaddress.IPv4Network:
         taken = set()
@@ -280,21 +282,21 @@ class DockerBackend(PeerLinks):
             raise BackendError(f"docker: container for broker {broker_id}: {e}") from None
         self.processes.containers[broker_id] = self._client.containers.get(created["Id"])
         self._mgmt_ip[broker_id] = ip
-        if self._peer_network:
+        if self.peers.peer_network:
             self._join_peers(broker_id)
 
     def _join_peers(self, broker_id: str) -> None:
-        if self._peers is None:  # attached to a run another process planned
-            self._peers = self._client.networks.get(f"weeble-{self.tag}-peers")
+        if self._peer_net is None:  # attached to a run another process planned
+            self._peer_net = self._client.networks.get(f"weeble-{self.tag}-peers")
         try:
             ip = str(next(self._peer_hosts))
         except StopIteration:  # used up, or attached to a run another process planned
-            ip = self._free_on(self._peers, set(self._peer_ip.values()), "peer")
+            ip = self._free_on(self._peer_net, set(self.peers.peer_ip.values()), "peer")
         try:
-            self._peers.connect(self.processes.containers[broker_id], ipv4_address=ip)
+            self._peer_net.connect(self.processes.containers[broker_id], ipv4_address=ip)
         except Exception as e:
             raise BackendError(f"docker: broker {broker_id} on the peer network: {e}") from None
-        self._peer_ip[broker_id] = ip
+        self.peers.peer_ip[broker_id] = ip
 
     def _free_on(self, network: Any, used: set[str], what: str) -> str:
         """An address of `network` no broker of this run has (.1 is the gateway)."""
@@ -310,7 +312,7 @@ class DockerBackend(PeerLinks):
         import docker
 
         key = frozenset((a, b))
-        if key in self._links:
+        if key in self.peers.wired:
             raise BackendError(f"link {a}-{b} exists already")
         try:
             subnet = next(self._subnets)
@@ -327,7 +329,7 @@ class DockerBackend(PeerLinks):
         except Exception as e:
             raise BackendError(f"docker: network of link {a}-{b}: {e}") from None
         entry = _Link(lo, hi, {lo: ip_lo, hi: ip_hi}, network)
-        self._links[key] = entry
+        self.peers.wired[key] = entry
         for broker in (lo, hi):
             self._attach(entry, broker)
             self.processes.no_default_route(broker)
@@ -352,33 +354,27 @@ class DockerBackend(PeerLinks):
 
     # ---- brokers ----------------------------------------------------------------------------
 
-    def preflight(self, configs: list[BrokerConfig]) -> None:
-        return  # every container has its own network namespace
-
-    def check_addresses(self, config: BrokerConfig) -> None:
-        return
-
     def _place(self, config: BrokerConfig) -> BrokerConfig:
         with self._net_lock:
             self._create_container(config.broker_id)
-            p = self._placement(config.broker_id, self._mgmt_ip[config.broker_id])
+            p = self.peers.placement(config.broker_id, self._mgmt_ip[config.broker_id])
         return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
                                          "metrics_address": p.metrics})
 
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        self._remove_wires_of(broker_id)
+        self.peers.remove_wires_of(broker_id)
         super().remove_broker(broker_id, timeout)
         container = self.processes.containers.pop(broker_id, None)
         if container is not None:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
         self._mgmt_ip.pop(broker_id, None)
-        self._forget_peer(broker_id)
+        self.peers.forget(broker_id)
 
     # ---- links ------------------------------------------------------------------------------
 
     def _heal(self, a: str, b: str) -> None:
-        entry = self._link(a, b)
+        entry = self.peers.link(a, b)
         with self._net_lock:
             for broker in (a, b):
                 if not self._connected(entry, broker):
@@ -401,7 +397,7 @@ class DockerBackend(PeerLinks):
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's link interface toward b (evidence of a rate limit)."""
-        entry = self._link(a, b)
+        entry = self.peers.link(a, b)
         self.container(a).reload()
         return self.processes.nsenter(a, "tc", "qdisc", "show", "dev",
                                       self._interface(a, entry.ip[a]))
@@ -424,7 +420,7 @@ class DockerBackend(PeerLinks):
         if self.tag:
             _remove_run(self._client, self.tag)
         self.processes.containers.clear()
-        self._links.clear()
+        self.peers.wired.clear()
 
 
 class DockerContainers(ProcessControl):
@@ -593,24 +589,24 @@ class DockerWires:
 
     def unlink(self, a: str, b: str) -> None:
         bk = self.backend
-        entry = bk._link(a, b)
+        entry = bk.peers.link(a, b)
         with bk._net_lock:
             bk._detach_end(entry, a)
             bk._detach_end(entry, b)
             with contextlib.suppress(Exception):
                 entry.network.remove()
-            del bk._links[frozenset((a, b))]
+            del bk.peers.wired[frozenset((a, b))]
 
     def links(self, everything: bool = False) -> list[tuple[str, str]]:
         bk = self.backend
-        return sorted((e.a, e.b) for e in bk._links.values())
+        return sorted((e.a, e.b) for e in bk.peers.wired.values())
 
     def cut(self, a: str, b: str, status: str) -> None:
         bk = self.backend
         if status == "up":
             bk._heal(a, b)
             return
-        entry = bk._link(a, b)
+        entry = bk.peers.link(a, b)
         with bk._net_lock:
             for broker in (a, b):
                 bk._detach_end(entry, broker)
@@ -619,7 +615,7 @@ class DockerWires:
     def state(self, a: str, b: str) -> LinkState:
         """Whether each container is on the link's network, as the engine says."""
         bk = self.backend
-        entry = bk._link(a, b)
+        entry = bk.peers.link(a, b)
         ends = {x: (f"on {entry.network.name} ({entry.ip[x]})" if bk._connected(entry, x)
                     else f"off {entry.network.name}") for x in (a, b)}
         cut = all(v.startswith("off ") for v in ends.values())
@@ -632,7 +628,7 @@ class DockerWires:
         fields = change.fields()
         rate = fields.pop("rate_bps", None)
         if rate is not None:
-            entry = bk._link(a, b)
+            entry = bk.peers.link(a, b)
             for x in (a, b) if both_ways else (a,):
                 bk.container(x).reload()
                 dev = bk._interface(x, entry.ip[x])

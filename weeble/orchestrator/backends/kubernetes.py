@@ -58,6 +58,7 @@ from weeble.orchestrator.backend import (
     BackendError,
     BrokerAddress,
     BrokerState,
+    LinkControl,
     LinkShapeChange,
     LinkState,
     Placement,
@@ -65,8 +66,8 @@ from weeble.orchestrator.backend import (
     ProcessControl,
 )
 from weeble.orchestrator.backends.admin import wait_serving
+from weeble.orchestrator.backends.assembly import Assembly
 from weeble.orchestrator.backends.image import NAME, PYTHON, UID
-from weeble.orchestrator.local import LocalBackend
 from weeble.runtime.__main__ import TOKEN_PLACEHOLDER  # the config's token: the Secret's wins
 from weeble.runtime.config import BrokerConfig
 from weeble.trace.schema import TRACE_DIR as RUN_TRACE_DIR
@@ -762,12 +763,12 @@ def write_tree(root: Path) -> list[Path]:
 # ---- the backend ------------------------------------------------------------------------------
 
 
-class KubernetesBackend(LocalBackend):
+class KubernetesBackend(Assembly):
     """Brokers as the pods of a StatefulSet in a namespace of their own, per run.
 
     The orchestrator must reach the pods' DNS names (it runs in the cluster, labelled
-    app.kubernetes.io/component=orchestrator); admin calls and the user-space link shaper are
-    the local backend's, over those names.
+    app.kubernetes.io/component=orchestrator); an assembly (assembly.py) of placement in pods,
+    `KubePods` (processes), admin access over those names and `KubePolicies` (the network).
 
     A run that reshapes its tree (planned with `Ports.peer_network`: reconfigurations, the
     colour scheme, the optimizer, every `weeble up`) gives every broker an address book of the
@@ -806,11 +807,12 @@ class KubernetesBackend(LocalBackend):
         self._root = ""
         self._applied = False
         self._peer_network = False
-        self._cut: set[frozenset[str]] = set()
         self._policies: dict[str, dict[str, Any]] = {}  # pod -> its link policy as applied
         self._shard_of: dict[str, str] = {}  # pod -> the ConfigMap holding its config
         self._shards = 1
         self.processes: KubePods = KubePods(self)
+        self.policies = KubePolicies(self)  # its network part
+        self.network = self.policies
 
     @classmethod
     def create(cls, run_dir: Path, access: AdminAccess, *, run_id: str,
@@ -841,7 +843,7 @@ class KubernetesBackend(LocalBackend):
         backend._leaves = set(state.get("leaves") or [])
         backend._replicas = int(state.get("replicas", len(backend._planned)))
         backend._peer_network = bool(state.get("peer_network"))
-        backend._cut = {frozenset(pair) for pair in state.get("cut") or []}
+        backend.policies.cut_links = {frozenset(pair) for pair in state.get("cut") or []}
         backend._root = state.get("root", "")
         backend._edges = [(a, b) for a, b in state.get("edges") or []]
         backend._trace_home = Path(run_dir) / RUN_TRACE_DIR
@@ -859,7 +861,7 @@ class KubernetesBackend(LocalBackend):
                 "leaves": sorted(self._leaves), "replicas": self._replicas,
                 "peer_network": self._peer_network, "root": self._root,
                 "edges": [list(e) for e in self.links()],
-                "cut": sorted(sorted(k) for k in self._cut)}
+                "cut": sorted(sorted(k) for k in self.policies.cut_links)}
 
     # the client's API groups
     def _core(self) -> Any:
@@ -907,21 +909,6 @@ class KubernetesBackend(LocalBackend):
     def trace_path(self, run_trace_dir: Path, broker_id: str) -> Path:
         self._trace_home = Path(run_trace_dir)  # where a leaving broker's trace is kept
         return Path(TRACE_DIR) / f"{broker_id}.jsonl"
-
-    def peer_address(self, broker_id: str, neighbor: str) -> str:
-        return self.address(broker_id).listen
-
-    @property
-    def reconfigurable(self) -> bool:
-        return self._peer_network
-
-    def book_address(self, broker_id: str) -> str:
-        if not self._peer_network:
-            raise BackendError(
-                "the k8s backend: this run was planned without reconfiguration, so its link"
-                " policies admit only the planned neighbours (`weeble up`, or a scenario that"
-                " reconfigures, plans one whose brokers reach each other)")
-        return self.address(broker_id).listen
 
     def _pod_name(self, broker_id: str) -> str:
         try:
@@ -1003,7 +990,7 @@ class KubernetesBackend(LocalBackend):
     def _policy_of(self, broker_id: str) -> dict[str, Any]:
         config = self._configs[broker_id]
         cut = [self._pods[n] for n in config.neighbors
-               if frozenset((broker_id, n)) in self._cut and n in self._pods]
+               if frozenset((broker_id, n)) in self.policies.cut_links and n in self._pods]
         obj = link_policy(self.instance, self._pods[broker_id],
                           [self._pods[n] for n in config.neighbors if n in self._pods],
                           self._ports[0], run_wide=self._peer_network, denied=cut)
@@ -1035,9 +1022,6 @@ class KubernetesBackend(LocalBackend):
                     f"k8s: broker {c.broker_id}: live.tls is not supported on the k8s backend"
                     " (the run's certificates would have to be a Secret mounted in the pods);"
                     " run without it, or on local, mininet or docker")
-
-    def check_addresses(self, config: BrokerConfig) -> None:
-        return  # every pod has its own network namespace
 
     def start_broker(self, config: BrokerConfig) -> None:
         """Record the config; the StatefulSet starts every pod once all configs are in (the
@@ -1123,7 +1107,7 @@ class KubernetesBackend(LocalBackend):
             self._replicas -= 1
         neighbours = [n for n in self._config(broker_id).neighbors if n in self._configs]
         self._forget(broker_id)
-        self._cut = {k for k in self._cut if broker_id not in k}
+        self.policies.cut_links = {k for k in self.policies.cut_links if broker_id not in k}
         self._pods.pop(broker_id)
         self._leaves.discard(broker_id)
         self._policies.pop(name, None)
@@ -1152,57 +1136,12 @@ class KubernetesBackend(LocalBackend):
         """Has this broker's pod been asked for (its link policy applied)?"""
         return self._pods.get(broker_id, "") in self._policies
 
-    def add_link(self, a: str, b: str) -> None:
-        super().add_link(a, b)
-        if self._deployed(a) and self._deployed(b):  # (a leaf being added: its start does)
-            self._publish([a, b])
-            self._sync_policies([a, b])
-
-    def remove_link(self, a: str, b: str) -> None:
-        super().remove_link(a, b)
-        self._cut.discard(frozenset((a, b)))
-        self._publish([a, b])
-        self._sync_policies([a, b])
-
     def restart_broker(self, broker_id: str, timeout: float = 30.0) -> None:
         if self.alive(broker_id):
             self.kill_broker(broker_id)
         self.wait_healthy(broker_id, timeout)
 
     # ---- links ------------------------------------------------------------------------------
-
-    def _set_cut(self, a: str, b: str, cut: bool) -> None:
-        self._ends(a, b)
-        (self._cut.add if cut else self._cut.discard)(frozenset((a, b)))
-        self._sync_policies([a, b])
-
-    def cut_link(self, a: str, b: str) -> None:
-        self._set_cut(a, b, cut=True)
-
-    def heal_link(self, a: str, b: str) -> None:
-        self._set_cut(a, b, cut=False)
-
-    def link_state(self, a: str, b: str) -> LinkState:
-        """Each end's link policy as the API server holds it, read back: does it admit the
-        other end's pod to its link port?"""
-        from kubernetes import client
-
-        self._ends(a, b)
-        ends = {}
-        for x, y in ((a, b), (b, a)):
-            policy = self._call(f"read link policy of {x}",
-                                self._net().read_namespaced_network_policy,
-                                f"link-{self._pod_name(x)}", self.namespace)
-            obj = client.ApiClient().sanitize_for_serialization(policy)
-            ends[x] = (f"admits {y}" if admits([obj], self.pod_labels(x), self.pod_labels(y),
-                                               self._ports[0]) else f"denies {y}")
-        cut = all(v.startswith("denies") for v in ends.values())
-        return LinkState(a, b, cut=cut, mechanism="network-policy", ends=ends)
-
-    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
-                   both_ways: bool = True) -> None:
-        # everything in the brokers' user-space shaper: a pod's qdisc is the CNI's
-        super().shape_link(a, b, change, both_ways=both_ways)
 
     # ---- results and the end ----------------------------------------------------------------
 
@@ -1250,6 +1189,82 @@ class KubernetesBackend(LocalBackend):
                         raise
         self._applied = False
         self.admin.drop()
+
+
+class KubePolicies(LinkControl):
+    """The network part of the Kubernetes backend: a link is its ends' entries in the
+    ConfigMap (the configs a pod boots with) and each end's link NetworkPolicy; a cut is a
+    policy that stops admitting the other end, read back from the API server. Shaping stays
+    in the brokers' user-space shaper (a pod's qdisc is the CNI's)."""
+
+    def __init__(self, backend: KubernetesBackend) -> None:
+        self.backend = backend
+        self.cut_links: set[frozenset[str]] = set()
+
+    def add(self, a: str, b: str) -> None:
+        bk = self.backend
+        bk.enter_link(a, b)
+        if bk._deployed(a) and bk._deployed(b):  # (a leaf being added: its start does)
+            bk._publish([a, b])
+            bk._sync_policies([a, b])
+
+    def remove(self, a: str, b: str) -> None:
+        bk = self.backend
+        bk.drop_link(a, b)
+        self.cut_links.discard(frozenset((a, b)))
+        bk._publish([a, b])
+        bk._sync_policies([a, b])
+
+    def links(self) -> list[tuple[str, str]]:
+        return self.backend.entered_links()
+
+    def peer_address(self, broker_id: str, neighbor: str) -> str:
+        return self.backend.address(broker_id).listen
+
+    @property
+    def reconfigurable(self) -> bool:
+        return self.backend._peer_network
+
+    def book_address(self, broker_id: str) -> str:
+        if not self.backend._peer_network:
+            raise BackendError(
+                "the k8s backend: this run was planned without reconfiguration, so its link"
+                " policies admit only the planned neighbours (`weeble up`, or a scenario that"
+                " reconfigures, plans one whose brokers reach each other)")
+        return self.backend.address(broker_id).listen
+
+    def _set_cut(self, a: str, b: str, cut: bool) -> None:
+        self.backend.user_links.ends(a, b)
+        (self.cut_links.add if cut else self.cut_links.discard)(frozenset((a, b)))
+        self.backend._sync_policies([a, b])
+
+    def cut(self, a: str, b: str) -> None:
+        self._set_cut(a, b, cut=True)
+
+    def heal(self, a: str, b: str) -> None:
+        self._set_cut(a, b, cut=False)
+
+    def state(self, a: str, b: str) -> LinkState:
+        """Each end's link policy as the API server holds it, read back: does it admit the
+        other end's pod to its link port?"""
+        from kubernetes import client
+
+        bk = self.backend
+        bk.user_links.ends(a, b)
+        ends = {}
+        for x, y in ((a, b), (b, a)):
+            policy = bk._call(f"read link policy of {x}",
+                              bk._net().read_namespaced_network_policy,
+                              f"link-{bk._pod_name(x)}", bk.namespace)
+            obj = client.ApiClient().sanitize_for_serialization(policy)
+            ends[x] = (f"admits {y}" if admits([obj], bk.pod_labels(x), bk.pod_labels(y),
+                                               bk._ports[0]) else f"denies {y}")
+        cut = all(v.startswith("denies") for v in ends.values())
+        return LinkState(a, b, cut=cut, mechanism="network-policy", ends=ends)
+
+    def shape(self, a: str, b: str, change: LinkShapeChange, *, both_ways: bool = True) -> None:
+        # everything in the brokers' user-space shaper: a pod's qdisc is the CNI's
+        self.backend.user_links.shape(a, b, change, both_ways=both_ways)
 
 
 class KubePods(ProcessControl):

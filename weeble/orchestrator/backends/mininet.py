@@ -56,8 +56,9 @@ from weeble.orchestrator.backend import (
     Ports,
 )
 from weeble.orchestrator.backends import registry
-from weeble.orchestrator.backends.peernet import PeerLinks
-from weeble.orchestrator.local import LocalBackend, _open_backends
+from weeble.orchestrator.backends.assembly import Assembly, _open_backends
+from weeble.orchestrator.backends.peernet import PeerNetwork
+from weeble.orchestrator.backends.processes import LocalProcesses
 from weeble.runtime.config import BrokerConfig
 
 KIND = "mininet"
@@ -182,9 +183,10 @@ class _Link:
     link: Any  # mininet.link.Link
 
 
-class MininetBackend(PeerLinks):
-    """Brokers as processes in Mininet hosts: the process side (start, signals, state, logs,
-    traces on the shared file system) is the local backend's; the network is Mininet's.
+class MininetBackend(Assembly):
+    """Brokers as processes in Mininet hosts: an assembly (assembly.py) of placement in
+    Mininet hosts, `LocalProcesses` entering each host (start, signals, state, logs; traces on
+    the shared file system), admin access and a `PeerNetwork` of `MininetWires`.
 
     The peer network of a run that reconfigures (peernet.py) is a Linux bridge in a host of its
     own (`wTshp`: its own namespace, so the root namespace's firewall, Docker's included, never
@@ -197,7 +199,11 @@ class MininetBackend(PeerLinks):
     def __init__(self, workdir: Path | str, access: AdminAccess, *, tag: str | None = None,
                  log_level: str = "INFO") -> None:
         super().__init__(workdir, access, log_level=log_level)
-        self.wires = MininetWires(self)
+        # its process part: subprocesses, each entering its host's namespaces (`_prefix`)
+        self.processes = LocalProcesses(self.workdir, lambda: self.access,
+                                        log_level=log_level, prefix=self._prefix)
+        self.peers = PeerNetwork(self, MininetWires(self))  # its network part
+        self.network = self.peers
         self.tag = tag or ""
         self._mn: Any = None
         self._net: Any = None
@@ -233,7 +239,7 @@ class MininetBackend(PeerLinks):
         backend._detached = True
         _open_backends.discard(backend)
         backend._attached_state = state
-        backend._load_peer_state(state)
+        backend.peers.load(state)
         backend._ports = tuple(state.get("ports", backend._ports))  # type: ignore[assignment]
         backend._holders = {b: (int(h[0]), int(h[1]))
                             for b, h in (state.get("holders") or {}).items()}
@@ -257,10 +263,10 @@ class MininetBackend(PeerLinks):
         return {"tag": self.tag,
                 "reach": {b: [r.listen, r.admin, r.metrics] for b, r in self._reach.items()},
                 "links": {**self._links_state,
-                          **{f"{k.a}-{k.b}": k.ip for k in self._links.values()}},
+                          **{f"{k.a}-{k.b}": k.ip for k in self.peers.wired.values()}},
                 "hosts": {b: h.pid for b, h in self._hosts.items()},
                 "holders": {b: list(h) for b, h in self._holders.items()},
-                "ports": list(self._ports), **self._peer_state()}
+                "ports": list(self._ports), **self.peers.state_record()}
 
     # ---- the network --------------------------------------------------------------------------
 
@@ -286,7 +292,7 @@ class MininetBackend(PeerLinks):
                 raise BackendError(f"mininet: cannot start the network: {e}") from None
         with self._lock:
             if ports.peer_network:
-                self._peer_network = True
+                self.peers.peer_network = True
                 self._peer_hosts = iter(list(peers.hosts()))
                 self._peer_prefix = peers.prefixlen
                 try:  # named like a host: its shell, and so its namespace, go with the run
@@ -309,7 +315,7 @@ class MininetBackend(PeerLinks):
                 self._add_host(b)
             for a, b in edges:
                 self._connect(a, b)
-        return {b: self._placement(b, self._mgmt[b][0]) for b in brokers}
+        return {b: self.peers.placement(b, self._mgmt[b][0]) for b in brokers}
 
     def _free_block(self) -> ipaddress.IPv4Network:
         taken = set()
@@ -366,11 +372,11 @@ class MininetBackend(PeerLinks):
             raise BackendError(f"mininet: broker {broker_id} on the peer network: {e}") from None
         if "ok" not in out:
             raise BackendError(f"mininet: broker {broker_id} on the peer network: {out.strip()}")
-        self._peer_ip[broker_id] = ip
+        self.peers.peer_ip[broker_id] = ip
 
     def _connect(self, a: str, b: str) -> _Link:
         key = frozenset((a, b))
-        if key in self._links:
+        if key in self.peers.wired:
             raise BackendError(f"link {a}-{b} exists already")
         for x in (a, b):
             if x not in self._hosts:
@@ -384,7 +390,7 @@ class MininetBackend(PeerLinks):
             raise BackendError(f"mininet: link {a}-{b}: {e}") from None
         lo, hi = sorted((a, b))
         entry = _Link(lo, hi, {a: ip_a, b: ip_b}, link)
-        self._links[key] = entry
+        self.peers.wired[key] = entry
         return entry
 
     def host(self, broker_id: str) -> Any:
@@ -407,26 +413,20 @@ class MininetBackend(PeerLinks):
             return ["mnexec", "-a", str(self._holders[broker_id][0])]
         return ["mnexec", "-a", str(self.host(broker_id).pid)]
 
-    def preflight(self, configs: list[BrokerConfig]) -> None:
-        return  # every host is a fresh namespace: no address can be taken
-
-    def check_addresses(self, config: BrokerConfig) -> None:
-        return
-
     def _place(self, config: BrokerConfig) -> BrokerConfig:
         with self._lock:
             if self._net is None:
                 self._attached_host(config.broker_id)
             else:
                 self._add_host(config.broker_id)
-            p = self._placement(config.broker_id, self._mgmt[config.broker_id][0])
+            p = self.peers.placement(config.broker_id, self._mgmt[config.broker_id][0])
         return config.model_copy(update={"listen_address": p.listen, "admin_address": p.admin,
                                          "metrics_address": p.metrics})
 
     def remove_broker(self, broker_id: str, timeout: float = 10.0) -> None:
-        self._remove_wires_of(broker_id)
+        self.peers.remove_wires_of(broker_id)
         super().remove_broker(broker_id, timeout)
-        self._forget_peer(broker_id)
+        self.peers.forget(broker_id)
         with self._lock:
             host = self._hosts.pop(broker_id, None)
             if host is not None:
@@ -448,7 +448,7 @@ class MininetBackend(PeerLinks):
         like a host shell: the run's removal finds it and everything in its namespace); a
         management veth to the root namespace on a free /30 of the run's block, and a veth to
         the peer network's bridge (its namespace found by its holder's name)."""
-        if not self._peer_network:
+        if not self.peers.peer_network:
             self._need_net("add_broker (this run has no peer network)")
         tag = self.tag
         mgmt_ips = [ipaddress.IPv4Address(r.admin.rsplit(":", 1)[0])
@@ -468,7 +468,7 @@ class MininetBackend(PeerLinks):
         if subnet is None:
             raise BackendError("mininet: this run's address block is used up")
         root_ip, host_ip = (str(a) for a in subnet.hosts())
-        taken = set(self._peer_ip.values())
+        taken = set(self.peers.peer_ip.values())
         peer_ip = next((str(a) for a in peers.hosts() if str(a) not in taken), None)
         if peer_ip is None:
             raise BackendError("mininet: this run's peer network is full")
@@ -524,7 +524,7 @@ class MininetBackend(PeerLinks):
                 raise BackendError(f"mininet: host for broker {broker_id}: {' '.join(cmd)}:"
                                    f" {out.stderr.strip()}")
         self._mgmt[broker_id] = (host_ip, root_ip)
-        self._peer_ip[broker_id] = peer_ip
+        self.peers.peer_ip[broker_id] = peer_ip
 
     # ---- links ------------------------------------------------------------------------------
 
@@ -546,7 +546,7 @@ class MininetBackend(PeerLinks):
 
     def rate(self, a: str, b: str) -> str:
         """The kernel's qdisc on a's interface toward b (evidence of a rate limit)."""
-        intf = self._intf(self._link(a, b), a)
+        intf = self._intf(self.peers.link(a, b), a)
         with self._lock:
             return str(intf.tc("%s qdisc show dev %s"))
 
@@ -592,23 +592,23 @@ class MininetWires:
     def unlink(self, a: str, b: str) -> None:
         bk = self.backend
         bk._need_net("remove_link")
-        entry = bk._link(a, b)
+        entry = bk.peers.link(a, b)
         with bk._lock:
             bk._net.delLink(entry.link)
-            del bk._links[frozenset((a, b))]
+            del bk.peers.wired[frozenset((a, b))]
         bk._rates.pop((a, b), None)
         bk._rates.pop((b, a), None)
 
     def links(self, everything: bool = False) -> list[tuple[str, str]]:
         bk = self.backend
         if bk._net is None:  # attached: the configs' links that are not peer links
-            return [e for e in LocalBackend.links(bk) if not bk._peer_link(*e)]
-        return sorted((e.a, e.b) for e in bk._links.values())
+            return [e for e in bk.entered_links() if not bk.peers.is_peer_link(*e)]
+        return sorted((e.a, e.b) for e in bk.peers.wired.values())
 
     def cut(self, a: str, b: str, status: str) -> None:
         bk = self.backend
         bk._need_net(f"link {status}")
-        entry = bk._link(a, b)
+        entry = bk.peers.link(a, b)
         with bk._lock:
             # Mininet's own link switch: both interfaces of the veth pair down (or up)
             bk._net.configLinkStatus(bk._host_names[a], bk._host_names[b], status)
@@ -619,7 +619,7 @@ class MininetWires:
         """Each end's interface, as the kernel reports it in that host's namespace."""
         bk = self.backend
         bk._need_net("link_state")
-        entry = bk._link(a, b)
+        entry = bk.peers.link(a, b)
         ends = {}
         with bk._lock:
             for broker in (a, b):
@@ -637,7 +637,7 @@ class MininetWires:
         directions = [(a, b), (b, a)] if both_ways else [(a, b)]
         if rate is not None:
             bk._need_net("a rate limit")
-            entry = bk._link(a, b)
+            entry = bk.peers.link(a, b)
             with bk._lock:
                 for x, y in directions:
                     intf = bk._intf(entry, x)

@@ -17,12 +17,11 @@ evidence), since the network between the two is shared with every other broker. 
 peer network (a run that does not reconfigure) a link added at run time is a link of its own,
 as before.
 
-`PeerLinks` is the part Mininet and Docker share: where a broker is placed (a management
-address of its own, `_placement`), the table of the network's own links (`_links`, `_link`)
-and the address book; each backend puts a broker on its peer network (`_join_peers`) and is
-assembled with its own network part, a `Wires` (`self.wires`: how a link of its own is made,
-removed, cut, read and shaped); this class decides which kind a link is and answers the
-Backend interface for both.
+`PeerNetwork` is the network part Mininet and Docker compose (`backend.network`): where a
+broker is placed (a management address of its own, `placement`), the table of the network's
+own links (`wired`, `link`) and the address book; each backend puts a broker on its peer
+network (`_join_peers`) and gives the part its own `Wires` (how a link of its own is made,
+removed, cut, read and shaped); the part decides which kind a link is and answers for both.
 """
 
 from __future__ import annotations
@@ -33,16 +32,18 @@ from typing import Any, Protocol
 from weeble.orchestrator.backend import (
     BackendError,
     BrokerAddress,
+    LinkControl,
     LinkShapeChange,
     LinkState,
     Placement,
 )
-from weeble.orchestrator.local import LocalBackend
+from weeble.orchestrator.backends.userlinks import UserSpaceLinks
+from weeble.runtime.config import BrokerConfig
 
 
 class Wires(Protocol):
-    """The network part of a backend with a network of its own: the links it makes itself
-    (a veth pair, a Docker network), each found in the backend's `_links` table."""
+    """The links a backend with a network of its own makes itself (a veth pair, a Docker
+    network), each found in its PeerNetwork's `wired` table."""
 
     def link(self, a: str, b: str) -> None: ...
 
@@ -61,166 +62,182 @@ class Wires(Protocol):
     def shape(self, a: str, b: str, change: LinkShapeChange, both_ways: bool) -> None: ...
 
 
-class PeerLinks(LocalBackend):
-    """A LocalBackend whose links are its network's (`wires`) or ride its peer network."""
+class Host(Protocol):
+    """What the part asks of its backend (Mininet's, Docker's): its name and ports, where the
+    orchestrator reaches each broker, the brokers' configs and their neighbour entries, and its
+    user-space links (the links made over the peer network)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._peer_ip: dict[str, str] = {}  # broker -> its address on the peer network
-        self._peer_links: set[frozenset[str]] = set()  # links made at run time over it
-        self._peer_network = False  # planned with one (`Ports.peer_network`)
-        self._idle_wires: set[frozenset[str]] = set()  # planned links a reconfiguration removed
+    name: str
+    _ports: tuple[int, int, int | None]
+    _reach: dict[str, BrokerAddress]
+    _configs: dict[str, BrokerConfig]
+    user_links: UserSpaceLinks
+
+    def enter_link(self, a: str, b: str) -> None: ...
+
+    def drop_link(self, a: str, b: str) -> None: ...
+
+
+class PeerNetwork(LinkControl):
+    """The network part of Mininet and Docker: a link is the network's own (`wires`) or, made
+    at run time on a run with a peer network, rides it (cut and shaped in user space)."""
+
+    def __init__(self, backend: Host, wires: Wires) -> None:
+        self.backend = backend
+        self.wires = wires
+        self.peer_ip: dict[str, str] = {}  # broker -> its address on the peer network
+        self.peer_links: set[frozenset[str]] = set()  # links made at run time over it
+        self.peer_network = False  # planned with one (`Ports.peer_network`)
+        self.idle_wires: set[frozenset[str]] = set()  # planned links a reconfiguration removed
         # the network's own links: each with its ends `a`, `b` and `ip` (broker -> its address
         # on it), and the backend's handle of it
-        self._links: dict[frozenset[str], Any] = {}
-
-    wires: Wires  # the backend's network part, set by its constructor
+        self.wired: dict[frozenset[str], Any] = {}
 
     # placement and the network's own links -------------------------------------------------
 
-    def _placement(self, broker_id: str, ip: str) -> Placement:
+    def placement(self, broker_id: str, ip: str) -> Placement:
         """A broker with a network namespace of its own, reached at its management address
         `ip`: links and clients on every interface (a link address and the management one),
         admin and metrics on the management address only."""
-        listen, admin, metrics = self._ports  # type: ignore[attr-defined]
+        listen, admin, metrics = self.backend._ports
         reach = BrokerAddress(broker_id, f"{ip}:{listen}", f"{ip}:{admin}",
                               None if metrics is None else f"{ip}:{metrics}")
-        self._reach[broker_id] = reach
+        self.backend._reach[broker_id] = reach
         return Placement(f"0.0.0.0:{listen}", reach.admin, reach.metrics, reach)
 
-    def _link(self, a: str, b: str) -> Any:
-        entry = self._links.get(frozenset((a, b)))
+    def link(self, a: str, b: str) -> Any:
+        entry = self.wired.get(frozenset((a, b)))
         if entry is None:
-            raise BackendError(f"no link {a}-{b} in this {self.name} run")
+            raise BackendError(f"no link {a}-{b} in this {self.backend.name} run")
         return entry
 
-    def _link_address(self, broker_id: str, neighbor: str) -> str:
+    def link_address(self, broker_id: str, neighbor: str) -> str:
         """Where `neighbor` dials `broker_id` over their link of the network's own."""
-        return f"{self._link(broker_id, neighbor).ip[broker_id]}:{self._ports[0]}"  # type: ignore[attr-defined]
+        return f"{self.link(broker_id, neighbor).ip[broker_id]}:{self.backend._ports[0]}"
 
     # the address book ----------------------------------------------------------------------
 
     @property
     def reconfigurable(self) -> bool:
-        return self._peer_network
+        return self.peer_network
 
     def book_address(self, broker_id: str) -> str:
-        ip = self._peer_ip.get(broker_id)
+        ip = self.peer_ip.get(broker_id)
         if ip is None:
-            if not self._peer_network:
+            if not self.peer_network:
                 raise BackendError(
-                    f"the {self.name} backend: this run has no peer network (it was planned"
-                    " without reconfiguration), so brokers cannot reach non-neighbours")
+                    f"the {self.backend.name} backend: this run has no peer network (it was"
+                    " planned without reconfiguration), so brokers cannot reach non-neighbours")
             raise BackendError(f"broker {broker_id}: not on this run's peer network")
-        return f"{ip}:{self._ports[0]}"  # type: ignore[attr-defined]
+        return f"{ip}:{self.backend._ports[0]}"
 
-    def _peer_link(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) in self._peer_links
+    def is_peer_link(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self.peer_links
 
     # the Backend interface, for both kinds of link -----------------------------------------
 
     def peer_address(self, broker_id: str, neighbor: str) -> str:
-        if self._peer_link(broker_id, neighbor):
+        if self.is_peer_link(broker_id, neighbor):
             return self.book_address(broker_id)
-        return self._link_address(broker_id, neighbor)
+        return self.link_address(broker_id, neighbor)
 
-    def add_link(self, a: str, b: str) -> None:
+    def add(self, a: str, b: str) -> None:
         key = frozenset((a, b))
-        if key in self._idle_wires:  # a planned link linked again: it is still there
-            self._idle_wires.discard(key)
-            LocalBackend.add_link(self, a, b)
+        if key in self.idle_wires:  # a planned link linked again: it is still there
+            self.idle_wires.discard(key)
+            self.backend.enter_link(a, b)
             return
-        if key in self._peer_links or any(key == frozenset(e) for e in self.wires.links()):
+        if key in self.peer_links or any(key == frozenset(e) for e in self.wires.links()):
             raise BackendError(f"link {a}-{b} exists already")
-        if self._peer_network:
+        if self.peer_network:
             for x in (a, b):
                 self.book_address(x)  # both on the peer network, or say which is not
-            self._peer_links.add(key)
+            self.peer_links.add(key)
         else:
             self.wires.link(a, b)
-        LocalBackend.add_link(self, a, b)
+        self.backend.enter_link(a, b)
 
-    def remove_link(self, a: str, b: str) -> None:
+    def remove(self, a: str, b: str) -> None:
         key = frozenset((a, b))
-        if key in self._peer_links:
-            LocalBackend.remove_link(self, a, b)
-            self._peer_links.discard(key)
-        elif self._peer_network:
+        bk = self.backend
+        if key in self.peer_links:
+            bk.drop_link(a, b)
+            self.peer_links.discard(key)
+        elif self.peer_network:
             # a planned link a reconfiguration removed stays in the network, unused: the
             # brokers' session over it ends when they find it idle (tuning.link_idle_s), and
             # a later exchange that links the pair again dials it as before
             self._idle(a, b)
-            LocalBackend.remove_link(self, a, b)
-            self._idle_wires.add(key)
+            bk.drop_link(a, b)
+            self.idle_wires.add(key)
             for x, y in ((a, b), (b, a)):  # a restart of x still finds y there
                 with contextlib.suppress(BackendError):  # (attached: addresses unknown here)
-                    config = self._configs[x]
-                    self._configs[x] = config.model_copy(
-                        update={"peers": {**config.peers, y: self._link_address(y, x)}})
+                    config = bk._configs[x]
+                    bk._configs[x] = config.model_copy(
+                        update={"peers": {**config.peers, y: self.link_address(y, x)}})
         else:
             self.wires.unlink(a, b)
-            LocalBackend.remove_link(self, a, b)
+            bk.drop_link(a, b)
 
     def _idle(self, a: str, b: str) -> None:
         """Raise BackendError unless a-b is a planned link in use."""
-        if frozenset((a, b)) in self._idle_wires:
+        if frozenset((a, b)) in self.idle_wires:
             raise BackendError(f"no link {a}-{b}: a reconfiguration removed it")
 
-    def _remove_wires_of(self, broker_id: str) -> None:
+    def remove_wires_of(self, broker_id: str) -> None:
         """A broker removed: the links of its own in the network go with it."""
         for a, b in [e for e in self.wires.links(everything=True) if broker_id in e]:
             self.wires.unlink(a, b)
-            if frozenset((a, b)) in self._idle_wires:
-                self._idle_wires.discard(frozenset((a, b)))
+            if frozenset((a, b)) in self.idle_wires:
+                self.idle_wires.discard(frozenset((a, b)))
             else:
-                LocalBackend.remove_link(self, a, b)
+                self.backend.drop_link(a, b)
 
     def links(self) -> list[tuple[str, str]]:
-        peer = [tuple(sorted(k)) for k in self._peer_links]
-        wired = [e for e in self.wires.links() if frozenset(e) not in self._idle_wires]
+        peer = [tuple(sorted(k)) for k in self.peer_links]
+        wired = [e for e in self.wires.links() if frozenset(e) not in self.idle_wires]
         return sorted({*wired, *peer})  # type: ignore[arg-type]
 
-    def cut_link(self, a: str, b: str) -> None:
+    def cut(self, a: str, b: str) -> None:
         self._idle(a, b)
-        if self._peer_link(a, b):
-            self.user_links.cut(a, b)
+        if self.is_peer_link(a, b):
+            self.backend.user_links.cut(a, b)
         else:
             self.wires.cut(a, b, "down")
 
-    def heal_link(self, a: str, b: str) -> None:
+    def heal(self, a: str, b: str) -> None:
         self._idle(a, b)
-        if self._peer_link(a, b):
-            self.user_links.heal(a, b)
+        if self.is_peer_link(a, b):
+            self.backend.user_links.heal(a, b)
         else:
             self.wires.cut(a, b, "up")
 
-    def link_state(self, a: str, b: str) -> LinkState:
+    def state(self, a: str, b: str) -> LinkState:
         self._idle(a, b)
-        if self._peer_link(a, b):
-            return self.user_links.state(a, b)
+        if self.is_peer_link(a, b):
+            return self.backend.user_links.state(a, b)
         return self.wires.state(a, b)
 
-    def shape_link(self, a: str, b: str, change: LinkShapeChange, *,
-                   both_ways: bool = True) -> None:
+    def shape(self, a: str, b: str, change: LinkShapeChange, *, both_ways: bool = True) -> None:
         self._idle(a, b)
-        if self._peer_link(a, b):  # a rate too: the brokers' shaper (the segment is shared)
-            self.user_links.shape(a, b, change, both_ways=both_ways)
+        if self.is_peer_link(a, b):  # a rate too: the brokers' shaper (the segment is shared)
+            self.backend.user_links.shape(a, b, change, both_ways=both_ways)
         else:
             self.wires.shape(a, b, change, both_ways)
 
-    def _forget_peer(self, broker_id: str) -> None:
+    def forget(self, broker_id: str) -> None:
         """A broker removed: its peer links (their config entries go with the broker)."""
-        self._peer_links = {k for k in self._peer_links if broker_id not in k}
-        self._idle_wires = {k for k in self._idle_wires if broker_id not in k}
-        self._peer_ip.pop(broker_id, None)
+        self.peer_links = {k for k in self.peer_links if broker_id not in k}
+        self.idle_wires = {k for k in self.idle_wires if broker_id not in k}
+        self.peer_ip.pop(broker_id, None)
 
-    def _peer_state(self) -> dict[str, Any]:
-        return {"peer_network": self._peer_network, "peer_ip": dict(self._peer_ip),
-                "peer_links": sorted(sorted(k) for k in self._peer_links),
-                "idle_wires": sorted(sorted(k) for k in self._idle_wires)}
+    def state_record(self) -> dict[str, Any]:
+        return {"peer_network": self.peer_network, "peer_ip": dict(self.peer_ip),
+                "peer_links": sorted(sorted(k) for k in self.peer_links),
+                "idle_wires": sorted(sorted(k) for k in self.idle_wires)}
 
-    def _load_peer_state(self, state: dict[str, Any]) -> None:
-        self._peer_network = bool(state.get("peer_network"))
-        self._peer_ip = dict(state.get("peer_ip") or {})
-        self._peer_links = {frozenset(pair) for pair in state.get("peer_links") or []}
-        self._idle_wires = {frozenset(pair) for pair in state.get("idle_wires") or []}
+    def load(self, state: dict[str, Any]) -> None:
+        self.peer_network = bool(state.get("peer_network"))
+        self.peer_ip = dict(state.get("peer_ip") or {})
+        self.peer_links = {frozenset(pair) for pair in state.get("peer_links") or []}
+        self.idle_wires = {frozenset(pair) for pair in state.get("idle_wires") or []}
