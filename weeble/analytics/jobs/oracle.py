@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 EPS = 1e-9  # s: a delivery in the same instant as a subscription's edge is inside it
 MATCH_PAIRS_LIMIT = 20_000_000  # distinct filters x attribute sets evaluated on the driver
+BROADCAST_ROWS = 200_000  # pairs delivered more than once, sent to every task
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -229,6 +230,11 @@ def _delivered(ctx: Context, cached: list[DataFrame]) -> DataFrame:
     once = (counted.where(F.col("n") == 1).join(numbers, "number", "left")
             .select(*keys, "n", "first_ts", "first_ord", F.col("broker").alias("first_broker")))
     again = counted.where(F.col("n") > 1).select(*keys, "n")
+    repeated = again.count()
+    if repeated == 0:
+        return once
+    if repeated <= BROADCAST_ROWS:  # else AQE shuffles every delivery to meet them
+        again = F.broadcast(again)
     first = (records.join(again.select(*keys), keys, "left_semi").groupBy(*keys)
              .agg(F.min(F.struct("ts", "ord", "broker")).alias("first"))
              .join(again, keys)
