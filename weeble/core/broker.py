@@ -6,7 +6,9 @@ each stage handles the events its layer owns, passes the rest to the stage below
 comes back; the last stage (`Dispatch`) gives an event to the layer that owns its type and, for
 a message from a neighbour, its message type. The stages of a static-tree broker, top first:
 `optimize` (with an optimizer) or `anti_entropy` (in that mode, without the exchange stage),
-`exchange`, `dispatch`; the coloured and skip-ring brokers have the dispatch only. The layers:
+`exchange`, `dispatch`; the coloured and skip-ring brokers have the dispatch only. An unlocked
+exchange stage only passes events on, so the event skips it while no exchange holds the broker.
+The layers:
 
     overlay      who my neighbours are, and my parent              overlay/
     routing      notifications; subscription and advertisement     routing/
@@ -206,11 +208,10 @@ class Dispatch(Stage):
         self.direct = Receive not in handlers
 
     def step(self, now: float, event: Event) -> list[Effect]:
-        if type(event) is Receive and self.direct:
-            return self.receive(now, event)
-        return self.handlers[type(event)](now, event)
-
-    def receive(self, now: float, event: Receive) -> list[Effect]:
+        # The Receive path written out here rather than in a method of its own: compiled, a
+        # call less for every message (the commonest event).
+        if type(event) is not Receive or not self.direct:
+            return self.handlers[type(event)](now, event)
         source, msg = event.neighbor, event.message
         notify = self.notify
         if type(msg) is Notify and notify is not None:
@@ -231,7 +232,8 @@ class Dispatch(Stage):
 
 class Exchanging(Stage):
     """Layer `exchange` while a link exchange holds this broker (4.4.2): it sees every message
-    first (A7) and colours what leaves (A8); unlocked, it passes everything on."""
+    first (A7) and colours what leaves (A8); unlocked, it passes everything on, so the stage
+    above it (or `Broker.step`) then goes to the stage below it directly."""
 
     name = "exchange"
 
@@ -255,9 +257,11 @@ class Optimizing(Stage):
 
     name = "optimize"
 
-    def __init__(self, optimize: Optimize, below: Stage) -> None:
+    def __init__(self, optimize: Optimize, below: Exchanging) -> None:
         self.optimize = optimize
         self.below = below
+        self.exchange_ram = below.ram
+        self.past = below.below  # the stage below an idle exchange stage
 
     def step(self, now: float, event: Event) -> list[Effect]:
         optimize = self.optimize
@@ -269,7 +273,10 @@ class Optimizing(Stage):
             return optimize.on_measured(now, event)
         if type(event) is ClientPublish:
             optimize.consumed(event.notification.id)
-        effects = self.below.step(now, event)
+        if self.exchange_ram.locked:
+            effects = self.below.step(now, event)
+        else:  # the exchange stage would only pass it on
+            effects = self.past.step(now, event)
         for e in effects:
             if type(e) is Deliver:
                 optimize.consumed(e.notification.id)
@@ -326,6 +333,13 @@ class Broker:
     overlay: Overlay | ColouredOverlay
     routing: Routing
     pipeline: list[Stage]  # top first; `step` runs the first, each passes on to the next
+    # `step` skips an idle exchange stage at the top (unlocked, it would only pass the event
+    # on): the stage below it while `_exchange_ram` is unlocked, else the top. The same one
+    # pipeline, a call less per event compiled (the static tree without optimizer or
+    # anti-entropy layer; for the other brokers both are the top).
+    _top: Stage
+    _unlocked_top: Stage
+    _exchange_ram: ExchangeRam
 
     def __init__(self, rom: Rom) -> None:
         self.rom = rom
@@ -337,7 +351,10 @@ class Broker:
             self.pipeline = [self._coloured(rom)]
         else:
             self.pipeline = self._tree(rom)
-        self._top = self.pipeline[0]
+        self._top = self._unlocked_top = self.pipeline[0]
+        self._exchange_ram = self.ram.exchange
+        if isinstance(self._top, Exchanging):
+            self._unlocked_top = self._top.below
 
     def _tree(self, rom: Rom) -> list[Stage]:
         """The static tree (ch. 3-4): overlay, routing, membership, exchange, and the optimizer
@@ -473,7 +490,9 @@ class Broker:
     # ---- the one entry point ----------------------------------------------------------------
 
     def step(self, now: float, event: Event) -> list[Effect]:
-        return self._top.step(now, event)
+        if self._exchange_ram.locked:
+            return self._top.step(now, event)
+        return self._unlocked_top.step(now, event)
 
     def _on_corrupt(self, now: float, event: Corrupt) -> list[Effect]:
         return FAULTS.apply(self, now, event)
