@@ -1,7 +1,7 @@
 """Second-chance leasing on one routing table (spec ch3 §2.1, claim 1)."""
 
 from weeble.core.filters import Filter
-from weeble.core.table import Entry, RoutingTable
+from weeble.core.table import Entry, KeyCache, RoutingTable
 
 A = Filter.equals("class", 1)
 B = Filter.equals("class", 2)
@@ -110,7 +110,8 @@ def test_cached_destinations_are_per_table_through_changes_of_any_table() -> Non
 
     rng = random.Random(11)
     filters = [Filter.equals("class", c) for c in range(3)]
-    tables = [RoutingTable() for _ in range(3)]
+    cache = KeyCache()  # the tables share their index records, as a simulation's brokers do
+    tables = [RoutingTable(cache) for _ in range(3)]
     for step in range(600):
         t = rng.choice(tables)
         r = rng.random()
@@ -133,17 +134,17 @@ def test_cached_destinations_are_per_table_through_changes_of_any_table() -> Non
 
 
 def test_a_table_that_dies_leaves_no_cached_destinations_behind() -> None:
-    """The per-key records are shared by every table of the process (one simulation after
-    another in `weeble reproduce`): a dropped table's counts and cached destinations go with
-    it, and a key no live table holds has no record."""
+    """The per-key records are shared by the tables of one cache (a simulation's brokers,
+    restarted ones too): a dropped table's counts and cached destinations go with it, and a
+    key no live table holds has no record."""
     import gc
 
-    from weeble.core import table as table_module
     from weeble.core.filters import notification_index_keys
 
     (held,) = notification_index_keys({"class": 424242})
     (other,) = notification_index_keys({"class": 424243})
-    keep, gone = RoutingTable(), RoutingTable()
+    cache = KeyCache()
+    keep, gone = RoutingTable(cache), RoutingTable(cache)
     keep.refresh("k", Filter.equals("class", 424242), "x")
     gone.refresh("g", Filter.equals("class", 424242), "y")
     gone.refresh("h", Filter.equals("class", 424243), "z")
@@ -152,7 +153,7 @@ def test_a_table_that_dies_leaves_no_cached_destinations_behind() -> None:
     number = gone._number  # type: ignore[attr-defined]
     del gone
     gc.collect()
-    records = table_module._KEYS  # type: ignore[attr-defined]
+    records = cache.records
     assert other not in records  # no live table holds it
     assert records[held].tables == 1
     assert all(number not in r.dests for r in records.values())
@@ -160,3 +161,24 @@ def test_a_table_that_dies_leaves_no_cached_destinations_behind() -> None:
     del keep
     gc.collect()
     assert held not in records
+
+
+def test_the_index_cache_is_its_owners_not_the_processs() -> None:
+    """Two brokers made alone share no index record: the cache is the owner's (a simulation
+    gives one to all its brokers), not state of the process."""
+    from weeble.core.broker import Broker
+    from weeble.core.rom import Algorithm, Params, Rom
+
+    def broker(keys: KeyCache | None = None) -> Broker:
+        params = Params(pi=1.0, rho=1.0, delta_min=0.001, delta_max=0.01, d=4)
+        return Broker(Rom(broker_id="b1", neighbors=frozenset({"b0"}), root="b0", parent="b0",
+                          algorithm=Algorithm.IDENTITY, params=params), keys)
+
+    alone, other = broker(), broker()
+    shared = KeyCache()
+    first, second = broker(shared), broker(shared)
+    assert alone.keys is not other.keys and first.keys is second.keys is shared
+    for b in (alone, first):
+        b.ram.tables[0].refresh("s", Filter.equals("class", 7), "b0")
+    assert len(alone.keys.records) == 1 and not other.keys.records
+    assert len(shared.records) == 1

@@ -100,7 +100,7 @@ from weeble.core.routing.layer import OVERRUN, SWITCH, Routing, RoutingRam
 from weeble.core.sketch import faults as sketch_faults
 from weeble.core.sketch.layer import TIMER as AE_TIMER
 from weeble.core.sketch.layer import AntiEntropyLayer, AntiEntropyRam
-from weeble.core.table import RoutingTable
+from weeble.core.table import KeyCache, RoutingTable
 
 __all__ = ["FAULTS", "LEGITIMACY", "OVERRUN", "SWITCH", "TARGETS", "Broker", "Ram"]
 
@@ -341,8 +341,11 @@ class Broker:
     _unlocked_top: Stage
     _exchange_ram: ExchangeRam
 
-    def __init__(self, rom: Rom) -> None:
+    def __init__(self, rom: Rom, keys: KeyCache | None = None) -> None:
+        """`keys`: the index cache its routing tables share with those of other brokers (the
+        simulator gives one to all the brokers of a run, table.py); its own if None."""
         self.rom = rom
+        self.keys = keys if keys is not None else KeyCache()
         self.optimize: Optimize | None = None
         self.anti_entropy: AntiEntropyLayer | None = None
         if rom.mode is Mode.SKIP_RING:
@@ -362,7 +365,7 @@ class Broker:
         oram = OverlayRam(rom.neighbors, rom.parent)
         self.ram = Ram(
             oram,
-            RoutingRam(2 if rom.wrapper else 1, rom.adverts),
+            RoutingRam(2 if rom.wrapper else 1, rom.adverts, self.keys),
             ExchangeRam(),
             optimize=OptimizeRam(rom.optimizer) if rom.optimizer is not None else None,
             anti_entropy=AntiEntropyRam() if rom.mode is Mode.ANTI_ENTROPY else None,
@@ -419,7 +422,7 @@ class Broker:
         """The 3-colour scheme: overlay (a tree per colour), routing (a table per colour),
         recolor on top. Routing messages decide by their colour who may send them."""
         oram = ColouredRam(rom.neighbors, rom.parent, rom.is_root)
-        self.ram = Ram(oram, RoutingRam(3, False), ExchangeRam(), RecolorRam(
+        self.ram = Ram(oram, RoutingRam(3, False, self.keys), ExchangeRam(), RecolorRam(
             set(oram.trees[0].children)), ColourRoutingRam())
         overlay = ColouredOverlay(rom.broker_id, oram)
         self.overlay = overlay
@@ -454,7 +457,7 @@ class Broker:
         from weeble.core.overlay.skipring.node import SkipRingNode
 
         oram = OverlayRam(rom.neighbors, rom.parent)
-        self.ram = Ram(oram, RoutingRam(1, False), ExchangeRam())
+        self.ram = Ram(oram, RoutingRam(1, False, self.keys), ExchangeRam())
         self.overlay = Overlay(rom.broker_id, oram)
         node = self.skip_ring_node = SkipRingNode(rom)
         self.layers = {"overlay": self.overlay, node.name: node}

@@ -85,7 +85,7 @@ Number = int | float
 # (attribute, index value): see the module docstring. Typed as a tuple of any length, not as
 # the pair it is: compiled (scripts/compile.py), a fixed-length tuple type is unboxed into a C
 # struct, and every dict probe with it then builds and hashes a new tuple and compares it item
-# by item with the stored one; as a tuple object, a key the tables hold (`table.canonical_keys`)
+# by item with the stored one; as a tuple object, a key the tables hold (`table.KeyCache.canonical`)
 # is found by identity.
 IndexKey = tuple[str | Value | tuple[str, bool], ...]
 # A compiled constraint: takes whatever a notification carries (any type; a value of the wrong

@@ -15,20 +15,21 @@ lookup and a walk over a few destinations, not over the entries. Every change of
 through `add`/`discard`/`clear`, which drop its cached destinations.
 
 Those cached destinations are kept by key first, then by table (`KeyIndex`, one per distinct
-index key that some table holds, shared by every table of the process), not in a dict per
+index key that some table holds, shared by the tables of one `KeyCache`), not in a dict per
 table: a notification is routed by ~100 brokers within a fraction of a second, and the copies
 that reach the children of one broker are routed one after the other, so the one small record
 of its key stays in the processor's cache from hop to hop, where a dict per table is cold at
-every hop (the seed-000 simulation: 121 tables of 1,000 keys each). It is a cache and nothing
-else: which entries a table holds, and what it answers, are the same as without it.
+every hop (the seed-000 simulation: 121 tables of 1,000 keys each). Who shares a `KeyCache`
+is its owner's choice, not the process's: the simulator gives one to all the brokers of a run, a
+broker created alone has its own. It is a cache and nothing else: which entries a table holds,
+and what it answers, are the same as without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
-from itertools import count
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from weeble.core.filters import Filter, IndexKey, Value, notification_index_keys
 
@@ -59,38 +60,51 @@ class Entry:
 
 
 class KeyIndex:
-    """What the tables of this process know of one index key: per table (by its number), the
+    """What the tables of one `KeyCache` know of one index key: per table (by its number), the
     distinct destinations of the table's bucket for the key in entry order, when that bucket
     is exact, or () when the table has no bucket for it (absent: not known, or not exact)."""
 
     __slots__ = ("dests", "key", "tables")
 
     def __init__(self, key: IndexKey) -> None:
-        self.key = key  # the canonical key object (see `canonical_keys`)
+        self.key = key  # the canonical key object (see `KeyCache.canonical`)
         self.dests: dict[int, tuple[str, ...]] = {}
         self.tables = 0  # how many tables have a bucket for the key; none: the record goes
 
 
-# index key -> its record, while some table has a bucket for the key
-_KEYS: Final[dict[IndexKey, KeyIndex]] = {}
-_NUMBERS: Final = count()  # table numbers, never reused (a dead table's cache is never read)
+class KeyCache:
+    """The `KeyIndex` records of the tables that share them: index key -> its record, while
+    some table of the cache has a bucket for the key. Owned by whoever makes the brokers (see
+    the module doc); it lives and dies with its owner."""
 
+    __slots__ = ("numbered", "records")
 
-def canonical_keys(keys: list[IndexKey]) -> list[IndexKey]:
-    """A notification's index keys, each replaced by the equal key object that the tables hold
-    (if any holds it): every later probe with it then hits by identity."""
-    out: list[IndexKey] = []
-    for key in keys:
-        known = _KEYS.get(key)
-        out.append(key if known is None else known.key)
-    return out
+    def __init__(self) -> None:
+        self.records: dict[IndexKey, KeyIndex] = {}
+        self.numbered = 0  # tables numbered so far: a number is never reused
+
+    def number(self) -> int:
+        """A new table's number in the records (a dead table's cache is never read)."""
+        n = self.numbered
+        self.numbered = n + 1
+        return n
+
+    def canonical(self, keys: list[IndexKey]) -> list[IndexKey]:
+        """A notification's index keys, each replaced by the equal key object that the tables
+        hold (if any holds it): every later probe with it then hits by identity."""
+        records = self.records
+        out: list[IndexKey] = []
+        for key in keys:
+            known = records.get(key)
+            out.append(key if known is None else known.key)
+        return out
 
 
 class RoutingTable:
-    __slots__ = ("_by_filter", "_by_id", "_by_key", "_number", "_residual", "forwarded",
-                 "loaned", "mergers")
+    __slots__ = ("_by_filter", "_by_id", "_by_key", "_keys", "_number", "_residual",
+                 "forwarded", "loaned", "mergers")
 
-    def __init__(self) -> None:
+    def __init__(self, keys: KeyCache | None = None) -> None:
         # (filter, neighbour) -> the destination whose refreshes keep renewing that neighbour's
         # entry (see Broker.sub_targets). Routing state, so it lives and dies with the table.
         self.forwarded: dict[tuple[Filter, str], str] = {}
@@ -103,9 +117,12 @@ class RoutingTable:
         self._by_filter: dict[Filter, dict[Entry, None]] = {}
         self._by_key: dict[IndexKey, dict[Entry, None]] = {}
         self._residual: dict[Entry, None] = {}
-        # this table's number in the `KeyIndex` records, which cache per index key the distinct
-        # destinations of its bucket (see `match`); dropped whenever the bucket changes
-        self._number: int = next(_NUMBERS)
+        # this table's number in the `KeyIndex` records of its cache (its own, if none is
+        # given), which keep per index key the distinct destinations of its bucket (see
+        # `match`); dropped whenever the bucket changes
+        cache = keys if keys is not None else KeyCache()
+        self._keys: dict[IndexKey, KeyIndex] = cache.records
+        self._number: int = cache.number()
 
     # ---- raw insert/remove (keep the indexes consistent) ------------------------------------
 
@@ -117,9 +134,10 @@ class RoutingTable:
             self._residual[entry] = None
             return
         bucket = self._by_key.get(key)
-        known = _KEYS.get(key)
+        records = self._keys
+        known = records.get(key)
         if known is None:
-            known = _KEYS[key] = KeyIndex(key)
+            known = records[key] = KeyIndex(key)
         if bucket is None:
             bucket = self._by_key[key] = {}
             known.tables += 1
@@ -137,13 +155,13 @@ class RoutingTable:
         if bucket is None or entry not in bucket:
             return
         del bucket[entry]
-        known = _KEYS.get(key)
+        known = self._keys.get(key)
         if known is None:  # not reached: a bucket's key has its record
             return
         known.dests.pop(self._number, None)
         if not bucket:
             del self._by_key[key]
-            _release(known)
+            _release(self._keys, known)
 
     # ---- second-chance operations -----------------------------------------------------------
 
@@ -203,11 +221,11 @@ class RoutingTable:
         return expired
 
     def __del__(self) -> None:
-        # The records are shared by the process, which may run one simulation after another
-        # (`weeble reproduce`'s points, a test session): a table that dies leaves no cached
-        # destinations and no count behind. At interpreter exit the module may be gone first.
+        # The records are shared by the tables of the cache (a run's brokers, restarted ones
+        # too): a table that dies leaves no cached destinations and no count behind. At
+        # interpreter exit the module may be gone first.
         with suppress(Exception):
-            _forget(self._number, self._by_key)
+            _forget(self._keys, self._number, self._by_key)
 
     def clear(self) -> None:
         self.forwarded.clear()
@@ -216,11 +234,12 @@ class RoutingTable:
         self._by_id.clear()
         self._by_filter.clear()
         number = self._number
+        records = self._keys
         for key in self._by_key:
-            known = _KEYS.get(key)
+            known = records.get(key)
             if known is not None:
                 known.dests.pop(number, None)
-                _release(known)
+                _release(records, known)
         self._by_key.clear()
         self._residual.clear()
 
@@ -237,10 +256,11 @@ class RoutingTable:
         by_key = self._by_key
         if by_key:
             number = self._number
+            records = self._keys
             if keys is None:
                 keys = notification_index_keys(attributes)
             for key in keys:
-                known = _KEYS.get(key)
+                known = records.get(key)
                 if known is None:
                     continue  # no table has a bucket for the key
                 found = known.dests.get(number)
@@ -274,9 +294,10 @@ class RoutingTable:
         if self._residual:
             return None
         number = self._number
+        records = self._keys
         out: tuple[str, ...] = ()
         for key in keys:
-            known = _KEYS.get(key)
+            known = records.get(key)
             if known is None:
                 continue  # no table has a bucket for the key
             found = known.dests.get(number)
@@ -318,21 +339,21 @@ class RoutingTable:
         return {(e.filter, e.dest) for e in self}
 
 
-def _forget(number: int, held: Iterable[IndexKey]) -> None:
-    """Table `number`, holding buckets for the keys `held`, is gone."""
+def _forget(records: dict[IndexKey, KeyIndex], number: int, held: Iterable[IndexKey]) -> None:
+    """Table `number` of the cache `records`, holding buckets for the keys `held`, is gone."""
     for key in held:
-        known = _KEYS.get(key)
+        known = records.get(key)
         if known is not None:
-            _release(known)
-    for known in _KEYS.values():
+            _release(records, known)
+    for known in records.values():
         known.dests.pop(number, None)
 
 
-def _release(known: KeyIndex) -> None:
+def _release(records: dict[IndexKey, KeyIndex], known: KeyIndex) -> None:
     """A table no longer has a bucket for the key: the last one drops the record."""
     known.tables -= 1
     if known.tables <= 0:
-        _KEYS.pop(known.key, None)
+        records.pop(known.key, None)
 
 
 def _pop(index: dict, key: object, entry: Entry) -> None:

@@ -52,6 +52,7 @@ from weeble.core.rom import (
     run_bound,
 )
 from weeble.core.routing.faults import random_fault
+from weeble.core.table import KeyCache
 from weeble.model.topology import Topology
 from weeble.sim.engine import Engine, Node
 from weeble.sim.observe import Observers
@@ -131,7 +132,9 @@ class Simulation:
                            options=options, adverts=adverts, ordering=ordering,
                            **_overlay(colours), **_mode(anti_entropy))
                     for b in topology.brokers}
-        self.brokers: dict[str, Broker] = {b: Broker(rom) for b, rom in roms.items()}
+        # one index cache for the tables of all the brokers of the run (core/table.py)
+        self.keys = KeyCache()
+        self.brokers: dict[str, Broker] = {b: Broker(rom, self.keys) for b, rom in roms.items()}
         self.header = header or RunHeader(
             scenario="simulation", algorithm=algorithm, hierarchical=hierarchical,
             wrapper=wrapper, params=params, options=options,
@@ -318,7 +321,7 @@ class Simulation:
         """A new leaf `broker` of `attach`, with the ROM of the others, booted at t."""
         template = self.brokers[attach].rom
         rom = replace(template, broker_id=broker, neighbors=frozenset({attach}), parent=attach)
-        self.brokers[broker] = Broker(rom)
+        self.brokers[broker] = Broker(rom, self.keys)
         self.engine.add_node(broker, self.brokers[broker])
         self.engine.schedule(t, self._boot, broker, None)
         return self.brokers[broker]

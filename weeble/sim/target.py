@@ -190,7 +190,8 @@ class SimTarget:
         if broker not in self._down:
             raise SimTargetError("still running")
         self._down.discard(broker)
-        fresh = Broker(self.brokers[broker].rom)  # same ROM, empty RAM
+        old = self.brokers[broker]
+        fresh = Broker(old.rom, old.keys)  # same ROM, empty RAM; the run's index cache
         self.brokers[broker] = fresh
         node = self._node(broker)
         node.broker, node.step = fresh, fresh.step

@@ -37,7 +37,7 @@ from weeble.core.routing.leasing import ControlRam, Leasing
 from weeble.core.routing.merging import Merging, loans
 from weeble.core.routing.rebuild import Rebuild
 from weeble.core.routing.strategy import Covering, Flooding, Identity, Simple, Strategy
-from weeble.core.table import RoutingTable, canonical_keys
+from weeble.core.table import KeyCache, RoutingTable
 
 OVERRUN = "overrun"  # SC-2 clock overrun, every π at every broker (leased algorithms)
 SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
@@ -58,11 +58,14 @@ STRATEGIES: dict[Algorithm, type[Strategy]] = {
 class RoutingRam:
     """The routing layer's slice of RAM."""
 
-    __slots__ = ("adverts", "detached", "next_timer", "rebuild_bit", "subs")
+    __slots__ = ("adverts", "detached", "keys", "next_timer", "rebuild_bit", "subs")
 
-    def __init__(self, n_tables: int, adverts: bool) -> None:
-        self.subs = ControlRam(n_tables)  # the notification routing tables
-        self.adverts = ControlRam(n_tables) if adverts else None  # subscription routing tables
+    def __init__(self, n_tables: int, adverts: bool, keys: KeyCache | None = None) -> None:
+        # not state: the index cache the tables share (table.py), this broker's own if none
+        self.keys = keys if keys is not None else KeyCache()
+        self.subs = ControlRam(n_tables, self.keys)  # the notification routing tables
+        # subscription routing tables
+        self.adverts = ControlRam(n_tables, self.keys) if adverts else None
         # The broker clock, as the time of its next overrun: clock(now) = π − (next_timer − now).
         # Under the wrapper it is the root's modulo clock that paces the switches.
         self.next_timer: float = 0.0
@@ -93,6 +96,7 @@ class Routing:
         if self.adverts is not None:
             self.subs.strategy.advertised = self.advertised
         self._tables = ram.subs.tables  # a stable list: clearing a table never replaces it
+        self._keys = ram.keys
         self._flooding = rom.algorithm is Algorithm.FLOODING
         self._hierarchical = rom.hierarchical
         # routing messages from neighbours, by type (the broker checks the sender is a neighbour)
@@ -201,7 +205,7 @@ class Routing:
         attrs = n.attributes
         keys = n.index_keys
         if keys is None:  # the first broker: the keys' canonical objects travel on
-            keys = n.index_keys = canonical_keys(notification_index_keys(attrs))
+            keys = n.index_keys = self._keys.canonical(notification_index_keys(attrs))
         topo = self.topo
         tables = self._tables
         if len(tables) == 1 and not self._flooding:

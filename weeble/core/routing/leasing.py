@@ -15,7 +15,7 @@ from weeble.core.filters import Filter
 from weeble.core.overlay import Topology
 from weeble.core.routing.plane import Plane
 from weeble.core.routing.strategy import Strategy
-from weeble.core.table import Entry, RoutingTable
+from weeble.core.table import Entry, KeyCache, RoutingTable
 
 
 class ControlRam:
@@ -23,8 +23,8 @@ class ControlRam:
 
     __slots__ = ("seen", "tables")
 
-    def __init__(self, n_tables: int) -> None:
-        self.tables: list[RoutingTable] = [RoutingTable() for _ in range(n_tables)]
+    def __init__(self, n_tables: int, keys: KeyCache) -> None:
+        self.tables: list[RoutingTable] = [RoutingTable(keys) for _ in range(n_tables)]
         # A7 idempotence wrapper: (sub_id, source) pairs seen per tag since that table's reset
         self.seen: list[set[tuple[str, str]]] = [set() for _ in range(n_tables)]
 
