@@ -255,30 +255,17 @@ class RoutingTable:
         """
         by_key = self._by_key
         if by_key:
-            number = self._number
-            records = self._keys
             if keys is None:
                 keys = notification_index_keys(attributes)
             for key in keys:
-                known = records.get(key)
-                if known is None:
-                    continue  # no table has a bucket for the key
-                found = known.dests.get(number)
-                if found is None:
-                    bucket = by_key.get(key)
-                    if not bucket:
-                        known.dests[number] = ()
-                        continue
-                    if not all(entry.exact for entry in bucket):
-                        for entry in bucket:
-                            if entry.dest not in dests and (
-                                entry.exact or entry.filter.matches(attributes)
-                            ):
-                                dests[entry.dest] = None
-                        continue
-                    # the same destinations, in the same order, as the walk over the entries
-                    found = known.dests[number] = tuple(
-                        dict.fromkeys(entry.dest for entry in bucket))
+                found = self._bucket(key)
+                if found is None:  # not exact: each entry against the notification
+                    for entry in by_key[key]:
+                        if entry.dest not in dests and (
+                            entry.exact or entry.filter.matches(attributes)
+                        ):
+                            dests[entry.dest] = None
+                    continue
                 for dest in found:
                     if dest not in dests:
                         dests[dest] = None
@@ -293,28 +280,38 @@ class RoutingTable:
         the order `match` adds them. None when it takes `match`."""
         if self._residual:
             return None
-        number = self._number
-        records = self._keys
         out: tuple[str, ...] = ()
         for key in keys:
-            known = records.get(key)
-            if known is None:
-                continue  # no table has a bucket for the key
-            found = known.dests.get(number)
+            found = self._bucket(key)
             if found is None:
-                bucket = self._by_key.get(key)
-                if not bucket:
-                    found = ()
-                elif not all(entry.exact for entry in bucket):
-                    return None
-                else:
-                    found = tuple(dict.fromkeys(entry.dest for entry in bucket))
-                known.dests[number] = found
+                return None
             if found:
                 # the keys' destinations one after the other, each once (rarely more than one
                 # key has any)
                 out = tuple(dict.fromkeys(out + found)) if out else found
         return out
+
+    def _bucket(self, key: IndexKey) -> tuple[str, ...] | None:
+        """What this table's bucket for the index key `key` answers by itself: its distinct
+        destinations in entry order when every entry in it is exact (kept in the key's
+        `KeyIndex` record until the bucket changes), () when the table has no bucket for the
+        key, None when some entry must be matched against the notification."""
+        known = self._keys.get(key)
+        if known is None:
+            return ()  # no table has a bucket for the key
+        number = self._number
+        found = known.dests.get(number)
+        if found is None:
+            bucket = self._by_key.get(key)
+            if not bucket:
+                found = ()
+            elif not all(entry.exact for entry in bucket):
+                return None
+            else:
+                # the same destinations, in the same order, as the walk over the entries
+                found = tuple(dict.fromkeys(entry.dest for entry in bucket))
+            known.dests[number] = found
+        return found
 
     def identical(self, filter: Filter) -> Iterable[Entry]:
         """Entries whose filter is identical to `filter`."""
