@@ -179,7 +179,7 @@ def _exec(container: Any, code: str) -> str:
 
 def test_the_pods_container_serves_pauses_and_stops_as_its_non_root_user(
         pod_container: Any) -> None:
-    code = k8s.KubernetesBackend._SIGNAL
+    code = k8s.KubePods._SIGNAL  # the code the process control part execs in a pod
     state = code.replace("{action}", "print(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1]"
                                      ".split()[0], open(f'/proc/{p}/status').read()"
                                      ".split('Uid:')[1].split()[0], p)")
