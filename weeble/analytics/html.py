@@ -197,15 +197,23 @@ def _latency_table(summary: dict[str, Any]) -> str:
             + "".join(f"<td>{lat[k] * 1000:.3f} ms</td>" for k in keys) + "</tr></table>")
 
 
-def _deliveries(summary: dict[str, Any]) -> str:
-    from weeble.analytics.report import _fifo_line
+def fifo_line(o: dict[str, Any]) -> str:
+    """FIFO (R7) in one sentence: how many were checked, then how many broke it (report.md
+    says it too)."""
+    checked = (f" in {o['deliveries']:,} first deliveries to {o['subscribers']:,} subscribers"
+               if "subscribers" in o else "")
+    affected = (f" ({o['subscribers_affected']:,} subscribers affected)"
+                if o["violations"] else "")
+    return f"Per-publisher FIFO violations{checked}: {o['violations']:,}{affected}."
 
+
+def _deliveries(summary: dict[str, Any]) -> str:
     d = summary["deliveries"]
     keys = ("publications", "judged", "correct", "expected", "delivered", "missing", "window",
             "spurious", "duplicate", "phantom")
     return ("<table><tr>" + "".join(f"<th>{k}</th>" for k in keys) + "</tr><tr>"
             + "".join(f"<td>{d[k]:,}</td>" for k in keys) + "</tr></table>"
-            + f"<p>{_e(_fifo_line(summary['ordering']))}</p>")
+            + f"<p>{_e(fifo_line(summary['ordering']))}</p>")
 
 
 _PAGE = """<!DOCTYPE html>

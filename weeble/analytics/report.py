@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from weeble.analytics.html import fifo_line, write_html
 from weeble.analytics.jobs.context import Context
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ def write_report(ctx: Context, summary: dict[str, Any]) -> Path:
     """report.md with its plots, and report.html; returns report.md's path (the HTML page is
     beside it)."""
     import matplotlib
-
-    from weeble.analytics.html import write_html
 
     matplotlib.use("Agg")  # no display; also safe inside Spark's Python workers
     out = ctx.out
@@ -393,7 +392,7 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
             "publications", "judged", "correct", "expected", "delivered", "missing", "window",
             "spurious", "duplicate", "phantom")) + " |",
         "",
-        _fifo_line(s["ordering"]),
+        fifo_line(s["ordering"]),
         "",
     ]
     lat = s["latency"]
@@ -425,15 +424,6 @@ def _markdown(s: dict[str, Any], plots: list[str]) -> str:
               "`legitimacy`, `stabilization`, `verdict`, `ordering`, `reorderings`, "
               "`overhead`, `latency`, `reconfigurations`, `tree_cost` (when recorded).", ""]
     return "\n".join(lines)
-
-
-def _fifo_line(o: dict[str, Any]) -> str:
-    """FIFO (R7) in one sentence: how many were checked, then how many broke it."""
-    checked = (f" in {o['deliveries']:,} first deliveries to {o['subscribers']:,} subscribers"
-               if "subscribers" in o else "")
-    affected = (f" ({o['subscribers_affected']:,} subscribers affected)"
-                if o["violations"] else "")
-    return f"Per-publisher FIFO violations{checked}: {o['violations']:,}{affected}."
 
 
 def _reconfigurations_section(r: dict[str, Any]) -> list[str]:
