@@ -38,7 +38,7 @@ Layers only call down (exchange → membership → routing → overlay) and neve
 Faults reach RAM through the fault targets each layer declares (its faults module), composed
 here into one registry (`FAULTS`, corruption.py), which finds a target's layer by name; each
 layer's legitimacy rule (its legitimacy module) is composed the same way (`LEGITIMACY`,
-legitimacy.py). No I/O,
+legitimacy_rules.py; legitimacy.py checks with it). No I/O,
 no clock reads, no threads: `now` comes in with each event, timers go out as SetTimer.
 """
 
@@ -75,7 +75,7 @@ from weeble.core.events import (
     not_a_neighbour,
 )
 from weeble.core.filters import Filter
-from weeble.core.legitimacy import Rules
+from weeble.core.legitimacy_rules import Rules
 from weeble.core.messages import Notify
 from weeble.core.optimize import faults as optimize_faults
 from weeble.core.optimize.layer import BROADCAST, Optimize, OptimizeRam
@@ -110,7 +110,7 @@ FAULTS = Registry((routing_faults.FAULTS, sketch_faults.FAULTS, overlay_faults.F
                    recolor_faults.FAULTS, colour_routing_faults.FAULTS,
                    skip_ring_faults.FAULTS))
 TARGETS: tuple[str, ...] = FAULTS.names()
-# Every layer's legitimacy rule (legitimacy.py): the first that judges a broker judges it, so
+# Every layer's legitimacy rule (legitimacy_rules.py): the first that judges a broker judges it, so
 # the skip ring and the coloured scheme before the static tree, which judges any broker.
 LEGITIMACY = Rules((skip_ring_legitimacy.RULE, routing_legitimacy.COLOURED,
                     routing_legitimacy.STATIC, coloured_legitimacy.COLOURED,

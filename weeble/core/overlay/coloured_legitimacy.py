@@ -1,5 +1,5 @@
-"""The coloured overlay's legitimacy rule (the 3-colour scheme, thesis 4.5; registered in
-core/legitimacy.py, composed by the broker).
+"""The coloured overlay's legitimacy rule (the 3-colour scheme, thesis 4.5; a `Rule` of
+core/legitimacy_rules.py, composed by the broker).
 
 It looks at the colours the root R calls c_cur and c_old (spec ch4 §5.5): each colour's parent
 and child pointers mutually consistent and spanning the brokers from R, every broker's colours a
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from weeble.core.legitimacy import Rule
+from weeble.core.legitimacy_rules import Rule
 
 
 def colours_of(broker: Any) -> dict[str, Any] | None:

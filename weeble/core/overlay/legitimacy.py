@@ -1,13 +1,13 @@
-"""The static tree overlay's legitimacy rule (registered in core/legitimacy.py, composed by the
-broker): a spanning tree of symmetric links, every parent pointer towards the root, and no broker
-left inside a reconfiguration."""
+"""The static tree overlay's legitimacy rule (a `Rule` of core/legitimacy_rules.py, composed by
+the broker): a spanning tree of symmetric links, every parent pointer towards the root, and no
+broker left inside a reconfiguration."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from weeble.core.legitimacy import Rule
+from weeble.core.legitimacy_rules import Rule
 
 
 def tree(brokers: Mapping[str, Any], root: str) -> list[str]:

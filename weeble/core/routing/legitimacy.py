@@ -1,4 +1,5 @@
-"""The routing layer's legitimacy rule (registered in core/legitimacy.py, composed by the broker).
+"""The routing layer's legitimacy rule (a `Rule` of core/legitimacy_rules.py, composed by the
+broker).
 
 For a tree, the clients' live subscriptions and a routing algorithm, the legitimate routing
 configuration says which (filter, destination) pairs each broker must hold and which it may
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from weeble.core.filters import Filter
-from weeble.core.legitimacy import Adverts, Broker, LiveSub, Rule
+from weeble.core.legitimacy_rules import Adverts, Broker, LiveSub, Rule
 from weeble.core.overlay.coloured_legitimacy import colours_of, root_colours
 from weeble.core.rom import Algorithm
 from weeble.core.routing.merging import closure

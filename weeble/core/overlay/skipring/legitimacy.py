@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from weeble.core.legitimacy import Adverts, LiveSub, Rule
+from weeble.core.legitimacy_rules import Adverts, LiveSub, Rule
 from weeble.core.overlay.skipring.labels import ring_order, shortcut_labels
 from weeble.core.overlay.skipring.member import TopicMember
 from weeble.core.overlay.skipring.messages import Ref
@@ -183,7 +183,7 @@ def topics(brokers: Mapping[str, Any], required: set[LiveSub], allowed: set[Live
     return snapshot_problems(views, by_topic(required), by_topic(allowed))
 
 
-# The routing rule of the skip_ring mode (registered in core/legitimacy.py, composed by the
-# broker): a broker in that mode shows its skip-ring state.
+# The routing rule of the skip_ring mode (a `Rule` of core/legitimacy_rules.py, composed by
+# the broker): a broker in that mode shows its skip-ring state.
 RULE = Rule("skip_ring", lambda broker: getattr(broker, "skip_ring", None) is not None,
             routing=topics)
