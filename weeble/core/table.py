@@ -29,12 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from weeble.core.filters import Filter, IndexKey, Value, notification_index_keys
-
-if TYPE_CHECKING:
-    from weeble.core.routing.merging import Merger
 
 
 class Entry:
@@ -57,6 +54,22 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"Entry({self.sub_id!r}, {str(self.filter)!r}, {self.dest!r}, {self.flag})"
+
+
+@dataclass(slots=True)
+class Merger:
+    """A merger record of merging-based routing (routing/merging.py): kept in RAM beside the
+    table it merges, with a second-chance flag like the entries."""
+
+    merger_id: str
+    filter: Filter
+    dest: str
+    constituents: frozenset[Filter]
+    flag: int = 1
+
+    def as_dict(self) -> dict[str, object]:
+        return {"merger_id": self.merger_id, "filter": str(self.filter), "dest": self.dest,
+                "constituents": sorted(str(c) for c in self.constituents), "flag": self.flag}
 
 
 class KeyIndex:

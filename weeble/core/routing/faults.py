@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from weeble.core.corruption import CorruptionError, Faults, Handler, filter_of, number
 from weeble.core.events import Corrupt, Effect, SetTimer
 from weeble.core.filters import Filter
-from weeble.core.routing.merging import Merger, loans
-from weeble.core.table import Entry, RoutingTable
+from weeble.core.routing.merging import loans
+from weeble.core.table import Entry, Merger, RoutingTable
 
 if TYPE_CHECKING:
     from weeble.core.routing.layer import Routing

@@ -21,7 +21,6 @@ merger's flag is 0; variant 2 never forwards a constituent of an existing merger
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from weeble.core.events import Effect, Send, Trace
@@ -29,20 +28,7 @@ from weeble.core.filters import Filter, merge
 from weeble.core.rom import Algorithm
 from weeble.core.routing.plane import Plane
 from weeble.core.routing.strategy import Covering
-from weeble.core.table import RoutingTable
-
-
-@dataclass(slots=True)
-class Merger:
-    merger_id: str
-    filter: Filter
-    dest: str
-    constituents: frozenset[Filter]
-    flag: int = 1
-
-    def as_dict(self) -> dict[str, object]:
-        return {"merger_id": self.merger_id, "filter": str(self.filter), "dest": self.dest,
-                "constituents": sorted(str(c) for c in self.constituents), "flag": self.flag}
+from weeble.core.table import Merger, RoutingTable
 
 
 def merger_id(broker_id: str, dest: str, f: Filter) -> str:
