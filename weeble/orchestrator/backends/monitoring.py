@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from weeble.orchestrator.backends.kubernetes import (
+from weeble.orchestrator.backends.kubemanifest import (
     _HEADER,
     DEFAULT_METRICS,
     STATEFULSET,
