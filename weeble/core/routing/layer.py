@@ -238,6 +238,43 @@ class Routing:
         return [Send(d, message) if d in neighbors else Deliver(d, n)
                 for d in dests if d != source]
 
+    def on_notifies(self, now: float, batch: list[tuple[str, Notify]],
+                    out: list[list[Effect]]) -> None:
+        """`on_notify` for each (source, message) of `batch` in order (notifications that
+        arrived together), appending each one's effects to `out`: the same effects, in the same
+        order, as one call each. The common case (one table, exact buckets) is the loop of
+        `on_notify` with what every notification looks up hoisted out of it; a notification
+        the index alone cannot answer takes `on_notify`. If one raises, `out` holds the effects
+        of those before it."""
+        tables = self._tables
+        if len(tables) != 1 or self._flooding:
+            for source, message in batch:
+                out.append(self.on_notify(now, source, message))
+            return
+        match_keys = tables[0].match_keys
+        canonical = self._keys.canonical
+        topo = self.topo
+        neighbors = topo.neighbors
+        parent = topo.parent if self._hierarchical else None
+        for source, message in batch:
+            if message.gray:
+                out.append(self.on_notify(now, source, message))
+                continue
+            n = message.notification
+            keys = n.index_keys
+            if keys is None:
+                keys = n.index_keys = canonical(notification_index_keys(n.attributes))
+            found = match_keys(keys)
+            if found is None:
+                out.append(self.on_notify(now, source, message))
+                continue
+            effects: list[Effect] = [Send(d, message) if d in neighbors else Deliver(d, n)
+                                     for d in found if d != source]
+            if parent is not None and source != parent and parent not in found:
+                effects.append(Send(parent, message) if parent in neighbors
+                               else Deliver(parent, n))
+            out.append(effects)
+
     # ---- control messages from neighbours ---------------------------------------------------
 
     def on_sub(self, now: float, source: str, msg: Sub) -> list[Effect]:
