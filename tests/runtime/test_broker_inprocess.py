@@ -456,10 +456,23 @@ class _FragileBroker:
     def __init__(self, core: Broker) -> None:
         self._core = core
 
+    @staticmethod
+    def _boom(event: Event) -> bool:
+        return isinstance(event, ClientPublish) and bool(event.notification.attributes.get("boom"))
+
     def step(self, now: float, event: Event) -> list[Effect]:
-        if isinstance(event, ClientPublish) and event.notification.attributes.get("boom"):
+        if self._boom(event):
             raise RuntimeError("core bug")
         return self._core.step(now, event)
+
+    def step_many(self, now: float, events: list[Event],
+                  out: list[list[Effect]]) -> list[list[Effect]]:
+        # as the core's: when one raises, `out` holds the effects of those before it
+        for i, event in enumerate(events):
+            if self._boom(event):
+                self._core.step_many(now, events[:i], out)
+                raise RuntimeError("core bug")
+        return self._core.step_many(now, events, out)
 
     def __getattr__(self, name: str) -> Any:  # the server's reads: ram, rom, snapshot()
         return getattr(self._core, name)
@@ -477,10 +490,15 @@ def test_core_exception_is_contained(configs: Configs) -> None:
             await pub.publish({"x": 2})
             assert (await sub.get(timeout=5)).notification.attributes["x"] == 2
             assert server.metrics.counters["core_errors"] == 1
+            # within one request: those before and after the failing one are delivered
+            await pub.publish_many([{"x": 3}, {"x": 4, "boom": True}, {"x": 5}, {"x": 6}])
+            got = [(await sub.get(timeout=5)).notification.attributes["x"] for _ in range(3)]
+            assert got == [3, 5, 6]
+            assert server.metrics.counters["core_errors"] == 2
 
     run(scenario())
     errors = [r for r in read_trace(cfg.trace_path) if r["kind"] == "error"]  # type: ignore[arg-type]
-    assert len(errors) == 1 and "core bug" in errors[0]["error"]
+    assert len(errors) == 2 and all("core bug" in e["error"] for e in errors)
 
 
 def test_batched_link_preserves_order(configs: Configs) -> None:

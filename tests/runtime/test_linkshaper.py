@@ -137,3 +137,20 @@ def test_shape_changes_at_run_time() -> None:
 
     fast, slow = asyncio.run(scenario())
     assert fast < 0.02 and slow >= 0.049
+
+
+def test_put_sized_admits_what_put_admits() -> None:
+    one: ShapedQueue[bytes] = ShapedQueue(limit=10, byte_limit=500)
+    many: ShapedQueue[bytes] = ShapedQueue(limit=10, byte_limit=500)
+    items = [bytes(30 + 7 * i) for i in range(12)]
+    fates = [one.put(item, len(item)) for item in items[:6]]
+    assert many.put_sized([(item, len(item)) for item in items[:6]]) == 6
+    # the byte limit cuts the next batch short, counted as overflow
+    fates += [one.put(item, len(item)) for item in items[6:]]
+    admitted = many.put_sized([(item, len(item)) for item in items[6:]])
+    assert fates.count(Fate.SENT) == 6 + admitted < 12
+    assert many.take_due(20) == one.take_due(20) == items[:6 + admitted]
+    assert many.counters == one.counters and many.bytes == one.bytes == 0
+    shaped: ShapedQueue[bytes] = ShapedQueue(LinkShape(delay_ms=1))
+    with pytest.raises(AssertionError):
+        shaped.put_sized([(b"x", 1)])

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -172,8 +172,10 @@ class ClientService:
         self._secret = client_secret  # None: the open mode (see clientauth.py)
         self.streams: dict[str, dict[str, SubStream]] = {}
         # last filter seen per subscription, and when (monotonic): pruned once the lease it
-        # renewed has surely run out (prune), so ids that are never refreshed again cost nothing
-        self._filters: dict[tuple[str, str], tuple[Filter, float]] = {}
+        # renewed has surely run out (prune), so ids that are never refreshed again cost nothing.
+        # Oldest first (a subscribe or refresh moves its entry to the end), so that prune reads
+        # only the stale ones, not every subscription on every sampling tick.
+        self._filters: OrderedDict[tuple[str, str], tuple[Filter, float]] = OrderedDict()
         self.closing = False
 
     def handler(self) -> grpc.GenericRpcHandler:
@@ -240,8 +242,12 @@ class ClientService:
         seconds ago that have no open stream (their lease has run out in the core too).
         Returns how many were forgotten."""
         cutoff = time.monotonic() - older_than
-        stale = [key for key, (_f, seen) in self._filters.items()
-                 if seen < cutoff and key[1] not in self.streams.get(key[0], {})]
+        stale = []
+        for key, (_f, seen) in self._filters.items():
+            if seen >= cutoff:
+                break  # the rest were seen later still
+            if key[1] not in self.streams.get(key[0], {}):
+                stale.append(key)
         for key in stale:
             del self._filters[key]
         return len(stale)
@@ -481,8 +487,10 @@ class ClientService:
     def _subscribe(self, client: str, sub_id: str, f: Filter, op: str) -> None:
         # the first request for a (client, sub_id) subscribes; any later one refreshes (SC-4)
         key = (client, sub_id)
-        kind = "refresh" if key in self._filters else "subscribe"
-        self._filters[key] = (f, time.monotonic())
+        filters = self._filters
+        kind = "refresh" if key in filters else "subscribe"
+        filters[key] = (f, time.monotonic())
+        filters.move_to_end(key)  # the newest last (prune)
         self._metrics.client_request(op)
         # a refresh repeats the filter of its subscribe every rho: a long one is clipped
         # there (with its digest); the subscribe record keeps it whole for the analysis

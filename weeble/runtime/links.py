@@ -335,6 +335,39 @@ class Link:
                                    **{"from": self.config.broker_id, "to": self.neighbor},
                                    fate=state)
 
+    def send_notifies(self, batch: list[tuple[Notify, bytes]]) -> None:
+        """`send` for each (Notify, the bytes its notification arrived in) of `batch`, in
+        order: the Send effects towards this link of the notifications that arrived together
+        (a request, a link batch). On an unshaped, uncut link of an untraced broker (the hot
+        path) with one clock reading, one queue admission and one count for all of them;
+        otherwise each goes through `send`."""
+        queue = self.queue
+        if self.cut or not queue.perfect or self._trace.enabled:
+            for message, wire in batch:
+                self.send(message, wire)
+            return
+        self.last_used = time.monotonic()
+        limit = self._limit
+        seq = self._seq
+        items: list[tuple[bytes, int]] = []
+        for message, wire in batch:
+            data = notify_envelope(seq + 1, wire, message.color)
+            size = len(data)
+            if size > limit:  # as send: refused alone, no sequence number spent
+                self._drop("oversize")
+                log.warning("link %s: dropped a %d-byte message (limit %d bytes)",
+                            self.neighbor, size, limit)
+                continue
+            seq += 1
+            items.append((data, size))
+        self._seq = seq
+        admitted = queue.put_sized(items)
+        if admitted:
+            self.counters["queued"] += admitted
+            self._metrics.message("out", "notify", self.neighbor, admitted)
+        if admitted < len(items):
+            self._drop(Fate.OVERFLOW.value, len(items) - admitted)
+
     def ping(self) -> bool:
         """Queue a round-trip probe: a Ping the peer answers at once with a Pong, both through
         the link shapers, so what the link emulates is in the round trip (`on_rtt` gets it).

@@ -147,6 +147,32 @@ class ShapedQueue(Generic[T]):
             return self._count(Fate.CORRUPTED)
         return self._count(Fate.DUPLICATED if copies == 2 else Fate.SENT)
 
+    @property
+    def perfect(self) -> bool:
+        """Unshaped: every message is due at once, none lost, duplicated or garbled."""
+        return self._perfect
+
+    def put_sized(self, items: list[tuple[T, int]]) -> int:
+        """`put` of each (item, size) in order on a perfect queue (see `perfect`), with one
+        wake-up: returns how many were admitted (the first ones; the rest overflowed, counted
+        as by `put`)."""
+        assert self._perfect, "put_sized: a shaped queue decides each message's fate by put"
+        queue = self._items
+        room = self.limit - len(queue)
+        admitted = 0
+        for item, size in items:
+            if admitted >= room or self._over_bytes(size):
+                break
+            queue.append((0.0, item, size))
+            self.bytes += size
+            admitted += 1
+        if admitted:
+            self._wakeup.set()
+            self.counters["sent"] += admitted
+        if admitted < len(items):
+            self.counters["overflow"] += len(items) - admitted
+        return admitted
+
     def _release_time(self, now: float, size: int) -> float:
         shape = self._shape
         sent = now

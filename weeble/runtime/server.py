@@ -173,15 +173,61 @@ class BrokerServer:
         """`step` for each (event, the notification it carries, its encoded form), in order,
         at one clock reading: they arrived together (a publish request, a link batch)."""
         now = self.now
-        step = self.broker.step
-        apply = self._apply
-        for event, n, wire in events:
-            try:
-                effects = step(now, event)
+        step_many = self.broker.step_many
+        todo = [event for event, _, _ in events]
+        done = 0  # events stepped (or failed) so far
+        while done < len(events):
+            out: list[list[Effect]] = []
+            failed: Exception | None = None
+            try:  # the core in one call; only an event that raises costs a call more
+                step_many(now, todo if not done else todo[done:], out)
             except Exception as e:
-                self._core_error(event, e)
-                continue
-            apply(effects, n, wire)
+                failed = e
+            self._apply_all(events[done:done + len(out)] if done or failed else events, out)
+            done += len(out)
+            if failed is not None:
+                self._core_error(events[min(done, len(events) - 1)][0], failed)
+                done += 1
+
+    def _apply_all(self, events: list[tuple[Event, Notification, bytes]],
+                   out: list[list[Effect]]) -> None:
+        """`_apply` of each event's effects, in order; a run of Sends that forward the
+        notifications as they arrived to one link goes to it in one call (`Link.send_notifies`:
+        the Sends of a request or a link batch towards the next broker of a chain)."""
+        links = self.links
+        apply = self._apply
+        run: list[tuple[Notify, bytes]] = []  # for `run_link`, not sent yet
+        run_link: Link | None = None
+        for (_, n, wire), effects in zip(events, out, strict=True):
+            for effect in effects:
+                if type(effect) is Send:
+                    message = effect.message
+                    if (type(message) is Notify and message.notification is n
+                            and not message.gray):
+                        link = links.get(effect.neighbor)
+                        if link is not None:
+                            if link is not run_link:
+                                if run:
+                                    self._send_run(run_link, run)
+                                    run = []
+                                run_link = link
+                            run.append((message, wire))
+                            continue
+                if run:
+                    self._send_run(run_link, run)
+                    run = []
+                apply([effect], n, wire)
+        if run:
+            self._send_run(run_link, run)
+
+    def _send_run(self, link: Link | None, run: list[tuple[Notify, bytes]]) -> None:
+        assert link is not None
+        try:
+            link.send_notifies(run)
+        except Exception as e:  # as _apply: one bad effect must not cost the others
+            log.exception("sending %d notifications to %s failed", len(run), link.neighbor)
+            self.metrics.core_error("effect")
+            self.trace.record("error", effect="Send", error=str(e))
 
     def step_checked(self, event: Event) -> list[Effect]:
         """Like step, but the core's exception propagates (admin reports it to the caller)."""

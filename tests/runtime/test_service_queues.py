@@ -1,0 +1,129 @@
+"""What the broker's services keep and queue, without gRPC: `ClientService.prune` forgets
+exactly the subscriptions last seen before its cutoff that have no open stream, reading only
+those; a link's batched send queues what one send per notification queues."""
+
+from __future__ import annotations
+
+import random
+import types
+from collections.abc import Callable
+
+import pytest
+
+from weeble.codec.wire import decode_notification, encode_notification
+from weeble.core.events import Event
+from weeble.core.filters import Filter
+from weeble.core.messages import Notification, Notify, Sub
+from weeble.runtime import client_service
+from weeble.runtime.client_service import ClientService, SubStream
+from weeble.runtime.config import BrokerConfig
+from weeble.runtime.links import Link
+from weeble.runtime.metrics import Metrics
+from weeble.trace.writer import LiveSink
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(client_service, "time", types.SimpleNamespace(monotonic=c.monotonic,
+                                                                      time=c.monotonic))
+    return c
+
+
+def service(stepped: list[Event]) -> ClientService:
+    def step(event: Event, n: Notification | None, wire: bytes | None) -> bool:
+        stepped.append(event)
+        return True
+
+    return ClientService("b0", lambda name: False, step, lambda client, accepted: None,
+                         LiveSink(None, "b0"), Metrics("b0"), queue_limit=10,
+                         queue_bytes=10_000, max_message_bytes=1 << 20, client_secret=None)
+
+
+def open_stream(svc: ClientService, client: str, sub_id: str) -> None:
+    svc.streams.setdefault(client, {})[sub_id] = SubStream(client, sub_id, Filter.parse("x == 1"),
+                                                           limit=10, byte_limit=10_000)
+
+
+def test_prune_forgets_the_stale_subscriptions_without_a_stream(clock: Clock) -> None:
+    stepped: list[Event] = []
+    svc = service(stepped)
+    f = Filter.parse("x == 1")
+    for i, sub in enumerate(("a", "b", "c")):
+        clock.t = 100.0 + i
+        svc._subscribe("c1", sub, f, op="subscribe")
+    clock.t = 103.0
+    svc._subscribe("c1", "a", f, op="refresh")  # a: seen last, though subscribed first
+    open_stream(svc, "c1", "b")
+    clock.t = 104.5
+    assert svc.prune(2.0) == 1  # c (seen at 102); b (101) has its stream, a was refreshed
+    assert svc.known_subscriptions() == 2
+    clock.t = 110.0
+    assert svc.prune(2.0) == 1  # a now; b still streams
+    del svc.streams["c1"]
+    assert svc.prune(2.0) == 1 and svc.known_subscriptions() == 0
+    # forgotten: the next request for c subscribes again (a `subscribe`, not a `refresh`)
+    assert len(stepped) == 4
+
+
+def test_prune_agrees_with_a_scan_of_every_subscription(clock: Clock) -> None:
+    rng = random.Random(7)
+    svc = service([])
+    f = Filter.parse("x == 1")
+    seen: dict[tuple[str, str], float] = {}
+    for _ in range(2_000):
+        clock.t += rng.random()
+        key = (f"c{rng.randrange(5)}", f"s{rng.randrange(40)}")
+        op = rng.random()
+        if op < 0.6:
+            svc._subscribe(*key, f, op="refresh")
+            seen[key] = clock.t
+        elif op < 0.7:
+            open_stream(svc, *key)
+        elif op < 0.8:
+            svc.streams.get(key[0], {}).pop(key[1], None)
+        else:
+            older = rng.uniform(0, 30)
+            cutoff = clock.t - older
+            expected = {k for k, t in seen.items()
+                        if t < cutoff and k[1] not in svc.streams.get(k[0], {})}
+            assert svc.prune(older) == len(expected)
+            for k in expected:
+                del seen[k]
+            assert set(svc._filters) == set(seen)
+
+
+def test_a_links_batched_send_queues_what_send_queues(
+        configs: Callable[..., BrokerConfig]) -> None:
+    cfg = configs("a", neighbors={"b": "127.0.0.1:1"}, trace=False,
+                  tuning={"link_queue_limit": 20, "max_message_bytes": 1024})
+
+    def link() -> Link:
+        return Link(cfg, "b", receive=lambda *a: None, trace=LiveSink(None, "a"),
+                    metrics=Metrics("a"), rng=random.Random(1))
+
+    one, many = link(), link()
+    wires = [encode_notification(Notification("p", i, {"x": i, "pad": "y" * (i % 3) * 500}))
+             for i in range(50)]
+    batch = [(Notify(decode_notification(w)), w) for w in wires]
+    for message, wire in batch[:30]:
+        one.send(message, wire)
+    many.send_notifies(batch[:30])
+    one.send(Sub("s", Filter.parse("x == 1")))  # another message between two batches
+    many.send(Sub("s", Filter.parse("x == 1")))
+    for message, wire in batch[30:]:
+        one.send(message, wire)
+    many.send_notifies(batch[30:])
+    # oversize ones refused (no sequence number spent), the queue's limit overflowed
+    assert one.counters["dropped_oversize"] > 0 and one.counters["dropped_overflow"] > 0
+    assert many.counters == one.counters
+    assert many.queue.take_due(100) == one.queue.take_due(100)
+    assert many.queue.counters == one.queue.counters
