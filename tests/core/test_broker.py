@@ -153,6 +153,26 @@ def test_merging_forwards_a_perfect_merger_instead_of_constituents() -> None:
     assert b.ram.tables[0].mergers == {}
 
 
+@pytest.mark.parametrize("alg", [Algorithm.MERGING1, Algorithm.MERGING2])
+def test_a_merger_whose_rest_merges_again_to_the_same_filter_is_not_withdrawn(
+        alg: Algorithm) -> None:
+    """The rest of a dissolved merger merged again into the same filter goes out under the same
+    id: an unsubscription behind it dropped it upstream (issue 23: mergers churned along a
+    fault-free chain)."""
+    a, b_, c = (Filter.parse(f"price range [{lo}, {hi}]") for lo, hi in ((0, 10), (10, 20),
+                                                                           (5, 15)))
+    b = make(alg, hierarchical=True)
+    for i, f in enumerate((a, b_, c)):
+        b.step(0, Receive("x", Sub(f"s{i}", f)))
+    (m,) = b.ram.tables[0].mergers.values()
+    assert m.constituents == {a, b_, c}
+    effects = b.step(1, Receive("x", Unsub("s2", c)))  # [0, 10] ∪ [10, 20] is [0, 20] again
+    assert ("p", "Sub", m.merger_id) in sends(effects)
+    assert ("p", "Unsub", m.merger_id) not in sends(effects)
+    (again,) = b.ram.tables[0].mergers.values()
+    assert again.merger_id == m.merger_id and again.constituents == {a, b_}
+
+
 def test_false_merger_is_dropped_at_first_use() -> None:
     b = make(Algorithm.MERGING2, hierarchical=True)
     b.step(0, Corrupt("merger.insert", {"filter": "true", "dest": "x",

@@ -177,10 +177,12 @@ class Merging(Covering):
         renews) left to expire there was re-forwarded again by the next dissolving hop, 2π
         more per hop (issue 23: 31.7-41.5 s after the episode against Δ = 17.24 s on a
         binary tree of 31). So a dissolved merger renews a constituent for no longer than its
-        own lease. Variant 1 only: under variant 2 a destination renews its constituents
-        through its mergers, never one by one, so a re-forwarded constituent there expires
-        while still wanted, and withdrawing it churned subscriptions (the chain of 10 in
-        tests/sim/test_traffic.py).
+        own lease. Both variants (merging2: 41.5 s -> 16.5 s after the episode on the tree
+        of 15 of tests/sim/test_merging_dissolve.py, Δ = 25.18 s). Under variant 2 a
+        destination renews its constituents through its mergers, so a loaned constituent may
+        expire while still wanted; its unsubscription dissolves mergers upstream, whose rest
+        often merges again under the same id, which `_dissolve` no longer unsubscribes (that
+        churn was b0→b1's 8.2 Subs per ρ on the chain of 10 of tests/sim/test_traffic.py).
 
         Otherwise the merger's upstream entries outlive it by up to 2π, and where mergers nest
         (a broker merges a received merger again) every level adds that much: a bogus entry
@@ -214,6 +216,7 @@ class Merging(Covering):
             return []  # the destination still holds f under another id
         effects: list[Effect] = []
         unsub = self.unsub_cls
+        probe = self.sub_cls("", f, tag)  # the type of the subscriptions this plane sends
         for m in [m for m in table.mergers.values() if m.dest == source and f in m.constituents]:
             del table.mergers[m.merger_id]
             for c in sorted(m.constituents - {f}, key=str):
@@ -224,14 +227,20 @@ class Merging(Covering):
                             effects.append(effect)
                     # a fresh lease upstream for an entry that may be stale (a bogus one, an
                     # absorbed merger's that nobody renews): on loan until its next refresh
-                    if self.algorithm is Algorithm.MERGING1:  # see `expired`
-                        table.loaned[source, c] = None
+                    table.loaned[source, c] = None  # see `expired`
             # whatever the merger covered for other destinations was suppressed on its account
             effects.extend(e for e in self.uncovered(plane, tag, m.filter) if e not in effects)
             if any(e.dest == source for e in table.identical(m.filter)):
                 # A constituent identical to the merger stays (and was re-forwarded): an
                 # unsubscription for this filter would make the neighbour drop it too.
                 continue
-            for n in self.unsub_targets(planes, m.filter, source):
-                effects.append(Send(n, unsub(m.merger_id, m.filter, tag)))
+            # The rest may have merged again into the same filter, so under the same id, and
+            # gone out just now (on_subscribe above): an unsubscription behind it would drop
+            # that merger where it went, for up to ρ, and dissolve what was merged with it
+            # there (in a fault-free run on a chain of 10 this churned Subs at every hop).
+            again = {e.neighbor for e in effects if isinstance(e, Send)
+                     and type(e.message) is type(probe) and e.message.sub_id == m.merger_id}
+            effects.extend(Send(n, unsub(m.merger_id, m.filter, tag))
+                           for n in self.unsub_targets(planes, m.filter, source)
+                           if n not in again)
         return effects
