@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from weeble.chaos.runner import in_simulation
 from weeble.model.scenario import parse_scenario
 from weeble.sim.run import simulate
+
+FALSE_MERGER = (Path(__file__).resolve().parents[2] / "scenarios" / "explore"
+                / "finding-merging1-merger-insert.yaml")
 
 
 def scenario() -> dict[str, Any]:
@@ -66,3 +70,17 @@ def test_merging_p2p_is_legitimate_within_its_bound_while_mergers_dissolve(
     assert episode["state_time"] <= summary.bound, (episode["state_time"], summary.bound)
     assert summary.deliveries["missing"] == 0 and summary.deliveries["spurious"] == 0
     assert summary.verdict["status"] == "pass", summary.verdict["reasons"]
+
+
+@pytest.mark.parametrize("algorithm", ["merging1", "merging2"])
+def test_a_false_merger_at_the_root_is_gone_within_the_bound(algorithm: str,
+                                                            tmp_path: Path) -> None:
+    """The explore sweep's merging1 seed 709, shrunk: a false merger of `true` at the root
+    towards b2, and one subscriber at b2. Its first refresh merged with the false merger into a
+    new `true` merger that went to b1 at once (legitimate 7.73 s after the fault, Δ = 6.1 s)."""
+    d = yaml.safe_load(FALSE_MERGER.read_text())
+    d["routing"]["algorithm"] = algorithm
+    s = parse_scenario(d)
+    summary = simulate(s, tmp_path, progress=False, faults=in_simulation(s))
+    (episode,) = summary.episodes
+    assert episode["state_time"] <= summary.bound, (episode["state_time"], summary.bound)

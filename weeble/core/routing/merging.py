@@ -96,7 +96,9 @@ class Merging(Covering):
     def _form(self, table: RoutingTable, dest: str, f: Filter) -> Merger | None:
         """Merge f with what is already held for `dest`; store and return the merger, if any."""
         mergers = table.mergers
-        own = [m for m in mergers.values() if m.dest == dest]
+        # only genuine mergers: a false one (F14) would lend its filter to the new merger, which
+        # goes out at once (`renew` drops it within ρ, but the upstream entry lived 2π more)
+        own = [m for m in mergers.values() if m.dest == dest and _valid(table, m)]
         in_mergers = {c for m in own for c in m.constituents}
         lone = sorted({e.filter for e in table if e.dest == dest} - in_mergers - {f}, key=str)
         groups = [(f, frozenset((f,)))]
