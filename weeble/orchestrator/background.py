@@ -4,14 +4,15 @@ the run's trace folder. At its end, or when `weeble down` stops it first (SIGTER
 unsubscribe, close and flush their traces, so `weeble check` judges the hand-run flow (up,
 chaos, down, check) like `weeble run`.
 
-    python -m weeble.orchestrator.background RUN_DIR SCENARIO [DURATION]
+    python -m weeble.orchestrator.background_main RUN_DIR SCENARIO [DURATION]
+
+This module starts and stops that process (`weeble up`, `Testbed.down`); the process itself is
+background_main.py, above the testbed it attaches to.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from weeble.orchestrator.backends.processes import pid_alive
 
 PID_FILE = "workload.pid"  # in the run directory, while the workload runs
 STATS_FILE = "workload.json"  # in the run directory, when it has ended
-_MARKER = "weeble.orchestrator.background"
+_MARKER = "weeble.orchestrator.background_main"  # the workload process (its module)
 
 
 def start(run_dir: Path, scenario: str | Path, duration: float) -> int:
@@ -58,34 +59,3 @@ def stop(run_dir: Path, timeout: float = 15.0) -> bool:
                 os.kill(pid, signal.SIGKILL)
     path.unlink(missing_ok=True)
     return running
-
-
-async def _drive(run_dir: Path, scenario_path: str, duration: float) -> dict[str, object]:
-    from weeble.model.scenario import load_scenario
-    from weeble.orchestrator.testbed import Testbed
-    from weeble.orchestrator.workload import LiveWorkload
-
-    scenario = load_scenario(scenario_path)
-    bed = Testbed.attach(run_dir)
-    workload = LiveWorkload(scenario, {b: a.listen for b, a in bed.addresses().items()},
-                            bed.trace_dir if scenario.trace.enabled else None,
-                            tokens=bed.client_token, tls=bed.client_tls())
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(s, task.cancel)  # the run's `finally` closes every client
-    with contextlib.suppress(asyncio.CancelledError):
-        await workload.run(duration, unsubscribe_at_end=True)  # the brokers go on
-    return workload.stats.as_dict()
-
-
-def main(argv: list[str]) -> int:
-    run_dir, scenario_path, duration = Path(argv[0]), argv[1], float(argv[2])
-    stats = asyncio.run(_drive(run_dir, scenario_path, duration))
-    (run_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -34,6 +34,7 @@ from typing import Any
 from weeble.codec.wire import MAX_BATCH
 from weeble.core.reconfig.plan import Tree
 from weeble.model.scenario import Scenario, ScenarioError
+from weeble.orchestrator import background
 from weeble.orchestrator.backend import (
     AdminAccess,
     Backend,
@@ -289,8 +290,6 @@ class Testbed:
     def down(self, timeout: float = 15.0) -> dict[str, int | None]:
         """Stop the workload `weeble up --workload` started, then every broker (SIGTERM,
         drain, SIGKILL at the deadline); collect the traces."""
-        from weeble.orchestrator import background
-
         background.stop(self.run_dir, timeout)  # its last records before the brokers stop
         if self.state == "up":  # the observation ends where the brokers start to stop
             write_run_end(self.run_dir, ORCHESTRATOR, "the brokers were stopped")
