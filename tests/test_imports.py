@@ -1,6 +1,7 @@
 """Imports point down (DESIGN.md, "Parts and their boundaries"), checked on the source against
 the whole layer table: every import statement of every module, the ones inside functions
-included."""
+included. Inside a package too no two modules import each other, directly or round a circle:
+what both need moves into a module below them."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def package_of(name: str) -> str | None:
     return ".".join(parts[:2])
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(WEEBLE.parent).with_suffix("").parts
+def module_name(path: Path, root: Path = WEEBLE) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -117,6 +118,86 @@ def test_the_table_forbids_what_design_forbids() -> None:
     assert all(not may("weeble.core", p) for p in FLOOR if p != "weeble.core")
     assert may("weeble.sim", "weeble.codec") and may("weeble.runtime", "weeble.codec")
     assert misplaced("weeble.sim", "weeble.elsewhere.x") is not None  # not placed: refused
+
+
+def module_graph(root: Path = WEEBLE) -> dict[str, set[str]]:
+    """Module -> the weeble modules it imports (every import statement, as `imports` reads
+    them): `from a.b import c` names module a.b.c where there is one, else a.b."""
+    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        graph[name] = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for _, imported in imports(path, package):
+            target = imported if imported in paths else imported.rpartition(".")[0]
+            if target in paths and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of `graph`: its strongly connected components of two or more modules
+    (Tarjan's algorithm, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """A circle of imports, even inside one package and through an import inside a function,
+    means two modules that are one layer: move what both need below them."""
+    assert circles(module_graph()) == []
+
+
+def test_the_circle_check_sees_a_lazy_circle(tmp_path: Path) -> None:
+    """The circle check itself: a module that imports, inside a function, one that imports it
+    closes a circle; a chain that only points down does not."""
+    package = tmp_path / "weeble" / "p"
+    package.mkdir(parents=True)
+    (tmp_path / "weeble" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "low.py").write_text("X = 1\n")
+    (package / "a.py").write_text("from weeble.p.low import X\nfrom weeble.p.b import Y\n")
+    (package / "b.py").write_text("Y = 2\n\n\ndef f():\n    from weeble.p import a\n")
+    (package / "c.py").write_text("from weeble.p import low\n")
+    graph = module_graph(tmp_path / "weeble")
+    assert graph["weeble.p.c"] == {"weeble.p.low"}
+    assert circles(graph) == [["weeble.p.a", "weeble.p.b"]]
 
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
