@@ -23,19 +23,21 @@ from weeble.core.events import (
 )
 from weeble.core.filters import Filter
 from weeble.core.legitimacy import overlay
-from weeble.core.messages import Bye, Lock, Sub, Unsub
+from weeble.core.messages import Bye, Lock, Notification, Notify, Sub, Unsub
 from weeble.core.reconfig.faults import random_layer_fault
-from weeble.core.rom import Algorithm, ConfigError, Params, Rom
+from weeble.core.rom import Algorithm, ConfigError, Mode, Params, Rom
 from weeble.core.routing.faults import random_fault
+from weeble.core.sketch.messages import AeObserve
 
 P = Params(pi=10.0, rho=5.0, delta_min=0.01, delta_max=0.1, d=4)
 F = Filter.equals("class", 1)
 
 
 def make(me: str = "b", neighbors=("a", "c"), parent: str | None = "a", root: str = "a",
-         alg: Algorithm = Algorithm.IDENTITY, adverts: bool = False) -> Broker:
+         alg: Algorithm = Algorithm.IDENTITY, adverts: bool = False,
+         mode: Mode = Mode.LEASING) -> Broker:
     b = Broker(Rom(broker_id=me, neighbors=frozenset(neighbors), root=root, parent=parent,
-                   algorithm=alg, params=P, adverts=adverts))
+                   algorithm=alg, params=P, adverts=adverts, mode=mode))
     b.step(0.0, Start())
     return b
 
@@ -133,6 +135,31 @@ def test_overlay_legitimacy_a_tree_with_parents_towards_the_root() -> None:
     brokers = tree([("a", "b"), ("b", "c")], "a")
     brokers["b"].step(1.0, Corrupt("exchange.locked", True))
     assert overlay(brokers, "a") == ["b: locked in a reconfiguration"]
+
+
+@pytest.mark.parametrize(("mode", "locked", "message"), [
+    (Mode.LEASING, False, Notify(Notification("p", 1, {"class": 1}))),
+    (Mode.LEASING, False, Sub("s9", F)),
+    (Mode.LEASING, True, Notify(Notification("p", 1, {"class": 1}))),
+    (Mode.LEASING, True, Sub("s9", F)),
+    (Mode.ANTI_ENTROPY, False, Notify(Notification("p", 1, {"class": 1}))),
+    (Mode.ANTI_ENTROPY, False, AeObserve(1, True)),
+])
+def test_what_only_a_neighbour_may_send_is_refused_from_a_stranger(
+        mode: Mode, locked: bool, message: object) -> None:
+    """A routing or anti-entropy message from a broker that is not a neighbour, at the dispatch,
+    the anti-entropy stage or a locked exchange: one garbage record, nothing sent or held."""
+    b = make(alg=Algorithm.SIMPLE, mode=mode)
+    b.step(0.5, ClientSubscribe("c1", "s1", F))
+    if locked:
+        b.step(0.5, Corrupt("exchange.locked", True))
+    before = b.snapshot()
+    effects = b.step(1.0, Receive("x", message))
+    assert [(type(e).__name__, getattr(e, "fields", None)) for e in effects] == [
+        ("Trace", {"from": "x", "why": "not a neighbour"})]
+    assert b.snapshot() == before
+    # the same message from a neighbour is taken
+    assert b.step(1.0, Receive("a", message)) != effects
 
 
 def test_routing_follows_the_overlay_in_ram() -> None:

@@ -72,7 +72,7 @@ from weeble.core.events import (
     StartExchange,
     TimerFired,
     Trace,
-    not_a_neighbour,
+    from_neighbour,
 )
 from weeble.core.filters import Filter
 from weeble.core.legitimacy_rules import Rules
@@ -214,16 +214,13 @@ class Dispatch(Stage):
             return self.handlers[type(event)](now, event)
         source, msg = event.neighbor, event.message
         notify = self.notify
-        if type(msg) is Notify and notify is not None:
-            if source not in self.ram.overlay.neighbors:
-                return not_a_neighbour(source)
-            return notify.on_notify(now, source, msg)
+        neighbors = self.ram.overlay.neighbors
+        if type(msg) is Notify and notify is not None and source in neighbors:
+            return notify.on_notify(now, source, msg)  # else refused below, as any other
         kind = type(msg)
         handler = self.routing.get(kind)
         if handler is not None:
-            if source not in self.ram.overlay.neighbors:
-                return not_a_neighbour(source)
-            return handler(now, source, msg)
+            return from_neighbour(neighbors, handler, now, source, msg)
         handler = self.coordination.get(kind)
         if handler is not None:
             return handler(now, source, msg)
@@ -303,14 +300,9 @@ class AntiEntropy(Stage):
         if type(event) is Receive:
             msg = event.message
             source = event.neighbor
-            receiver = ae.receivers.get(type(msg))
-            if receiver is not None:
-                if source not in self.ram.overlay.neighbors:
-                    return not_a_neighbour(source)
-                effects: list[Effect] = []
-                if source in self.ram.routing.detached:  # it talks to us: the link works
-                    effects.extend(ae.on_link_up(now, LinkUp(source)))
-                effects.extend(receiver(now, source, msg))
+            if type(msg) in ae.receivers:
+                effects = from_neighbour(self.ram.overlay.neighbors, self._receive, now, source,
+                                         msg)
             else:
                 effects = self.below.step(now, event)
                 ae.incoming(now, source, msg, effects)
@@ -325,6 +317,14 @@ class AntiEntropy(Stage):
             if type(event) is Start:
                 effects.extend(ae.on_start(now))
         ae.outgoing(effects)
+        return effects
+
+    def _receive(self, now: float, source: str, msg: Any) -> list[Effect]:
+        """An anti-entropy message from a neighbour."""
+        effects: list[Effect] = []
+        if source in self.ram.routing.detached:  # it talks to us: the link works
+            effects.extend(self.ae.on_link_up(now, LinkUp(source)))
+        effects.extend(self.ae.receivers[type(msg)](now, source, msg))
         return effects
 
 

@@ -13,7 +13,7 @@ dataclass still gives the fields, `__eq__` and `__repr__`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,3 +271,13 @@ def not_a_neighbour(source: str) -> list[Effect]:
 Handler = Callable[[float, Any], list[Effect]]
 # A layer's handler of one message type from a neighbour, receiver(now, sender, message).
 Receiver = Callable[[float, str, Any], list[Effect]]
+
+
+def from_neighbour(neighbors: Container[str], receiver: Receiver, now: float, source: str,
+                   message: Any) -> list[Effect]:
+    """A message only a neighbour may send (a routing or an anti-entropy message): `receiver`'s
+    effects when `source` is one of `neighbors`, else `not_a_neighbour(source)` and nothing
+    else: the check of the broker's dispatch, its anti-entropy stage and a locked exchange."""
+    if source not in neighbors:
+        return not_a_neighbour(source)
+    return receiver(now, source, message)

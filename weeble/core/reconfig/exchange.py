@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from weeble.core.events import Effect, Send, SetTimer, StartExchange, Trace, not_a_neighbour
+from weeble.core.events import Effect, Send, SetTimer, StartExchange, Trace, from_neighbour
 from weeble.core.messages import (
     CONTROL,
     Adv,
@@ -239,8 +239,11 @@ class Exchange:
             return handler(now, sender, msg)
         if kind not in self.routing.receivers:
             return [Trace("garbage", {"from": sender, "why": f"unexpected {kind.__name__}"})]
-        if sender not in self.overlay.ram.neighbors:
-            return not_a_neighbour(sender)
+        return from_neighbour(self.overlay.ram.neighbors, self._from_neighbour, now, sender, msg)
+
+    def _from_neighbour(self, now: float, sender: str, msg: Any) -> list[Effect]:
+        """A7.3-17: a routing message from a neighbour."""
+        kind = type(msg)
         x = self.ram
         control = kind in CONTROL
         if sender == x.new and sender is not None:
