@@ -99,7 +99,7 @@ def check_run(run_dir: Path | str) -> dict[str, Any]:
             capped.setdefault(r["node"], t)
     d.finish(run.end)
     checks += snapshot_checks(snapshots, h.topology.brokers, intervals, settle=h.settle,
-                              linger=h.linger)
+                              linger=h.linger, adverts=h.adverts)
     checks.sort(key=lambda c: c.t)
     report = assess(h, run.end, d, checks, faults_of(fault_records), timing.violations,
                     timing.summarize(), reconfigurations)

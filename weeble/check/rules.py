@@ -68,7 +68,9 @@ complete snapshot *round*: the `snapshot` records with the same `round` (no `rou
 counts), checked at the time of its latest record by R9. A round without a record of some
 broker of the header, or with a broker the header does not list, is skipped: so after a broker
 is removed from the tree (or while one is down, or once one has joined), no round of snapshots
-is checked, and only the `legitimacy` records remain. A check is ok if its set of problems is
+is checked, and only the `legitimacy` records remain. With advertisements (the header's
+`adverts`) no round is checked: which subscriptions a table must hold depends on the live
+advertisements, which the trace does not record. A check is ok if its set of problems is
 empty. `weeble check`, `weeble analyze` and the simulator's own `summary.json` (which checks
 each round as it takes it, traced or not) use both kinds, so they count the same checks and
 find the same state times.
@@ -81,13 +83,20 @@ tree, and no entry that no allowed subscription explains (weeble computes this w
 `weeble.core.legitimacy.check`: for each algorithm, the entries a legitimate table holds are
 those its routing rule derives from the required subscriptions; see spec ch3 §6). Precisely:
 (a) the tree is the one the snapshots show (each broker's `neighbors` and `parent` when it was
-taken), not the header's: in a reconfigured run, the tree at that round. (b) An entry towards a
-*local client* (a destination that is not a neighbour) is judged by subscription id: the ids
-held towards client c must include the ids of c's required subscriptions at that broker and be
-among those of its allowed ones (ids are unique per client, and the destination is the
-client). (c) Entries towards a neighbour are judged by filter (simple routing: by the pair
-(`sub_id`, `filter`), ids compared bare, so two clients' subscriptions with the same id and
-filter on the same side count once). (d) A merger record (which constituents a broker merged,
+taken), not the header's: in a reconfigured run, the tree at that round. A subscription is *at*
+the broker its `subscribe` record names (`broker`); it is on D's side of V (a neighbour D of
+broker V) if its broker is reached from D without crossing V. A broker's entries are those of
+all its `tables` (each entry a `filter`, a destination `dest`, a `sub_id`; `flag` is not
+judged). (b) An entry towards a *local client* (a destination that is not a neighbour) is
+judged by subscription id: the ids held towards client c must include the ids of c's required
+subscriptions at that broker, and each entry must carry the id and the filter of one of its
+allowed ones (ids are unique per client, and the destination is the client). (c) Entries
+towards a neighbour are judged by filter (simple routing: by the pair (`sub_id`, `filter`),
+ids compared bare, so two clients' subscriptions with the same id and filter on the same side
+count once). Filters are compared as sets of notifications (see "Filters"): two filters are
+*the same* if they match the same notifications, f *covers* g if f matches every notification
+g matches, and an entry is *covered by the union* of some filters if every notification it
+matches is matched by one of them. (d) A merger record (which constituents a broker merged,
 `mergers` in a snapshot) is not an entry and is not judged; the merger it forwarded is an
 ordinary entry at the neighbour, judged by its filter. Nor are the loans (`loaned` in a
 snapshot) judged: any value of them is legitimate, since a refresh of an entry ends its loan
@@ -95,9 +104,12 @@ and a loan only acts when its entry expires unrefreshed, which no required subsc
 entry does. (e) Under the periodic-rebuild wrapper
 the union of the two tables is judged; with the coloured overlay, the tables of the colours
 the root calls current and old, each against its colour's tree (the table being prepared is
-not judged); with advertisements, the advertisement tables are judged like subscription
-tables against the live advertisements by the simulator's own checks (R8a) only, not in
-snapshot rounds.
+not judged; the snapshot's `colours` gives c_cur and c_old, and per colour c, `trees[c]`
+its `parent` and `children`: the tree of colour c; its table is `tables[c]`); with
+advertisements, the subscription tables (where a subscription travels only towards the
+advertisements that overlap it) and the advertisement tables (judged like subscription
+tables, against the live advertisements) are judged by the simulator's own checks (R8a)
+only, not in snapshot rounds (R8).
 
 **R10 Faults and episodes.** A fault is all `fault_begin` and `fault_end` records with the same
 `fault_id`; it begins at its earliest `fault_begin` and ends at its latest `fault_end` (no
@@ -193,15 +205,16 @@ publications of its window, *duplicated* their duplicate deliveries, *reordered*
 violations (R7) with delivery time in [start − D, end + 2D), plus, when the header's
 `ordering` is `causal`, the causal violations in that span that are not FIFO violations (a
 delivery of a notification that causally precedes one the client already received, n1 → n2
-when one client published n1 before n2, or received n1 before publishing n2 — unless the
-client had already received a later publication of n1's own publisher: R7 counted it), so each
-reordering counts once. "In that span" is by *delivery* time, for FIFO and causal violations
-alike; lost and duplicated are by *publication* time (the window above). Its coordination
-messages are the
-`finished` record's `coordination`. It is *during faults* if [start − D, end + 2D] overlaps a
-fault (R10) or the Δ after its end. Its *verdict*, on the service over its window: if it
-lost, duplicated, spuriously delivered or reordered anything, *during faults* when it is (the
-figures are shown; the fault's episode is judged by R14), else *fail*; otherwise *pass* when
+when one client (a `publish` record's `client`) published n1 before n2, or received n1 before
+publishing n2, and → is transitive; only a notification's first delivery to a client counts —
+unless the client had already received a later publication of n1's own publisher: R7 counted
+it), so each reordering counts once. "In that span" is by *delivery* time, for FIFO and
+causal violations alike; lost and duplicated are by *publication* time (the window above).
+Its coordination messages are the `finished` record's `coordination`. It is *during faults*
+if [start − D, end + 2D] overlaps a fault (R10) or the Δ after its end. Its *verdict*, on
+the service over its window: if it lost, duplicated, spuriously delivered or reordered anything,
+*during faults* when it is (the figures are shown; the fault's episode is judged by R14), else
+*fail*; otherwise *pass* when
 its outcome is `done`, *not done* when it was given up or is pending at the end. A fault record
 with `rid` and `phase` was scheduled at that phase of that reconfiguration (`during`).
 A timing violation (R13) inside the span

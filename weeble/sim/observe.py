@@ -175,7 +175,8 @@ class Observers:
         h = self.header
         self.snapshot_checks += snapshot_checks(((t, r) for r in records),
                                                 h.topology.brokers, list(self._subs()),
-                                                settle=h.settle, linger=h.linger)
+                                                settle=h.settle, linger=h.linger,
+                                                adverts=h.adverts)
 
     def _forget(self, t: float) -> None:
         """Drop the ended subscriptions no check at t or later can allow (R9)."""

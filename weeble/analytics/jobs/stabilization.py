@@ -24,9 +24,11 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs.context import Context
+from weeble.check.deliveries import INF
 from weeble.check.episodes import stabilization_tail
+from weeble.check.state import Interval, select
 from weeble.core.filters import Filter, FilterSyntaxError
-from weeble.core.legitimacy import LiveSub, SnapshotView, check
+from weeble.core.legitimacy import SnapshotView, check
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -104,8 +106,8 @@ def _checks(ctx: Context) -> DataFrame:
         "ts", "ok", F.col("problems").cast("long"), F.lit("legitimacy").alias("source"))
     snapshots = ctx.events("snapshot", "node", "round", "broker", "tables", "neighbors", "root",
                            "parent", "algorithm", "hierarchical")
-    if snapshots.limit(1).count() == 0:
-        return recorded
+    if ctx.header.adverts or snapshots.limit(1).count() == 0:
+        return recorded  # R8(b): with advertisements the trace cannot judge a round
     derived = ctx.spark.createDataFrame(_snapshot_checks(ctx, snapshots), schema)
     return recorded.unionByName(derived)
 
@@ -117,7 +119,7 @@ def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bo
         rounds[r["round"] if r["round"] is not None else r["ts"]].append(r)
     header = ctx.header
     brokers = set(header.topology.brokers)  # R8(b): one record per broker of the header
-    subs = ctx.rows(ctx.table("subscriptions"))
+    subs = _intervals(ctx.rows(ctx.table("subscriptions")))
     out = []
     for snaps in rounds.values():
         if {s["node"] for s in snaps} != brokers:
@@ -128,29 +130,24 @@ def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bo
             "parent": s["parent"], "algorithm": s["algorithm"],
             "hierarchical": s["hierarchical"], "tables": json.loads(s["tables"])})
             for s in snaps}
-        required, allowed = _live(subs, t, header.path, 2 * header.params.pi + header.path)
+        required, allowed = select(subs, t, header.settle, header.linger)
         problems = check(views, required, allowed)
         out.append((t, not problems, len(problems), "snapshot"))
     return out
 
 
-def _live(subs: list[dict[str, Any]], t: float, settle: float,
-          linger: float) -> tuple[list[LiveSub], list[LiveSub]]:
-    """As the simulator's monitor: required once d·δ_max old; allowed until 2π + d·δ_max after."""
-    required, allowed = [], []
+def _intervals(subs: list[dict[str, Any]]) -> list[Interval]:
+    """The subscriptions table's rows as the reference checker's intervals (R1), so R9's
+    required and allowed sets are chosen by the same `select` (its windows, its edges)."""
+    out = []
     for s in subs:
-        if s["start"] > t or s["filter"] is None:
-            continue
         try:
-            live = LiveSub(s["sub_id"], Filter.parse(s["filter"]), s["client"], s["broker"])
+            f = Filter.parse(s["filter"]) if s["filter"] is not None else None
         except FilterSyntaxError:
-            continue
-        ended = s["end"] is not None and s["end"] <= t
-        if not ended and t - s["start"] >= settle:
-            required.append(live)
-        if not ended or t - s["end"] < linger:
-            allowed.append(live)
-    return required, allowed
+            f = None  # a filter that does not parse has no entries anywhere
+        out.append(Interval(s["client"], s["sub_id"], s["broker"], f, s["start"],
+                            INF if s["end"] is None else s["end"]))
+    return out
 
 
 def _schema() -> Any:

@@ -6,12 +6,14 @@ configuration says which (filter, destination) pairs each broker must hold and w
 hold, between the `required` and the `allowed` subscriptions (core/legitimacy.py).
 
 Per destination D of broker V, with R/A the required/allowed subscriptions on D's side of V:
-- local client c: entry ids ⊆ A's ids for c, ⊇ R's ids for c;
+- local client c: entry ids ⊆ A's ids for c, ⊇ R's ids for c, each with its subscription's
+  filter;
 - flooding: no remote entries at all; hierarchical: no entry towards the parent;
 - simple: entry ids towards D between R's and A's ids, each with its subscription's filter;
 - identity: entry filters between R's and A's filters;
 - covering, merging: every filter of R is covered by an entry (complete), and every entry is
-  covered by the union of A's filters (sound; mergers are exact unions).
+  covered by the union of A's filters (sound: every notification it matches, one of A's
+  matches; mergers are exact unions).
 Under the periodic-rebuild wrapper the union of T^0 and T^1 is checked (A1 routes on it).
 
 With advertisements (thesis §3.4.2) the advertisement tables are checked the same way against
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from weeble.core.filters import Filter
+from weeble.core.filters import Filter, merge
 from weeble.core.legitimacy_rules import Adverts, Broker, LiveSub, Rule
 from weeble.core.overlay.coloured_legitimacy import colours_of, root_colours
 from weeble.core.rom import Algorithm
@@ -153,8 +155,31 @@ def _check_remote(alg: Algorithm, where: str, held: list[tuple[str, Filter]],
     if spurious:  # only then is the merge closure of the allowed filters worth building
         unions = [m for m, _ in closure([(f, frozenset((f,))) for f in sorted(alw, key=str)])]
         problems += [f"{where}: spurious entry {f}" for f in spurious
-                     if not any(u.covers(f) for u in unions)]
+                     if not any(u.covers(f) for u in unions) and not _union_covers(alw, f)]
     return problems
+
+
+def _union_covers(filters: Iterable[Filter], f: Filter) -> bool:
+    """Whether f is a perfect merger of pieces of `filters` (so covered by their union), by
+    every order of pairwise merges, where the greedy closure above tried one: that closure
+    may merge b with a where a broker merged b with c (x ∈ [0, 2] ∧ y ∈ [0, 1] leaves
+    x ∈ [1, 2] ∧ y ∈ [1, 2] over, and x ∈ [1, 2] ∧ y ∈ [0, 2] unexplained). The pieces are
+    f's overlaps with the filters: a merger a broker built from them is their union, and the
+    same merges of the pieces build f."""
+    pieces = {p for p in (f & g for g in filters) if p.satisfiable}
+    frontier = list(pieces)
+    while frontier:
+        if any(p.covers(f) for p in frontier):
+            return True
+        new = []
+        for x in frontier:
+            for y in list(pieces):
+                m = merge(x, y)
+                if m is not None and m not in pieces:
+                    pieces.add(m)
+                    new.append(m)
+        frontier = new
+    return False
 
 
 def _check_ids(where: str, held: list[tuple[str, Filter]], req: set[tuple[str, Filter]],
