@@ -47,6 +47,7 @@ def compare(spark: Any, run: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                                                             o["state_status"])
         assert s["service_time"] == pytest.approx(o["service_time"], abs=1e-6)
         assert s["state_time"] == pytest.approx(o["state_time"], abs=1e-6)
+        assert s["state_last_failing"] == pytest.approx(o["state_last_failing"], abs=1e-6)
     assert theirs["timing"]["violations"] == ours["timing"]["violations"]
     assert theirs["timing"]["by_kind"].keys() == ours["timing"]["by_kind"].keys()
     assert theirs["verdict"]["status"] == ours["verdict"]["status"]
@@ -75,6 +76,22 @@ def test_checker_and_spark_agree_on_generated_runs(spark: Any, tmp_path: Path, a
     assert ours["deliveries"]["expected"] > 300
     assert theirs["ingest"]["torn_lines"] == ["b4.jsonl"]
     assert len(ours["episodes"]) == 1 and len(ours["episodes"][0]["faults"]) == 3
+
+
+def test_checker_and_spark_agree_with_advertisements(spark: Any, tmp_path: Path) -> None:
+    """R8(b): an advert run's snapshot rounds are not judged (the trace does not record the
+    advertisements); the twin judged them as if every subscription travelled everywhere, and
+    found this run's state never legitimate again after its fault."""
+    data = scenario("identity", False, False, seed=7)
+    data.update(duration=40, check_every=1.0, trace={"snapshots_every": 1.0})
+    data["routing"]["adverts"] = True
+    data["workload"]["publisher_placement"] = "root"
+    data["publications"] = [p for p in data["publications"]
+                            if p["broker"] == "b4" and "client" not in p]
+    data["chaos"]["faults"] = data["chaos"]["faults"][:1]
+    run(data, tmp_path)
+    ours, _ = compare(spark, tmp_path)
+    assert [e["state_status"] for e in ours["episodes"]] == ["stabilized"]
 
 
 def test_checker_and_spark_agree_on_the_edges_of_the_value_space(spark: Any,

@@ -670,7 +670,7 @@ def check(run: Path) -> dict[str, Any]:
         until = episodes[i + 1]["begin"] if i + 1 < len(episodes) else end
         e["observed_until"] = until
         if e["end"] is None:
-            e["service"] = e["state"] = None
+            e["service"] = e["state"] = e["state_last_failing"] = None
             e["service_status"] = e["state_status"] = "fault never ended"
             continue
         window = [(t, ok) for t, ok in judged if t >= e["end"] - TOL and t + D <= until + TOL]
@@ -678,6 +678,9 @@ def check(run: Path) -> dict[str, Any]:
         # R12: the checks from E up to (not at) the next episode's begin
         window = [(t, ok) for t, ok in checks if e["end"] - TOL <= t < until - TOL]
         e["state"], e["state_status"] = tail(window, e["end"], "no checks observed")
+        # R12's lower bound, R14's test of the state against Δ: the last failing check
+        failing = [t for t, ok in window if not ok]
+        e["state_last_failing"] = max(failing) - e["end"] if failing else None
 
     # R15: per reconfiguration, lost, duplicated and spurious over the judged publications of
     # its window [start - D, end + D), reordered: FIFO (and causal) violations delivered in

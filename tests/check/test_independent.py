@@ -37,6 +37,8 @@ def agree(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     assert {k: ours["legitimacy"][k] for k in LEGITIMACY} == theirs["legitimacy"]
     assert _states(ours["episodes"], "state_time", "state_status") == _states(
         theirs["episodes"], "state", "state_status")
+    assert _states(ours["episodes"], "state_last_failing", "state_status") == _states(
+        theirs["episodes"], "state_last_failing", "state_status")
     assert {k: ours["deliveries"][k] for k in KEYS} == {k: theirs[k] for k in KEYS}
     return ours, theirs
 

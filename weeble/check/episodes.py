@@ -88,6 +88,9 @@ class Episode:
     service_status: str = ""
     state_time: float | None = None
     state_status: str = ""
+    # R12: the last failing check's time minus E (None: none failed), the time's lower bound;
+    # the state is late against Δ only when this is (R14)
+    state_last_failing: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,12 +122,24 @@ def service_stabilization(e: Episode, pub_times: Sequence[float], pub_ok: Sequen
     return stabilization_tail(window, e.end, "no publications observed")
 
 
-def state_stabilization(e: Episode, checks: Sequence[Check]) -> tuple[float | None, str]:
-    """R12 over the legitimacy checks (in time order)."""
+def state_stabilization(e: Episode,
+                        checks: Sequence[Check]) -> tuple[float | None, str, float | None]:
+    """R12 over the legitimacy checks (in time order): the time, the status, and the last
+    failing check's time minus E (see `last_failing`)."""
     if e.end is None:
-        return None, "fault never ended"
+        return None, "fault never ended", None
     window = [(c.t, c.ok) for c in checks if e.end - EPS <= c.t < e.observed_until - EPS]
-    return stabilization_tail(window, e.end, "no checks observed")
+    return (*stabilization_tail(window, e.end, "no checks observed"),
+            last_failing(window, e.end))
+
+
+def last_failing(window: Sequence[tuple[float, Any]], end: float) -> float | None:
+    """R12's lower bound: the last failing moment of the (time, ok) pairs minus `end` (None: no
+    pair failed). The state became legitimate after it; `stabilization_tail`'s time is when a
+    check first saw it so, which with checks every P s may be up to P later: a state that kept
+    Δ between two checks must not read as late (R14 judges this one)."""
+    bad = [t for t, ok in window if not ok]
+    return max(0.0, max(bad) - end) if bad else None
 
 
 def stabilization_tail(window: Sequence[tuple[float, Any]], end: float,

@@ -130,7 +130,7 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
     for e in episodes:
         e.service_time, e.service_status = service_stabilization(
             e, d.pub_times, d.pub_ok, header.deactivation)
-        e.state_time, e.state_status = state_stabilization(e, checks)
+        e.state_time, e.state_status, e.state_last_failing = state_stabilization(e, checks)
     first = episodes[0].begin if episodes else float("inf")
     prefix = unpromised(header, d.between(float("-inf"), first - header.deactivation))
     losses = {e.index: d.between(e.begin, e.observed_until) for e in episodes}

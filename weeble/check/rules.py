@@ -140,7 +140,12 @@ E ≤ t < observed-until (the one exception to "on the edge is inside": a check 
 instant the next episode begins may already see its fault, and belongs to it). None: "no
 checks observed". All ok: 0 s. Checks at the same instant
 are one moment, as in R11. The last moment not ok: "not stabilized". Otherwise: the time of the
-first moment after the last failing one, minus E.
+first moment after the last failing one, minus E. The checks sample the state: it became
+legitimate after the last failing moment and by that first ok one, so the time is an upper
+bound, and the last failing moment minus E (`state_last_failing`; none when no check failed)
+a lower bound. Against Δ (R14) the state level is late only when a check failed after E + Δ:
+a state that became legitimate between a failing check at or before E + Δ and the next check
+kept Δ, though that check came after it.
 A run without faults has no episode and no stabilization time.
 
 **R13 The timing model.** The algorithms' bounds assume that a message crosses a link in
@@ -173,7 +178,8 @@ d·(δ̂ − δmin) for simple, identity, covering and merging; π̂ ≥ ρ̂ fo
 **R14 Verdict.** The run *passes* if (a) among the publications with t_p < (begin of the first
 episode) − D (all judged publications if there is none), none has a missing, spurious or
 duplicate delivery and no FIFO violation (R7) happens before that time; and (b) every episode
-stabilized (R11, and R12 where it has checks) within Δ; and (c) no reconfiguration's verdict
+stabilized (R11, and R12 where it has checks) within Δ (at the state level: no check failed
+after E + Δ, see R12); and (c) no reconfiguration's verdict
 (R15) is *fail*. A part (the fault-free prefix, an episode from its begin to its observed-until
 time, or a failed reconfiguration from its start to its end) that fails while a group of timing
 violations (R13) overlaps it is reported "assumptions violated" with the violations' figures
@@ -183,7 +189,8 @@ a duplicate or a reordering); and an episode that is late even at the timing it 
 episode, take the groups overlapping it: K = the latest end among those under which, each
 alone, no bound holds (R13e), or E if none or if later; Δ̂ = R13e of the groups that end
 after K (Δ itself when none do). The episode is late if there is a Δ̂ and a problem remains
-against it counted from K: a stabilization time with E + time > K + Δ̂, or "not stabilized"
+against it counted from K: a service-level time with E + time > K + Δ̂, a state-level last
+failing moment with E + `state_last_failing` > K + Δ̂ (R12), or "not stabilized"
 although the episode was observed past K + Δ̂ (observed-until − D for the service level,
 observed-until for the state level). Such an episode, or a prefix that fails anyway, fails;
 the run then does not pass. An "assumptions violated" part does not pass either. An episode

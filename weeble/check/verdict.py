@@ -40,8 +40,9 @@ def episode_problems(e: Episode, bound: float) -> list[str]:
     if e.state_time is None:
         if e.state_status != "no checks observed":
             problems.append(f"state: {e.state_status}")
-    elif e.state_time > bound + EPS:
-        problems.append(f"state: {e.state_time:.3g} s > bound {bound:.3g} s")
+    elif (e.state_last_failing or 0.0) > bound + EPS:  # a check failed after E + Δ (R12)
+        problems.append(f"state: {e.state_time:.3g} s > bound {bound:.3g} s (illegitimate "
+                        f"at {e.state_last_failing:.3g} s)")
     return problems
 
 
@@ -64,7 +65,8 @@ def late_problems(e: Episode, bound: float, deactivation: float,
           and e.observed_until - deactivation > since + bound + EPS):
         problems.append(
             f"service: not stabilized in {e.observed_until - deactivation - since:.3g} s")
-    if e.state_time is not None and e.end + e.state_time > since + bound + EPS:
+    if (e.state_time is not None
+            and e.end + (e.state_last_failing or 0.0) > since + bound + EPS):
         problems.append(f"state: {e.end + e.state_time - since:.3g} s")
     elif e.state_status == "not stabilized" and e.observed_until > since + bound + EPS:
         problems.append(f"state: not stabilized in {e.observed_until - since:.3g} s")

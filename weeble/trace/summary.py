@@ -22,8 +22,8 @@ class Field:
 SUMMARY_VERSION = 2  # weeble.sim.run writes it (a test holds the two equal)
 
 _EPISODE = ("index", "begin", "end", "observed_until", "faults", "service_time",
-            "service_status", "state_time", "state_status", "service_measured_from",
-            "state_measured_from")
+            "service_status", "state_time", "state_status", "state_last_failing",
+            "service_measured_from", "state_measured_from")
 
 SUMMARY: tuple[Field, ...] = (
     Field(name="v", type="int", meaning=f"the summary's version ({SUMMARY_VERSION})"),

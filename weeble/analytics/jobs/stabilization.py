@@ -9,7 +9,9 @@ the next episode begins. When the last publication observed is still bad, the sy
 stabilize within the observation (time: null).
 
 State level: the same on the legitimacy checks of the routing tables: the first check of the
-all-legitimate tail. Checks come from the simulator's `legitimacy` records, and from `snapshot`
+all-legitimate tail, and the last failing check (`state_last_failing`): the checks sample the
+state, so R14 calls it late only when a check failed after the bound (R12). Checks come from
+the simulator's `legitimacy` records, and from `snapshot`
 records of all brokers, checked here with the core's `legitimacy.check`.
 
 Ratio: measured time / Δ, with Δ = Params.bound(algorithm, wrapper) of the run's metadata.
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs.context import Context
 from weeble.check.deliveries import INF
-from weeble.check.episodes import stabilization_tail
+from weeble.check.episodes import last_failing, stabilization_tail
 from weeble.check.state import Interval, select
 from weeble.core.filters import Filter, FilterSyntaxError
 from weeble.core.legitimacy import SnapshotView, check
@@ -52,12 +54,13 @@ def run(ctx: Context) -> dict[str, Any]:
                                "observed_until": e["observed_until"], "bound": bound}
         if e["end"] is None:
             row.update(service_time=None, service_status="fault never ended",
-                       state_time=None, state_status="fault never ended")
+                       state_time=None, state_status="fault never ended",
+                       state_last_failing=None)
         else:
             time, status = service_tail(pubs, e["end"], e["observed_until"], D)
             row.update(service_time=time, service_status=status)
-            time, status = _state(check_rows, e["end"], e["observed_until"])
-            row.update(state_time=time, state_status=status)
+            time, status, failing = _state(check_rows, e["end"], e["observed_until"])
+            row.update(state_time=time, state_status=status, state_last_failing=failing)
         for level in ("service", "state"):
             t = row[f"{level}_time"]
             row[f"{level}_ratio"] = t / bound if t is not None and bound > 0 else None
@@ -87,10 +90,11 @@ def service_tail(pubs: DataFrame, end: float, until: float,
     return max(0.0, first_good - end), "stabilized"
 
 
-def _state(checks: list[tuple[float, bool]], end: float, until: float) -> tuple[float | None, str]:
+def _state(checks: list[tuple[float, bool]], end: float,
+           until: float) -> tuple[float | None, str, float | None]:
     # A check at the instant the next episode begins may already see it: not this episode's.
     later = [(t, ok) for t, ok in checks if end - EPS <= t < until - EPS]
-    return stabilization_tail(later, end, "no checks observed")
+    return (*stabilization_tail(later, end, "no checks observed"), last_failing(later, end))
 
 
 def _checks(ctx: Context) -> DataFrame:
@@ -159,6 +163,6 @@ def _schema() -> Any:
         T.StructField("begin", d), T.StructField("end", d), T.StructField("observed_until", d),
         T.StructField("bound", d), T.StructField("service_time", d),
         T.StructField("service_status", s), T.StructField("state_time", d),
-        T.StructField("state_status", s), T.StructField("service_ratio", d),
-        T.StructField("state_ratio", d),
+        T.StructField("state_status", s), T.StructField("state_last_failing", d),
+        T.StructField("service_ratio", d), T.StructField("state_ratio", d),
     ])

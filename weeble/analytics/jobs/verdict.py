@@ -61,7 +61,8 @@ def run(ctx: Context, stabilization: dict[str, Any],
                     f["took_effect"], episode=f["episode"])
               for f in ctx.rows(ctx.table("faults").orderBy("begin", "fault_id"))]
     eps = [Episode(e["episode"], e["begin"], e["end"], e["observed_until"], list(e["faults"]),
-                   e["service_time"], e["service_status"], e["state_time"], e["state_status"])
+                   e["service_time"], e["service_status"], e["state_time"], e["state_status"],
+                   e["state_last_failing"])
            for e in sorted(episodes.values(), key=lambda e: e["episode"])]
     verdict = judge(bound=bound, deactivation=ctx.header.deactivation, run_end=ctx.end,
                     faults=faults, episodes=eps,
