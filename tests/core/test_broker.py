@@ -169,6 +169,8 @@ def test_a_merger_whose_rest_merges_again_to_the_same_filter_is_not_withdrawn(
     effects = b.step(1, Receive("x", Unsub("s2", c)))  # [0, 10] ∪ [10, 20] is [0, 20] again
     assert ("p", "Sub", m.merger_id) in sends(effects)
     assert ("p", "Unsub", m.merger_id) not in sends(effects)
+    if alg is Algorithm.MERGING2:  # never a constituent of an existing merger (3.9)
+        assert sends(effects) == [("p", "Sub", m.merger_id), ("p", "Unsub", "s2")]
     (again,) = b.ram.tables[0].mergers.values()
     assert again.merger_id == m.merger_id and again.constituents == {a, b_}
 

@@ -231,7 +231,11 @@ class Merging(Covering):
                     # absorbed merger's that nobody renews): on loan until its next refresh
                     table.loaned[source, c] = None  # see `expired`
             # whatever the merger covered for other destinations was suppressed on its account
-            effects.extend(e for e in self.uncovered(plane, tag, m.filter) if e not in effects)
+            # (the destination's own filters were re-forwarded above, or merged again: variant 2
+            # never forwards a constituent of an existing merger)
+            own = source if self.algorithm is Algorithm.MERGING2 else None
+            effects.extend(e for e in self.uncovered(plane, tag, m.filter, exclude=own)
+                           if e not in effects)
             if any(e.dest == source for e in table.identical(m.filter)):
                 # A constituent identical to the merger stays (and was re-forwarded): an
                 # unsubscription for this filter would make the neighbour drop it too.

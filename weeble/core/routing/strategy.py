@@ -338,7 +338,8 @@ class Covering(Strategy):
                   f: Filter) -> list[Effect]:
         return self.uncovered(plane, tag, f)
 
-    def uncovered(self, plane: Plane, tag: int, f: Filter) -> list[Effect]:
+    def uncovered(self, plane: Plane, tag: int, f: Filter,
+                  exclude: str | None = None) -> list[Effect]:
         """Covering: f leaves; the subscriptions it covered must now reach every neighbour.
 
         Algorithm 1 alone is not enough here: a covered subscription that arrived while f was
@@ -353,7 +354,7 @@ class Covering(Strategy):
         upstream = self.upstream(plane.topo)
         for g in [g for g in table.filters() if g != f and f.covers(g)]:
             for e in list(table.identical(g)):
-                if (g, e.dest) in done:
+                if (g, e.dest) in done or e.dest == exclude:
                     continue
                 done.add((g, e.dest))
                 targets = self.sub_targets(plane, g, e.dest)
