@@ -14,7 +14,8 @@ issue-12 target: normal throughput and latency within 10 % of before.
 Figures read: live_latency: the broker rows' end-to-end p50 and p99 through 1 and 3 brokers
 and the raw gRPC p50 through 3 relays (the same run's load gauge); live_throughput: each
 (brokers, batch) row's broker n/s, broker/raw and the brokers' CPU µs per notification (the
-figure that depends least on the load).
+figure that depends least on the load), and when the run measures traced chains too (its
+default), their n/s, traced/untraced and CPU µs per notification.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ FIGURES = {
     "live_latency": [("e2e p50 x1", "broker"), ("e2e p99 x1", "broker"),
                      ("e2e p50 x3", "broker"), ("e2e p99 x3", "broker"),
                      ("e2e p50 x3", "raw grpc")],
-    "live_throughput": [("broker n/s", None), ("broker/raw", None), ("broker cpu µs/n", None)],
+    "live_throughput": [("broker n/s", None), ("broker/raw", None), ("broker cpu µs/n", None),
+                        ("traced n/s", None), ("traced/untraced", None),
+                        ("traced cpu µs/n", None)],
 }
 
 
@@ -68,6 +71,8 @@ def figures(bench: str, out: str) -> dict[str, float]:
     found: dict[str, float] = {}
     for row in read_table(out):
         for column, system in FIGURES[bench]:
+            if column not in row:  # a figure this run does not measure (--trace, --skip-raw)
+                continue
             if system is None:  # throughput: one row per (brokers, batch)
                 found[f"{column} ({row['brokers']} brokers, batch {row['batch']})"] = \
                     number(row[column])

@@ -576,7 +576,8 @@ class Link:
                     pending, seqs = [], []
                 self._receive_envelope(e)
                 continue
-            wire = e.notify.notification
+            notify = e.notify
+            wire = notify.notification
             try:
                 if len(wire) > self._limits.notification_bytes:
                     check_notification_size(wire, "notify.notification", self._limits)
@@ -590,11 +591,11 @@ class Link:
             self._last_in_seq = seq
             notifies += 1
             if together:
-                pending.append((Notify(n, e.notify.gray, e.notify.color), wire))
+                pending.append((Notify(n, notify.gray, notify.color), wire))
                 if tracing:
                     seqs.append(seq)
             else:
-                receive(neighbor, Notify(n, e.notify.gray, e.notify.color), wire)
+                receive(neighbor, Notify(n, notify.gray, notify.color), wire)
         if pending:
             self._hand_on(pending, seqs)
         if notifies:
