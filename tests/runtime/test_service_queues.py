@@ -127,3 +127,31 @@ def test_a_links_batched_send_queues_what_send_queues(
     assert many.counters == one.counters
     assert many.queue.take_due(100) == one.queue.take_due(100)
     assert many.queue.counters == one.queue.counters
+
+
+def test_delivering_together_queues_what_delivering_one_by_one_queues() -> None:
+    wires = [encode_notification(Notification("p", i, {"x": i})) for i in range(12)]
+    items = [(decode_notification(w), w) for w in wires]
+    services = []
+    for together in (False, True):
+        svc = service([])
+        open_stream(svc, "one", "s1")  # a queue of 10: two are stream_full
+        open_stream(svc, "two", "s1")  # two streams: the first whose filter matches
+        svc.streams["two"]["s2"] = SubStream("two", "s2", Filter.parse("x >= 5"), limit=10,
+                                             byte_limit=10_000)
+        for client in ("one", "two", "nobody"):
+            if together:
+                svc.deliver_all(client, items)
+            else:
+                for n, wire in items:
+                    svc.deliver(client, n, wire)
+        services.append(svc)
+    one_by_one, together = services
+    for client, sub_id in (("one", "s1"), ("two", "s1"), ("two", "s2")):
+        q1 = one_by_one.streams[client][sub_id].items
+        q2 = together.streams[client][sub_id].items
+        assert [(w, n.seq, m) for w, n, m in q1] == [(w, n.seq, m) for w, n, m in q2]
+    assert len(together.streams["one"]["s1"].items) == 10
+    assert together._metrics.counters == one_by_one._metrics.counters
+    counters = one_by_one._metrics.counters
+    assert counters["undeliverable_stream_full"] == 2 and counters["undeliverable_no_stream"] == 12

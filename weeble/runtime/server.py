@@ -193,32 +193,54 @@ class BrokerServer:
                    out: list[list[Effect]]) -> None:
         """`_apply` of each event's effects, in order; a run of Sends that forward the
         notifications as they arrived to one link goes to it in one call (`Link.send_notifies`:
-        the Sends of a request or a link batch towards the next broker of a chain)."""
+        the Sends of a request or a link batch towards the next broker of a chain), and a run
+        of their Delivers to one client likewise (`ClientService.deliver_all`)."""
         links = self.links
         apply = self._apply
-        run: list[tuple[Notify, bytes]] = []  # for `run_link`, not sent yet
-        run_link: Link | None = None
+        # at most one of the two runs holds anything: each is flushed before the other grows
+        sends: list[tuple[Notify, bytes]] = []  # for `link`, not sent yet
+        link: Link | None = None
+        delivers: list[tuple[Notification, bytes]] = []  # for `client`, not delivered yet
+        client = ""
         for (_, n, wire), effects in zip(events, out, strict=True):
             for effect in effects:
-                if type(effect) is Send:
-                    message = effect.message
+                kind = type(effect)
+                if kind is Send:
+                    message = effect.message  # type: ignore[union-attr]
                     if (type(message) is Notify and message.notification is n
                             and not message.gray):
-                        link = links.get(effect.neighbor)
-                        if link is not None:
-                            if link is not run_link:
-                                if run:
-                                    self._send_run(run_link, run)
-                                    run = []
-                                run_link = link
-                            run.append((message, wire))
+                        to = links.get(effect.neighbor)  # type: ignore[union-attr]
+                        if to is not None:
+                            if delivers:
+                                self._deliver_run(client, delivers)
+                                delivers = []
+                            if to is not link and sends:
+                                self._send_run(link, sends)
+                                sends = []
+                            link = to
+                            sends.append((message, wire))
                             continue
-                if run:
-                    self._send_run(run_link, run)
-                    run = []
+                elif kind is Deliver and effect.notification is n:  # type: ignore[union-attr]
+                    if sends:
+                        self._send_run(link, sends)
+                        sends = []
+                    if effect.client != client and delivers:  # type: ignore[union-attr]
+                        self._deliver_run(client, delivers)
+                        delivers = []
+                    client = effect.client  # type: ignore[union-attr]
+                    delivers.append((n, wire))
+                    continue
+                if sends:
+                    self._send_run(link, sends)
+                    sends = []
+                if delivers:
+                    self._deliver_run(client, delivers)
+                    delivers = []
                 apply([effect], n, wire)
-        if run:
-            self._send_run(run_link, run)
+        if sends:
+            self._send_run(link, sends)
+        if delivers:
+            self._deliver_run(client, delivers)
 
     def _send_run(self, link: Link | None, run: list[tuple[Notify, bytes]]) -> None:
         assert link is not None
@@ -228,6 +250,14 @@ class BrokerServer:
             log.exception("sending %d notifications to %s failed", len(run), link.neighbor)
             self.metrics.core_error("effect")
             self.trace.record("error", effect="Send", error=str(e))
+
+    def _deliver_run(self, client: str, run: list[tuple[Notification, bytes]]) -> None:
+        try:
+            self.clients.deliver_all(client, run)
+        except Exception as e:  # as _apply
+            log.exception("delivering %d notifications to %s failed", len(run), client)
+            self.metrics.core_error("effect")
+            self.trace.record("error", effect="Deliver", error=str(e))
 
     def step_checked(self, event: Event) -> list[Effect]:
         """Like step, but the core's exception propagates (admin reports it to the caller)."""
