@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import types
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from weeble.runtime.client_service import ClientService, SubStream
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.links import Link
 from weeble.runtime.metrics import Metrics
+from weeble.trace.reader import read_trace
 from weeble.trace.writer import LiveSink
 
 
@@ -127,6 +129,32 @@ def test_a_links_batched_send_queues_what_send_queues(
     assert many.counters == one.counters
     assert many.queue.take_due(100) == one.queue.take_due(100)
     assert many.queue.counters == one.queue.counters
+
+
+def test_a_traced_links_batched_send_writes_the_records_send_writes(
+        configs: Callable[..., BrokerConfig], tmp_path: Path) -> None:
+    cfg = configs("a", neighbors={"b": "127.0.0.1:1"}, trace=False,
+                  tuning={"link_queue_limit": 20, "max_message_bytes": 1024})
+    wires = [encode_notification(Notification("p", i, {"x": i, "pad": "y" * (i % 3) * 500}))
+             for i in range(40)]
+    batch = [(Notify(decode_notification(w)), w) for w in wires]
+    records = []
+    for together in (False, True):
+        sink = LiveSink(tmp_path / f"{together}.jsonl", "a")
+        link = Link(cfg, "b", receive=lambda *a: None, trace=sink, metrics=Metrics("a"),
+                    rng=random.Random(1))
+        if together:
+            link.send_notifies(batch)
+        else:
+            for message, wire in batch:
+                link.send(message, wire)
+        sink.close()
+        # one time for the records of a batch, otherwise the same bytes
+        records.append([{k: v for k, v in r.items() if k != "t"}
+                        for r in read_trace(tmp_path / f"{together}.jsonl")])
+    assert records[0] == records[1]
+    fates = [r["fate"] for r in records[0] if r["kind"] == "send"]
+    assert fates.count("queued") == 20 and fates.count("overflow") > 0
 
 
 def test_delivering_together_queues_what_delivering_one_by_one_queues() -> None:

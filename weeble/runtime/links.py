@@ -68,7 +68,7 @@ from weeble.codec.wire import (
     notify_envelope,
     with_ack,
 )
-from weeble.core.messages import Message, Notify
+from weeble.core.messages import Message, Notification, Notify
 from weeble.proto.v1 import link_pb2
 from weeble.runtime.config import BrokerConfig, TlsConfig
 from weeble.runtime.linkshaper import Fate, LinkShape, ShapedQueue
@@ -338,11 +338,11 @@ class Link:
     def send_notifies(self, batch: list[tuple[Notify, bytes]]) -> None:
         """`send` for each (Notify, the bytes its notification arrived in) of `batch`, in
         order: the Send effects towards this link of the notifications that arrived together
-        (a request, a link batch). On an unshaped, uncut link of an untraced broker (the hot
-        path) with one clock reading, one queue admission and one count for all of them;
-        otherwise each goes through `send`."""
+        (a request, a link batch). On an unshaped, uncut link (the hot path) with one clock
+        reading, one queue admission and one count for all of them, and traced, their `send`
+        records as one entry at one time; otherwise each goes through `send`."""
         queue = self.queue
-        if self.cut or not queue.perfect or self._trace.enabled:
+        if self.cut or not queue.perfect:
             for message, wire in batch:
                 self.send(message, wire)
             return
@@ -350,16 +350,21 @@ class Link:
         limit = self._limit
         seq = self._seq
         items: list[tuple[bytes, int]] = []
+        kept: list[Notification] = []  # traced: the notifications of `items`
+        tracing = self._trace.enabled
         for message, wire in batch:
             data = notify_envelope(seq + 1, wire, message.color)
             size = len(data)
-            if size > limit:  # as send: refused alone, no sequence number spent
+            if size > limit:  # as send: refused alone, no sequence number spent, no record
                 self._drop("oversize")
                 log.warning("link %s: dropped a %d-byte message (limit %d bytes)",
                             self.neighbor, size, limit)
                 continue
             seq += 1
             items.append((data, size))
+            if tracing:
+                kept.append(message.notification)
+        first = self._seq + 1
         self._seq = seq
         admitted = queue.put_sized(items)
         if admitted:
@@ -367,6 +372,12 @@ class Link:
             self._metrics.message("out", "notify", self.neighbor, admitted)
         if admitted < len(items):
             self._drop(Fate.OVERFLOW.value, len(items) - admitted)
+        if tracing:
+            # as send: `queued`, or the fate that kept it out (a drop record follows if the
+            # link cannot vouch that it reached the peer)
+            self._trace.notifies_sent(self._ends_out, [
+                (n, first + i, size, "queued" if i < admitted else Fate.OVERFLOW.value)
+                for i, (n, (_, size)) in enumerate(zip(kept, items, strict=True))])
 
     def ping(self) -> bool:
         """Queue a round-trip probe: a Ping the peer answers at once with a Pong, both through

@@ -515,6 +515,18 @@ class LiveSink:
         if len(queue) >= self.max_buffer:
             self._full()
 
+    def notifies_sent(self, ends: tuple[str, str],
+                      sends: list[tuple[Notification, int, int, str]]) -> None:
+        """The `send` records of Notify messages queued together on one link, (notification,
+        lseq, bytes, fate) each, in order, at one time `t`: one queue entry, the same bytes as
+        `notify_sent` for each (see `published`). `sends` must not change afterwards."""
+        if self._file is None or not sends:
+            return
+        queue = self._queue
+        queue.append((time.time_ns(), _send_lines, ends, sends))
+        if len(queue) >= self.max_buffer:
+            self._full()
+
     def notifies_received(self, ends: tuple[str, str],
                           received: list[tuple[int, Notification]]) -> None:
         """The `receive` records of the Notify messages of one link batch, (lseq, notification)
