@@ -484,58 +484,43 @@ class LiveSink:
         time `t`), in order: one queue entry, encoded in one pass by the flusher (the same
         bytes as `record("publish", client=, broker=, nid=, publisher=, seq=, published_at=,
         attributes=)` would give). `notifications` must not change afterwards."""
-        if self._file is None or not notifications:
-            return
-        queue = self._queue
-        queue.append((time.time_ns(), _publish_lines, (client, broker), notifications))
-        if len(queue) >= self.max_buffer:
-            self._full()
+        self._entry(_publish_lines, (client, broker), notifications)
 
     def delivered(self, client: str, broker: str,
                   deliveries: list[tuple[str | None, Notification]]) -> None:
         """The `deliver` records of one write to a client, (sub_id, notification) each, in
         order, at one time `t`: one queue entry (see `published`); the same bytes as
         `record("deliver", client=, broker=, sub_id=, nid=, publisher=, seq=, published_at=)`."""
-        if self._file is None or not deliveries:
-            return
-        queue = self._queue
-        queue.append((time.time_ns(), _deliver_lines, (client, broker), deliveries))
-        if len(queue) >= self.max_buffer:
-            self._full()
+        self._entry(_deliver_lines, (client, broker), deliveries)
 
     def notify_sent(self, n: Notification, lseq: int, size: int, ends: tuple[str, str],
                     fate: str) -> None:
         """The `send` record of a Notify, (from, to) `ends`: the same bytes as
         `record("send", message_ids(notify), lseq=, bytes=, from=, to=, fate=)`, encoded
         without a dict (see `published`)."""
-        if self._file is None:
-            return
-        queue = self._queue
-        queue.append((time.time_ns(), _send_lines, ends, [(n, lseq, size, fate)]))
-        if len(queue) >= self.max_buffer:
-            self._full()
+        self._entry(_send_lines, ends, [(n, lseq, size, fate)])
 
     def notifies_sent(self, ends: tuple[str, str],
                       sends: list[tuple[Notification, int, int, str]]) -> None:
         """The `send` records of Notify messages queued together on one link, (notification,
         lseq, bytes, fate) each, in order, at one time `t`: one queue entry, the same bytes as
         `notify_sent` for each (see `published`). `sends` must not change afterwards."""
-        if self._file is None or not sends:
-            return
-        queue = self._queue
-        queue.append((time.time_ns(), _send_lines, ends, sends))
-        if len(queue) >= self.max_buffer:
-            self._full()
+        self._entry(_send_lines, ends, sends)
 
     def notifies_received(self, ends: tuple[str, str],
                           received: list[tuple[int, Notification]]) -> None:
         """The `receive` records of the Notify messages of one link batch, (lseq, notification)
         each, (from, to) `ends`: the same bytes as `record("receive", message_ids(notify),
         lseq=, from=, to=)` for each, at one time `t` (see `published`)."""
-        if self._file is None or not received:
+        self._entry(_receive_lines, ends, received)
+
+    def _entry(self, lines: Any, shared: Any, items: list[Any]) -> None:
+        """Queue one batch entry: `items` at one time, encoded by `lines(t, node, shared,
+        items)` when flushed (see `published`); nothing without items or a file."""
+        if self._file is None or not items:
             return
         queue = self._queue
-        queue.append((time.time_ns(), _receive_lines, ends, received))
+        queue.append((time.time_ns(), lines, shared, items))
         if len(queue) >= self.max_buffer:
             self._full()
 
