@@ -50,6 +50,7 @@ KNOBS: list[tuple[str, Any, set[str]]] = [
     ("routing.hierarchical", True, {"hierarchical"}),
     ("routing.wrapper", True, {"wrapper"}),
     ("routing.flag_rule", False, {"options.flag_rule"}),
+    ("routing.second_chance", False, {"options.second_chance"}),
     ("routing.renew_forwarded", False, {"options.renew_forwarded"}),
     ("routing.unsub_counts_all", False, {"options.unsub_counts_all"}),
     ("timing.pi", 12.0, {"params.pi"}),
@@ -230,8 +231,9 @@ def test_a_live_configuration_carries_every_rom_field(tmp_path: Path) -> None:
     rom = dataclasses.replace(
         parse_scenario(BASE).roms()["b1"], adverts=True, ordering=Ordering.CAUSAL,
         mode=Mode.ANTI_ENTROPY, anti_entropy=AntiEntropy(timer="strawman", period=1.5, hashes=3),
-        options=Options(flag_rule=False, renew_forwarded=False, unsub_counts_all=False,
-                        qsub=False, qnot=False, hold_relays=False, backoff=0.5))
+        options=Options(flag_rule=False, second_chance=False, renew_forwarded=False,
+                        unsub_counts_all=False, qsub=False, qnot=False, hold_relays=False,
+                        backoff=0.5))
     config = BrokerConfig(**BrokerConfig.rom_fields(rom), neighbors={"b0": "127.0.0.1:1"},
                           listen_address="127.0.0.1:2", admin_address="127.0.0.1:3",
                           admin_token="t" * 16, link_token="l", open_clients=True)

@@ -135,6 +135,24 @@ def test_corrupted_flag0_entry_is_gone_within_pi() -> None:
     assert len(net.brokers["b0"].ram.tables[0]) == 0
 
 
+@pytest.mark.parametrize("second_chance", [True, False])
+def test_refreshed_entries_are_never_removed_and_without_second_chance_they_are(
+        second_chance: bool) -> None:
+    """Claim 1's second half, and its ablation (issue 28): without the second chance every
+    overrun deletes the entries refreshed since the last one, and until the next refresh the
+    subscriber misses what is published."""
+    net = _wellformed(Algorithm.SIMPLE, topo=chain(3),
+                      options=Options(second_chance=second_chance))
+    net.subscribe(0.0, "c", "b2", "class == 1", phase=1.0)
+    _publish_regularly(net, random.Random(1), 1.0, 6 * PI)
+    net.run(6 * PI)
+    errors = net.delivery_errors(published_from=2 * PI, settle=1.0)
+    if second_chance:
+        assert list(net.expirations()) == [] and errors == []
+    else:
+        assert list(net.expirations()) and any("missing" in e for e in errors)
+
+
 # ---- claim 2: flooding ----------------------------------------------------------------------
 
 

@@ -173,6 +173,10 @@ class Options:
     # Identity/covering/merging: count only flag-1 entries when deciding to forward a
     # (re)subscription. False reproduces the non-self-stabilizing original (claim 4 negative test).
     flag_rule: bool = True
+    # SC-2's second chance: an entry refreshed since the last overrun survives it (its flag is
+    # cleared). False is an ablation (issue 28's proof on known defects): every overrun deletes
+    # every entry, refreshed or not, so valid entries vanish until their next refresh.
+    second_chance: bool = True
     # Keep forwarding the refreshes of the subscription that was forwarded for a filter, so the
     # upstream entry is renewed every ρ. Without it (the thesis as printed), only the first
     # refresh per overrun period goes up: renewals can then be π + ρ apart, longer than an

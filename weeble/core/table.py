@@ -218,9 +218,11 @@ class RoutingTable:
             self.discard(entry)
         return removed
 
-    def overrun(self) -> list[Entry]:
-        """SC-2: delete every flag-0 entry, then set every remaining flag to 0."""
-        expired = [e for bucket in self._by_id.values() for e in bucket if e.flag == 0]
+    def overrun(self, second_chance: bool = True) -> list[Entry]:
+        """SC-2: delete every flag-0 entry, then set every remaining flag to 0. Without the
+        second chance (an ablation, Options.second_chance) every entry goes."""
+        expired = [e for bucket in self._by_id.values() for e in bucket
+                   if e.flag == 0 or not second_chance]
         for entry in expired:
             self.discard(entry)
         if expired:  # forget renewers that hold the filter no more

@@ -169,6 +169,7 @@ class Routing(_Model):
     wrapper: bool = False
     # The core's Options, one knob each (broker/core/rom.py says what they do).
     flag_rule: bool = True  # False reproduces the non-self-stabilizing original (claim 4)
+    second_chance: bool = True  # False: an ablation, every overrun deletes every entry
     renew_forwarded: bool = True  # False: the thesis as printed (valid entries can expire)
     unsub_counts_all: bool = True
     adverts: bool = False  # advertisements (thesis §3.4.2) route the subscriptions
@@ -620,7 +621,8 @@ class Scenario(_Model):
     @property
     def options(self) -> Options:
         r, x = self.routing, self.reconfigurations
-        return Options(flag_rule=r.flag_rule, renew_forwarded=r.renew_forwarded,
+        return Options(flag_rule=r.flag_rule, second_chance=r.second_chance,
+                       renew_forwarded=r.renew_forwarded,
                        unsub_counts_all=r.unsub_counts_all, qsub=x.qsub, qnot=x.qnot,
                        hold_relays=x.hold_relays, backoff=x.backoff)
 

@@ -79,6 +79,7 @@ class OptionsConfig(_Strict):
     """The core's Options (broker/core/rom.py), field for field."""
 
     flag_rule: bool = True
+    second_chance: bool = True
     renew_forwarded: bool = True
     unsub_counts_all: bool = True
     qsub: bool = True

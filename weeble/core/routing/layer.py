@@ -134,7 +134,7 @@ class Routing:
             return Rebuild(strategy, ram, self.topo, lambda: self.ram.rebuild_bit)
         if rom.mode is Mode.ANTI_ENTROPY:
             return Edges(strategy, ram, self.topo, self.ram.detached)
-        return Leasing(strategy, ram, self.topo)
+        return Leasing(strategy, ram, self.topo, rom.options.second_chance)
 
     def schemes(self) -> list[Scheme]:
         return [self.subs] if self.adverts is None else [self.adverts, self.subs]

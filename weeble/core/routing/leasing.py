@@ -49,8 +49,10 @@ def withdraw(planes: Sequence[Plane], sub_id: str, f: Filter, source: str, remot
 class Leasing:
     wrapper = False
 
-    def __init__(self, strategy: Strategy, ram: ControlRam, topo: Topology) -> None:
+    def __init__(self, strategy: Strategy, ram: ControlRam, topo: Topology,
+                 second_chance: bool = True) -> None:
         self.strategy = strategy
+        self.second_chance = second_chance  # False: the ablation of Options.second_chance
         self.ram = ram
         self.planes = [Plane(ram.tables[0], 0, topo)]
 
@@ -68,10 +70,11 @@ class Leasing:
         expired entry belonged to), then second chance for merger records (spec ch3 §2.6)."""
         plane = self.planes[0]
         table = plane.table
-        expired = table.overrun()
+        second_chance = self.second_chance
+        expired = table.overrun(second_chance)
         effects = self.strategy.expired(self.planes, plane, expired) if expired else []
         mergers = table.mergers
-        for mid in [mid for mid, m in mergers.items() if m.flag == 0]:
+        for mid in [mid for mid, m in mergers.items() if m.flag == 0 or not second_chance]:
             del mergers[mid]
         for m in mergers.values():
             m.flag = 0
