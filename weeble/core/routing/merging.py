@@ -25,6 +25,7 @@ from typing import Any
 
 from weeble.core.events import Effect, Send, Trace
 from weeble.core.filters import Filter, merge
+from weeble.core.messages import Adv, Sub
 from weeble.core.rom import Algorithm
 from weeble.core.routing.plane import Plane
 from weeble.core.routing.strategy import Covering
@@ -245,8 +246,18 @@ class Merging(Covering):
             # that merger where it went, for up to ρ, and dissolve what was merged with it
             # there (in a fault-free run on a chain of 10 this churned Subs at every hop).
             again = {e.neighbor for e in effects if isinstance(e, Send)
-                     and type(e.message) is type(probe) and e.message.sub_id == m.merger_id}
+                     and type(e.message) is type(probe) and _control_id(e.message) == m.merger_id}
             effects.extend(Send(n, unsub(m.merger_id, m.filter, tag))
                            for n in self.unsub_targets(planes, m.filter, source)
                            if n not in again)
         return effects
+
+
+def _control_id(message: object) -> str | None:
+    """The id a subscription or an advertisement carries (the advert plane sends Adv, whose id
+    is `adv_id`); None for any other message."""
+    if isinstance(message, Sub):
+        return message.sub_id
+    if isinstance(message, Adv):
+        return message.adv_id
+    return None
