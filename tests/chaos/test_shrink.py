@@ -66,6 +66,19 @@ def test_shrinking_the_ablation_keeps_its_rule_with_few_faults_and_clients() -> 
     assert sizes(result.data) == result.after
 
 
+def test_the_second_chance_ablation_shrinks_to_the_run_replay_reproduces() -> None:
+    """Issue 28 item 5 on one ablation: explore's seed 1 of leasing without the second chance
+    shrinks to no fault and one subscriber, the scenario in tests/chaos/data/shrunk that
+    test_replay.py runs on live brokers (`weeble shrink --into-tests` wrote it)."""
+    ablation = ROOT / "scenarios" / "explore" / "ablation-second-chance.yaml"
+    result = Shrinker(draw(load_scenario(ablation), 1)).shrink()
+    assert result.rule == "R5 missing delivery"
+    assert result.after["faults"] == 0 and result.after["clients"] == 1
+    assert result.after["publications"] == 1 < result.before["publications"]
+    stored = ROOT / "tests" / "chaos" / "data" / "shrunk" / "ablation-second-chance-seed1.yaml"
+    assert result.data == yaml.safe_load(stored.read_text())
+
+
 def test_a_passing_run_or_another_rule_is_refused() -> None:
     s = load_scenario(ABLATION)
     fixed = s.model_dump(mode="json", exclude_unset=True)
