@@ -108,6 +108,30 @@ def test_checker_and_spark_agree_on_the_handmade_run(spark: Any, handmade_run: P
     assert ours["run"]["end"] == handmade.END
 
 
+def test_checker_and_spark_agree_when_subscriptions_of_one_client_overlap(
+        spark: Any, tmp_path: Path) -> None:
+    """A client holding two subscriptions that both require a publication is one receiver: c1
+    subscribes again to `class >= 1` at b2 (overlapping `class == 1` for class 1, and alone for
+    class 2), c2 twice to `class == 1` for a while. The oracle makes only their pairs distinct."""
+    import json
+
+    run = handmade.build(tmp_path)
+    extra = [handmade.rec(0, "b2", "subscribe", client="c1", broker="b2", sub_id="c1/1",
+                          filter="class >= 1"),
+             handmade.rec(22, "b2", "subscribe", client="c2", broker="b2", sub_id="c2/1",
+                          filter="class == 1"),
+             handmade.rec(47, "b2", "unsubscribe", client="c2", broker="b2", sub_id="c2/1")]
+    with (run / "trace" / "b2.jsonl").open("a", encoding="utf-8") as f:
+        f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in extra)
+    ours, _ = compare(spark, run)
+    rows = {(r["publisher"], r["seq"]): r for r in spark.read.parquet(
+        str(run / "analysis" / "publications")).collect()}
+    assert rows[("p1", 1)]["expected"] == 2  # c1 (twice required) and c4
+    assert rows[("p1", 8)]["expected"] == 3  # c1, c2 (twice required), c4
+    assert rows[("p1", 5)]["expected"] == 2 and rows[("p1", 5)]["spurious"] == 0  # c3, c1/1
+    assert ours["deliveries"]["expected"] == sum(r["expected"] for r in rows.values())
+
+
 def test_checker_and_spark_agree_on_an_anti_entropy_run(spark: Any, tmp_path: Path) -> None:
     """The anti-entropy mode (seed 002): the same counts, episodes and verdict, and the same
     load per broker and interval (messages and bytes, max and mean) and overhead metric."""

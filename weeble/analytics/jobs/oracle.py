@@ -23,7 +23,8 @@ Filters are matched on the driver, once per distinct (filter, attribute set) pai
 few of each, and the broker core's own `Filter.matches` is then the one definition of matching.
 
 Tables: `publications` (one verdict row per publication), `deliveries` (one row per delivered
-(publication, client): count, first delivery and its broker, the publishing broker, verdict),
+(publication, client): count, first delivery and its broker, the publishing broker, verdict,
+and `seen_max`, the highest seq of its publisher the client got before it: the ordering job's),
 `violations` (one row per bad (publication, client) pair), `subscriptions` (the intervals).
 """
 
@@ -33,6 +34,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from weeble.analytics.jobs import ordering
 from weeble.analytics.jobs.context import Context
 from weeble.core.filters import Filter, FilterSyntaxError
 
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
 
 EPS = 1e-9  # s: a delivery in the same instant as a subscription's edge is inside it
 MATCH_PAIRS_LIMIT = 20_000_000  # distinct filters x attribute sets evaluated on the driver
-BROADCAST_ROWS = 200_000  # pairs delivered more than once, sent to every task
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -51,11 +52,7 @@ def run(ctx: Context) -> dict[str, Any]:
     subs = ctx.write("subscriptions", intervals(ctx))
     matches = F.broadcast(match_table(ctx, pubs, subs).withColumn("matching", F.lit(True)))
 
-    cached: list[DataFrame] = [pubs]
-    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches, cached))
-    # Counted per publication and joined again for the pairs behind each miss: computed once.
-    receivers = _expected_receivers(ctx, pubs, subs, matches).cache()
-    cached.append(receivers)
+    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches))
     got = pairs.groupBy("publisher", "seq").agg(
         F.sum(F.col("expected").cast("long")).alias("delivered"),
         F.sum(F.col("window").cast("long")).alias("window"),
@@ -63,9 +60,10 @@ def run(ctx: Context) -> dict[str, Any]:
         F.sum("duplicate").alias("duplicate"),
         F.max("first_ts").alias("last_delivery"))
     counts = ["expected", "delivered", "window", "spurious", "duplicate"]
+    expected = (_expected_receivers(ctx, pubs, subs, matches).groupBy("publisher", "seq")
+                .agg(F.count(F.lit(1)).alias("expected")))
     table = (pubs.drop("attributes")
-             .join(receivers.groupBy("publisher", "seq")
-                   .agg(F.count(F.lit(1)).alias("expected")), ["publisher", "seq"], "left")
+             .join(expected, ["publisher", "seq"], "left")
              .join(got, ["publisher", "seq"], "left").na.fill(0, counts)
              .withColumn("missing", F.col("expected") - F.col("delivered")))
     table = table.withColumn("correct", F.when(
@@ -73,11 +71,13 @@ def run(ctx: Context) -> dict[str, Any]:
         (F.col("missing") == 0) & (F.col("spurious") == 0) & (F.col("duplicate") == 0)))
     published = ctx.write("publications", table)
 
-    # The pairs behind each miss: only the few publications with one are joined again.
-    missed = published.where(F.col("missing") > 0).select("publisher", "seq")
-    missing = (receivers.join(F.broadcast(missed), ["publisher", "seq"], "left_semi")
-               .join(pairs.select("publisher", "seq", "client"),
-                     ["publisher", "seq", "client"], "left_anti")
+    # The pairs behind each miss: the receivers of the few publications with one, again.
+    missed = F.broadcast(published.where(F.col("missing") > 0).select("publisher", "seq"))
+    receivers = _expected_receivers(ctx, pubs.join(missed, ["publisher", "seq"], "left_semi"),
+                                    subs, matches)
+    got_missed = pairs.select("publisher", "seq", "client").join(
+        missed, ["publisher", "seq"], "left_semi")
+    missing = (receivers.join(got_missed, ["publisher", "seq", "client"], "left_anti")
                .join(pubs.select("publisher", "seq", F.col("ts").alias("published_ts")),
                      ["publisher", "seq"])
                .select("publisher", "seq", "client", "published_ts",
@@ -90,8 +90,7 @@ def run(ctx: Context) -> dict[str, Any]:
                    "first_ts", "n", "expected", F.lit(False).alias("missing"), "spurious",
                    "duplicate", "phantom"))
     violations = ctx.write("violations", missing.unionByName(bad))
-    for df in cached:
-        df.unpersist()
+    pubs.unpersist()
     return summarize(published, violations)
 
 
@@ -162,8 +161,8 @@ def match_table(ctx: Context, pubs: DataFrame, subs: DataFrame) -> DataFrame:
     return ctx.spark.createDataFrame(pairs, schema)
 
 
-def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame, matches: DataFrame,
-                      cached: list[DataFrame]) -> DataFrame:
+def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
+                      matches: DataFrame) -> DataFrame:
     """One row per delivered (publication, client): how often, when first, and its verdict.
 
     The client's own subscriptions decide: a delivery is expected if one of them required the
@@ -185,7 +184,7 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame, matches: D
     held = F.broadcast(subs.select("client", "filter", lifetime.alias("life"))
                        .join(matches, "filter")
                        .groupBy("client", "attributes").agg(F.collect_list("life").alias("held")))
-    candidates = (_delivered(ctx, cached).join(published, ["publisher", "seq"], "left")
+    candidates = (_delivered(ctx).join(published, ["publisher", "seq"], "left")
                   .join(held, ["client", "attributes"], "left"))
     required = F.exists("held", lambda s: (
         (F.col("p_ts") >= s["start"] + header.activation - EPS)
@@ -195,25 +194,29 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame, matches: D
         F.lit(False))
     expected = F.coalesce(F.col("judged") & (F.col("client") != F.col("p_client")) & required,
                           F.lit(False))
+    # the FIFO order of the first deliveries (ordering job): a sort here, where the deliveries
+    # are partitioned by (client, publisher) already
     return candidates.select(
         "publisher", "seq", "client", "n", "first_ts", "first_ord", "first_broker", "p_ts",
         "p_broker", expected.alias("expected"),
         (~expected & allowed).alias("window"),
         (~expected & ~allowed).alias("spurious"),
         (F.col("n") - 1).alias("duplicate"),
-        F.col("published").isNull().alias("phantom"))
+        F.col("published").isNull().alias("phantom"),
+        ordering.seen_max(F.col("published").isNotNull()).alias("seen_max"))
 
 
-def _delivered(ctx: Context, cached: list[DataFrame]) -> DataFrame:
+def _delivered(ctx: Context) -> DataFrame:
     """One row per delivered (publisher, seq, client): n, and the first delivery's ts, ord and
     broker (the least (ts, ord)).
 
-    Hash-aggregated: Spark's hash aggregate holds only fixed-width values, so the least
-    struct(ts, ord, broker) of every key would sort all deliveries twice. Instead the brokers
-    are numbered, and count, min(ts), min(ord) and min(broker number) are taken by hash: for a
-    pair delivered once they are its one delivery. The few pairs delivered more than once take
-    their first delivery exactly, from a second pass over their deliveries only. The counts
-    are cached (and appended to `cached`): both parts read them.
+    By hash, after one shuffle. Spark's hash aggregate holds only fixed-width values, so the
+    least struct(ts, ord, broker) of every key would sort all deliveries; and a pair's
+    deliveries may share an instant. So the brokers are numbered, the deliveries are shuffled
+    once by (client, publisher) (a part of the key: both aggregations below, and the FIFO
+    window over the result, find them in place), and aggregated twice: per (pair, ts), the
+    count and the least ord with its broker (`ord` is unique); per pair, the count, the least
+    ts and what its one (pair, ts) row holds (`min_by`, now without ties).
     """
     from pyspark.sql import functions as F
 
@@ -222,36 +225,32 @@ def _delivered(ctx: Context, cached: list[DataFrame]) -> DataFrame:
     names = sorted(r[0] for r in records.select("broker").distinct().collect() if r[0] is not None)
     numbers = F.broadcast(ctx.spark.createDataFrame(
         list(enumerate(names)), "number long, broker string"))
-    counted = (records.join(numbers, "broker", "left").groupBy(*keys)
-               .agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("first_ts"),
-                    F.min("ord").alias("first_ord"), F.min("number").alias("number"))
-               .cache())
-    cached.append(counted)
-    once = (counted.where(F.col("n") == 1).join(numbers, "number", "left")
+    instants = (records.join(numbers, "broker", "left").repartition("client", "publisher")
+                .groupBy(*keys, "ts")
+                .agg(F.count(F.lit(1)).alias("n"), F.min("ord").alias("ord"),
+                     F.min_by("number", "ord").alias("number")))
+    pairs = instants.groupBy(*keys).agg(
+        F.sum("n").alias("n"), F.min("ts").alias("first_ts"),
+        F.min_by("ord", "ts").alias("first_ord"), F.min_by("number", "ts").alias("number"))
+    return (pairs.join(numbers, "number", "left")
             .select(*keys, "n", "first_ts", "first_ord", F.col("broker").alias("first_broker")))
-    again = counted.where(F.col("n") > 1).select(*keys, "n")
-    repeated = again.count()
-    if repeated == 0:
-        return once
-    if repeated <= BROADCAST_ROWS:  # else AQE shuffles every delivery to meet them
-        again = F.broadcast(again)
-    first = (records.join(again.select(*keys), keys, "left_semi").groupBy(*keys)
-             .agg(F.min(F.struct("ts", "ord", "broker")).alias("first"))
-             .join(again, keys)
-             .select(*keys, "n", F.col("first.ts").alias("first_ts"),
-                     F.col("first.ord").alias("first_ord"),
-                     F.col("first.broker").alias("first_broker")))
-    return once.unionByName(first)
 
 
 def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
                         matches: DataFrame) -> DataFrame:
-    """(publisher, seq, client) that must be delivered: a range join, bucketed by time.
+    """(publisher, seq, client) that must be delivered, each once: a range join, bucketed by time.
 
     A subscription is required for publications in [start + A, end - D]. Both sides are cut
     into buckets of width W and joined on (filter, bucket), so a publication meets only the
     subscriptions alive around it, not every subscription the run ever had.
+
+    A pair comes out once per subscription that requires it: more than once only where a
+    client holds two subscriptions matching the same attribute set whose required times
+    overlap. Those (client, attribute set) are found on the small side (subscriptions x match
+    table), and only their pairs are made distinct: a distinct of every pair (millions, keyed
+    by strings) was the largest step of the oracle after its deliveries.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     header = ctx.header
@@ -260,17 +259,32 @@ def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
     hi = F.coalesce(F.col("end"), F.lit(math.inf)) - header.deactivation
     last = F.least(F.col("hi"), F.lit(ctx.end))
     required = (subs.select("client", "filter", lo.alias("lo"), hi.alias("hi"))
-                .where(F.col("lo") <= last)
-                .select("client", "filter", "lo", "hi", F.explode(F.sequence(
-                    F.floor((F.col("lo") - EPS) / width),
-                    F.floor((last + EPS) / width))).alias("bucket")))
+                .where(F.col("lo") <= last))
     judged = (pubs.where("judged").select("publisher", "seq", "ts", "attributes", "p_client",
                                            F.floor(F.col("ts") / width).alias("bucket"))
               .join(matches, "attributes"))
-    return (judged.join(required, ["filter", "bucket"])
-            .where((F.col("ts") >= F.col("lo") - EPS) & (F.col("ts") <= F.col("hi") + EPS)
-                   & (F.col("client") != F.col("p_client")))
-            .select("publisher", "seq", "client").distinct())
+    pairs = (judged.join(required.select("client", "filter", "lo", "hi", F.explode(F.sequence(
+                 F.floor((F.col("lo") - EPS) / width),
+                 F.floor((last + EPS) / width))).alias("bucket")), ["filter", "bucket"])
+             .where((F.col("ts") >= F.col("lo") - EPS) & (F.col("ts") <= F.col("hi") + EPS)
+                    & (F.col("client") != F.col("p_client"))))
+    # Overlapping required times of one client and attribute set, in start order: an interval
+    # that begins before an earlier one has ended (both widened by EPS, and a margin: a pair
+    # made distinct without need costs time, never an answer).
+    earlier = (Window.partitionBy("client", "attributes").orderBy("lo", "hi")
+               .rowsBetween(Window.unboundedPreceding, -1))
+    overlapping = (required.join(matches, "filter")
+                   .select("client", "attributes", "lo",
+                           F.max("hi").over(earlier).alias("reach"))
+                   .where(F.col("lo") <= F.col("reach") + 1e-6)
+                   .select("client", "attributes").distinct())
+    keys = ["publisher", "seq", "client"]
+    if overlapping.limit(1).count() == 0:
+        return pairs.select(*keys)
+    flagged = F.broadcast(overlapping.withColumn("twice", F.lit(True)))
+    pairs = pairs.join(flagged, ["client", "attributes"], "left")
+    return (pairs.where(F.col("twice").isNull()).select(*keys)
+            .unionByName(pairs.where(F.col("twice")).select(*keys).distinct()))
 
 
 def summarize(published: DataFrame, violations: DataFrame) -> dict[str, int]:
