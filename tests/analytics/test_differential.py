@@ -94,6 +94,30 @@ def test_checker_and_spark_agree_with_advertisements(spark: Any, tmp_path: Path)
     assert [e["state_status"] for e in ours["episodes"]] == ["stabilized"]
 
 
+def test_checker_and_spark_agree_on_the_coloured_overlay(spark: Any, tmp_path: Path) -> None:
+    """R9(e) on snapshot rounds of the 3-colour scheme: each colour's table against that
+    colour's tree (the snapshot's `colours`), not every table against the static neighbours."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((repo / "scenarios" / "reconfig-colours.yaml").read_text())
+    data.update(duration=30, trace={"snapshots_every": 0.5}, check_every=5.0)
+    data["reconfigurations"]["operations"] = data["reconfigurations"]["operations"][:2]
+    data["chaos"]["faults"] = data["chaos"]["faults"][:3]
+    run(data, tmp_path)
+    ours, _ = compare(spark, tmp_path)
+    # every check, not only the episodes' times: before, the twin judged the tables of all
+    # colours against the static neighbours, and called 8 legitimate rounds before the first
+    # fault illegitimate
+    checks = spark.read.parquet(str(tmp_path / "analysis" / "legitimacy")).collect()
+    failed = sorted(r["ts"] for r in checks if not r["ok"])
+    legitimacy = ours["legitimacy"]
+    assert (len(checks), len(failed)) == (legitimacy["checks"], legitimacy["illegitimate"])
+    assert (failed[0], failed[-1]) == (legitimacy["first_illegitimate"],
+                                       legitimacy["last_illegitimate"])
+    assert legitimacy["checks"] > 40 and len(ours["episodes"]) >= 2
+
+
 def test_checker_and_spark_agree_on_the_edges_of_the_value_space(spark: Any,
                                                                  tmp_path: Path) -> None:
     """Huge, tiny and subnormal floats, ints beyond 2**53, bool/int/float mixes, unicode and

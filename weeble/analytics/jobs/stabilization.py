@@ -109,7 +109,7 @@ def _checks(ctx: Context) -> DataFrame:
     recorded = ctx.events("legitimacy", "ok", "problems").select(
         "ts", "ok", F.col("problems").cast("long"), F.lit("legitimacy").alias("source"))
     snapshots = ctx.events("snapshot", "node", "round", "broker", "tables", "neighbors", "root",
-                           "parent", "algorithm", "hierarchical")
+                           "parent", "algorithm", "hierarchical", "colours")
     if ctx.header.adverts or snapshots.limit(1).count() == 0:
         return recorded  # R8(b): with advertisements the trace cannot judge a round
     derived = ctx.spark.createDataFrame(_snapshot_checks(ctx, snapshots), schema)
@@ -132,7 +132,9 @@ def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bo
         views = {s["node"]: SnapshotView({
             "broker": s["broker"] or s["node"], "neighbors": s["neighbors"], "root": s["root"],
             "parent": s["parent"], "algorithm": s["algorithm"],
-            "hierarchical": s["hierarchical"], "tables": json.loads(s["tables"])})
+            "hierarchical": s["hierarchical"], "tables": json.loads(s["tables"]),
+            # the coloured overlay: each colour's table against its own tree (R9e)
+            "colours": json.loads(s["colours"]) if s["colours"] is not None else None})
             for s in snaps}
         required, allowed = select(subs, t, header.settle, header.linger)
         problems = check(views, required, allowed)
