@@ -230,6 +230,32 @@ def test_a_notification_crosses_a_link_as_the_bytes_it_was_published_in(
     run(scenario())
 
 
+def test_an_unsubscribe_during_the_subscribe_reaches_the_broker_after_it(
+        configs: Configs) -> None:
+    """The plan may end a subscription while its Subscribe stream is still being opened. The
+    Unsubscribe then waits for the broker's answer: served first, it left the broker holding
+    the subscription with no stream and no end (every matching notification undeliverable).
+    The client yields to the loop 2 to 5 times between the two calls, which put the
+    Unsubscribe first before the fix."""
+    cfg = configs("b1")
+
+    async def scenario() -> None:
+        async with BrokerServer(cfg), Subscriber(cfg.listen_address, "alice", rho=30) as sub:
+            for spins in (2, 3, 5):
+                opening = asyncio.create_task(sub.subscribe("x == 1", f"alice/{spins}"))
+                for _ in range(spins):
+                    await asyncio.sleep(0)
+                await sub.unsubscribe(f"alice/{spins}")
+                assert await asyncio.wait_for(opening, 5) == f"alice/{spins}"
+
+    run(scenario())
+    order: dict[object, list[object]] = {}
+    for r in read_trace(cfg.trace_path):
+        if r["kind"] in ("subscribe", "unsubscribe"):
+            order.setdefault(r["sub_id"], []).append(r["kind"])
+    assert order == {f"alice/{n}": ["subscribe", "unsubscribe"] for n in (2, 3, 5)}
+
+
 def test_subscriber_reports_a_lost_broker_and_reconnects(configs: Configs) -> None:
     cfg = configs("b1")
     said: list[str] = []

@@ -286,6 +286,13 @@ class Publisher:
 # ---- subscriber -----------------------------------------------------------------------------
 
 
+def _event(*, is_set: bool) -> asyncio.Event:
+    event = asyncio.Event()
+    if is_set:
+        event.set()
+    return event
+
+
 @dataclass(eq=False)
 class _Subscription:
     sub_id: str
@@ -302,6 +309,11 @@ class _Subscription:
     # after it resurrected the subscription at the broker, until its lease ran out (seen in
     # the main job under load). The client-broker channel is FIFO in the model; this makes it so.
     rpc: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Clear while a Subscribe stream is being opened and the broker has not answered it. The
+    # Unsubscribe waits for the answer: a stream sent before it but served after it made the
+    # broker hold the subscription with no stream until its lease ran out (seen live in the
+    # paper workload: every matching notification undeliverable, and counted missing).
+    settled: asyncio.Event = field(default_factory=lambda: _event(is_set=True))
 
 
 class Subscriber:
@@ -392,7 +404,10 @@ class Subscriber:
         sub = self._subs.get(sub_id)
         if sub is None or sub.unsubscribed:
             raise KeyError(f"no active subscription {sub_id!r}")
-        sub.unsubscribed = True  # no refresh of it starts from now on
+        sub.unsubscribed = True  # no refresh or new stream of it starts from now on
+        with contextlib.suppress(TimeoutError):  # the broker has answered the stream sent
+            async with asyncio.timeout(10):
+                await sub.settled.wait()
         async with sub.rpc:  # the broker has served any refresh already sent
             await self._client().Unsubscribe(
                 client_pb2.UnsubscribeRequest(client=self.client_id, sub_id=sub_id,
@@ -403,19 +418,28 @@ class Subscriber:
             sub.task.cancel()
 
     async def _stream(self, sub: _Subscription) -> None:
-        failures = 0
-        lost = False
         request = client_pb2.SubscribeRequest(client=self.client_id, sub_id=sub.sub_id,
                                               filter=sub.filter, max_batch=self.max_batch,
                                               max_batch_bytes=MAX_MESSAGE_BYTES)
+        try:
+            await self._streams(sub, request)
+        finally:
+            sub.settled.set()
+            sub.acked.set()  # a subscribe() still waiting returns (unsubscribed or closed)
+
+    async def _streams(self, sub: _Subscription, request: client_pb2.SubscribeRequest) -> None:
+        failures = 0
+        lost = False
         while not sub.unsubscribed and not self._closed:
             why = "the broker ended the stream"
             try:
+                sub.settled.clear()
                 call = self._client().Subscribe(request, metadata=self._metadata)
                 sub.streams_opened += 1
                 async for event in call:
                     if event.HasField("subscribed"):
                         sub.up, failures = True, 0
+                        sub.settled.set()
                         sub.acked.set()
                         if lost:
                             lost = False
@@ -435,6 +459,7 @@ class Subscriber:
                     return
                 why = f"{e.code().name}: {e.details()}"
                 log.debug("subscription %s: stream broke: %s", sub.sub_id, why)
+            sub.settled.set()  # this attempt is over: the broker answered it, or never will
             was_up, sub.up = sub.up, False
             if sub.unsubscribed or self._closed:
                 return
