@@ -380,8 +380,10 @@ def routing_problems(views: dict[str, dict[str, Any]], required: list[dict[str, 
             if d not in neighbors[v]:  # a local client: by id, each with its filter
                 req = pairs([s for s in required if s["broker"] == v and s["client"] == d])
                 alw = pairs([s for s in allowed if s["broker"] == v and s["client"] == d])
-                ids = {i for i, _ in held}
-                problems += [f"{where}: missing {i}" for i, _ in req if i not in ids]
+                # ids are unique per client, but one client may reuse an id for another
+                # filter: a required subscription needs an entry with its id and its filter
+                problems += [f"{where}: missing {i} ({f})" for i, f in req
+                             if not any(i == j and same(f, g) for j, g in held)]
                 problems += [f"{where}: spurious {i} ({f})" for i, f in held
                              if not any(i == j and same(f, g) for j, g in alw)]
                 continue

@@ -189,6 +189,23 @@ def test_subscription_end_before_start(tmp_path: Path) -> None:
     assert "subscriptions[0].end" in error(tmp_path, subscriptions=subs)
 
 
+def test_a_sub_id_in_use_by_the_same_client(tmp_path: Path) -> None:
+    """A sub_id is unique per client (R1): another client may share it, and the same client
+    may reuse it once its subscription ended, but not while it lives (nor the one the workload
+    names its subscription by)."""
+    ok = [{"client": "al", "broker": "b3", "filter": "x == 1", "sub_id": "s", "end": 5},
+          {"client": "al", "broker": "b3", "filter": "x == 2", "sub_id": "s", "start": 5},
+          {"client": "bo", "broker": "b3", "filter": "x == 3", "sub_id": "s"}]
+    load_scenario(write(tmp_path, {**BASE, "subscriptions": ok}))
+    clash = [*ok, {"client": "bo", "broker": "b3", "filter": "x == 4", "sub_id": "s",
+                   "start": 3}]
+    assert "subscriptions[3].sub_id: 's' of client 'bo' is in use by subscriptions[2]" in \
+        error(tmp_path, subscriptions=clash)
+    named = [{"client": "al", "broker": "b3", "filter": "x == 1", "sub_id": "al/1"},
+             {"client": "al", "broker": "b3", "filter": "x == 2"}]  # the workload's al/1
+    assert "subscriptions[1].sub_id: 'al/1'" in error(tmp_path, subscriptions=named)
+
+
 def chaos_error(tmp_path: Path, *faults: dict) -> str:
     return error(tmp_path, chaos={"faults": list(faults)})
 

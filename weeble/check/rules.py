@@ -20,7 +20,9 @@ exactly on the edge of a window is inside it. Records of one file are in time or
 different files are merged by `t` (ties: any order, except that within one file the file order
 holds).
 
-**R1 Subscriptions.** A subscription is identified by (`client`, `sub_id`). It starts at a
+**R1 Subscriptions.** A subscription is identified by (`client`, `sub_id`): an id is unique
+per client only (two clients may use the same id, each for its own filter), and every rule
+below that looks up a subscription by its id looks it up among its client's. It starts at a
 `subscribe` record and ends at the first later `unsubscribe` or `crash` record of the same
 (`client`, `sub_id`); a `crash` without `sub_id` ends every subscription of that client that has
 started by then. A subscription that never ends lives forever. A `subscribe` or `refresh` of a
@@ -46,7 +48,9 @@ subscription s matching p with s.start ≤ t_d ≤ s.end + D, or ≤ s.end + L i
 (the crashed client's lease lingers up to 2π).
 
 **R5 Verdict per pair and per publication.** Deliveries are the `deliver` records, keyed by
-(`publisher`, `seq`, `client`). Of all deliveries of one published pair (p, c), the first is
+(`publisher`, `seq`, `client`) (a record's `sub_id`, when it has one, is not used: a pair is
+judged against all of the client's subscriptions, R3 and R4). Of all deliveries of one
+published pair (p, c), the first is
 *delivered* if (p, c) is expected, else *in a window* if it is allowed (R4, at its own time),
 else *spurious*; every later one is a *duplicate*. An expected pair without any delivery record
 is *missing*. A judged publication is *correct* if it has no missing pair, no spurious and no
@@ -87,13 +91,19 @@ taken), not the header's: in a reconfigured run, the tree at that round. A subsc
 the broker its `subscribe` record names (`broker`); it is on D's side of V (a neighbour D of
 broker V) if its broker is reached from D without crossing V. A broker's entries are those of
 all its `tables` (each entry a `filter`, a destination `dest`, a `sub_id`; `flag` is not
-judged). (b) An entry towards a *local client* (a destination that is not a neighbour) is
-judged by subscription id: the ids held towards client c must include the ids of c's required
-subscriptions at that broker, and each entry must carry the id and the filter of one of its
-allowed ones (ids are unique per client, and the destination is the client). (c) Entries
-towards a neighbour are judged by filter (simple routing: by the pair (`sub_id`, `filter`),
-ids compared bare, so two clients' subscriptions with the same id and filter on the same side
-count once). Filters are compared as sets of notifications (see "Filters"): two filters are
+judged). (b) An entry towards a *local client* c (a destination that is not a neighbour) is
+judged by the pair (`sub_id`, `filter`) against c's own subscriptions at that broker (R1:
+another client's, whatever its id, never explains it): each entry must carry the id and the
+filter of one of c's allowed subscriptions, else it is spurious; each of c's required
+subscriptions needs an entry with its id and its filter, else it is missing, unless an entry
+with its id is spurious (holds a filter no allowed subscription of that id has: a corrupted
+filter counts once). One id may stand for two allowed subscriptions of c, one ended and one
+started after it with another filter. (c) Entries towards a neighbour are judged by filter;
+simple routing by the pair (`sub_id`, `filter`), as in (b) but over the subscriptions on D's
+side of every client together, since an entry does not name its client: two clients'
+subscriptions with the same id and the same filter on one side need one entry, with the same
+id and different filters one entry each. Filters are compared as sets of notifications (see
+"Filters"): two filters are
 *the same* if they match the same notifications, f *covers* g if f matches every notification
 g matches, and an entry is *covered by the union* of some filters if every notification it
 matches is matched by one of them. (d) A merger record (which constituents a broker merged,

@@ -60,6 +60,7 @@ Example (every field that has a default may be left out):
 from __future__ import annotations
 
 import ipaddress
+import math
 import random
 import re
 from pathlib import Path
@@ -211,6 +212,9 @@ class Subscription(_Model):
     # when its first refresh is due (then every ρ); default start + ρ. A workload subscription
     # written out (`weeble shrink`) keeps its phase with it; live clients refresh every ρ.
     first_refresh: float | None = Field(default=None, ge=0)
+    # the subscription's id, unique per client (default `<client>/<k>`, its k-th); another
+    # client may use the same one, as the client library allows
+    sub_id: str | None = Field(default=None, min_length=1)
 
 
 class Publication(_Model):
@@ -830,6 +834,7 @@ def _check(s: Scenario) -> None:
                 sub.start <= sub.first_refresh <= sub.start + s.timing.rho:
             raise _Invalid(f"subscriptions[{i}].first_refresh", f"{sub.first_refresh} is not in"
                            f" [start, start + rho] = [{sub.start}, {sub.start + s.timing.rho}]")
+    _check_sub_ids(s)
     for i, pub in enumerate(s.publications):
         known(f"publications[{i}].broker", pub.broker)
         if pub.client in brokers:
@@ -860,6 +865,23 @@ def _check(s: Scenario) -> None:
                 raise _Invalid(f"chaos.faults[{i}].clients",
                                f"unknown client {client!r}: name a client of `subscriptions`,"
                                " a workload client c<n>, or use {random: k}")
+
+
+def _check_sub_ids(s: Scenario) -> None:
+    """A sub_id is unique per client (R1): one client's subscriptions with the same id must not
+    overlap in time, or the second would be a refresh of the first."""
+    held: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    counts: dict[str, int] = {}
+    for i, sub in enumerate(s.subscriptions):
+        k = counts[sub.client] = counts.get(sub.client, -1) + 1
+        sub_id = sub.sub_id or f"{sub.client}/{k}"  # as the workload names it
+        end = math.inf if sub.end is None else sub.end
+        for start, until, j in held.get((sub.client, sub_id), []):
+            if sub.start < until and start < end:
+                raise _Invalid(f"subscriptions[{i}].sub_id",
+                               f"{sub_id!r} of client {sub.client!r} is in use by"
+                               f" subscriptions[{j}] then")
+        held.setdefault((sub.client, sub_id), []).append((sub.start, end, i))
 
 
 def _check_reconfigurations(s: Scenario) -> None:

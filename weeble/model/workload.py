@@ -259,7 +259,8 @@ def _explicit_subscriptions(scenario: Scenario, until: float) -> Iterator[Subscr
         if spec.start <= until:
             planned.append(Subscribe(
                 t=spec.start, client=spec.client, broker=spec.broker,
-                sub_id=f"{spec.client}/{k}", filter=Filter.parse(spec.filter), cls=None,
+                sub_id=spec.sub_id or f"{spec.client}/{k}", filter=Filter.parse(spec.filter),
+                cls=None,
                 end=INF if spec.end is None else spec.end, crashes=False,
                 first_refresh=(spec.start + rho if spec.first_refresh is None
                                else spec.first_refresh)))

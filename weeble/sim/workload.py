@@ -94,7 +94,8 @@ class Clients:
         self.rho = scenario.timing.rho
         self._plan: Iterator[Action] = workload_plan(scenario)
         self.advertisements = advertisements(scenario)  # with `routing.adverts` only
-        self.live: dict[str, ClientSub] = {}  # sub_id -> live subscription, in start order
+        # (client, sub_id) -> live subscription, in start order (ids are unique per client)
+        self.live: dict[tuple[str, str], ClientSub] = {}
         self.gone: set[str] = set()  # brokers that left (RemoveLeaf): their clients left too
         # Ended subscriptions in end order, for the legitimacy monitor (which prunes them).
         self.ended: deque[ClientSub] | None = deque() if keep_ended else None
@@ -140,7 +141,7 @@ class Clients:
 
     def _begin(self, t: float, sub: ClientSub) -> None:
         sub.live = True
-        self.live[sub.sub_id] = sub
+        self.live[sub.client, sub.sub_id] = sub
         self.subscriptions += 1
         self.listener.started(t, sub)
         if self.trace is not None:
@@ -198,7 +199,7 @@ class Clients:
         sub.live = False
         sub.crashed = crash
         sub.ended_at = t
-        del self.live[sub.sub_id]
+        del self.live[sub.client, sub.sub_id]
         if self.ended is not None:
             self.ended.append(sub)
         self.listener.ended(t, sub)

@@ -6,10 +6,10 @@ configuration says which (filter, destination) pairs each broker must hold and w
 hold, between the `required` and the `allowed` subscriptions (core/legitimacy.py).
 
 Per destination D of broker V, with R/A the required/allowed subscriptions on D's side of V:
-- local client c: entry ids ⊆ A's ids for c, ⊇ R's ids for c, each with its subscription's
-  filter;
+- local client c: entry (id, filter) pairs ⊆ A's pairs of c, ⊇ R's pairs of c (ids are
+  unique per client only; c may reuse one for another filter);
 - flooding: no remote entries at all; hierarchical: no entry towards the parent;
-- simple: entry ids towards D between R's and A's ids, each with its subscription's filter;
+- simple: entry (id, filter) pairs towards D between R's and A's pairs (every client's);
 - identity: entry filters between R's and A's filters;
 - covering, merging: every filter of R is covered by an entry (complete), and every entry is
   covered by the union of A's filters (sound: every notification it matches, one of A's
@@ -184,17 +184,26 @@ def _union_covers(filters: Iterable[Filter], f: Filter) -> bool:
 
 def _check_ids(where: str, held: list[tuple[str, Filter]], req: set[tuple[str, Filter]],
                alw: set[tuple[str, Filter]]) -> list[str]:
-    may = dict(alw)
-    ids = {sub_id for sub_id, _ in held}
-    problems = [f"{where}: missing entry for {i} ({f})" for i, f in sorted(req, key=_first)
-                if i not in ids]
+    """Entries judged by (id, filter): ids are unique per client only, and one client may
+    reuse an id for another filter once the first subscription ended, so one id can stand for
+    two allowed subscriptions (R9b, c). A required one is missing when no entry carries its
+    id and filter, unless an entry with its id holds a filter no allowed subscription of that
+    id has (a corrupted filter: reported once, as spurious)."""
+    pairs = set(held)
+    ids = {i for i, f in held if (i, f) not in alw}  # the ids of unexplained entries
+    problems = [f"{where}: missing entry for {i} ({f})" for i, f in sorted(req, key=_by_text)
+                if (i, f) not in pairs and i not in ids]
     problems += [f"{where}: spurious entry {i} ({f})" for i, f in sorted(held, key=_first)
-                 if may.get(i) != f]
+                 if (i, f) not in alw]
     return problems
 
 
 def _first(pair: tuple[str, Filter]) -> str:
     return pair[0]
+
+
+def _by_text(pair: tuple[str, Filter]) -> tuple[str, str]:
+    return pair[0], str(pair[1])
 
 
 def _show(held: list[tuple[str, Filter]]) -> str:
