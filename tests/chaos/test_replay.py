@@ -10,6 +10,10 @@ import pytest
 
 from weeble.chaos.replay import expected_rule, timing_figures
 from weeble.cli import main
+from weeble.model.scenario import load_scenario, parse_scenario, with_link_delays
+from weeble.orchestrator.backend import BrokerAddress, Placement
+from weeble.orchestrator.testbed import broker_configs
+from weeble.runtime.linkshaper import LinkShape
 
 DATA = Path(__file__).resolve().parent / "data" / "shrunk"
 # leasing without the second chance: every overrun deletes the valid entries, without any
@@ -71,3 +75,43 @@ def test_a_live_subscriber_takes_its_refresh_phase_within_rho() -> None:
     assert Subscriber("127.0.0.1:1", "x", rho=2.0).first_refresh == 2.0
     with pytest.raises(ValueError, match="first_refresh: must be in"):
         Subscriber("127.0.0.1:1", "x", rho=2.0, first_refresh=3.0)
+
+
+def test_the_timing_models_link_delays_are_emulated_on_every_link(tmp_path: Path) -> None:
+    """`weeble replay` runs each try with `weeble run --link-delays`: the brokers' link shapers
+    delay every broker-to-broker message as the simulator did, the links a reconfiguration
+    makes at run time too (a link exchange's new link: Qnot's overtaking happens on it)."""
+    qnot = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "explore" /
+                         "shrunk-qnot-seed7.yaml")  # uniform in [10, 50] ms
+    shaped = with_link_delays(qnot)
+    assert (shaped.live.links.delay_ms, shaped.live.links.jitter_ms) == (30.0, 20.0)
+    constant = with_link_delays(parse_scenario(yaml_of(qnot, delay="constant")))
+    assert (constant.live.links.delay_ms, constant.live.links.jitter_ms) == (50.0, 0.0)
+    own = parse_scenario({**yaml_of(qnot), "live": {"links": {"delay_ms": 5}}})
+    assert with_link_delays(own).live.links.delay_ms == 5  # the scenario's own shaping stays
+    brokers = list(shaped.build_topology().brokers)
+    places = {b: Placement(f"127.0.0.{i + 2}:7000", f"127.0.0.{i + 2}:7001", None,
+                           BrokerAddress(b, f"127.0.0.{i + 2}:7000", f"127.0.0.{i + 2}:7001",
+                                         None)) for i, b in enumerate(brokers)}
+    configs = broker_configs(shaped, places, lambda n, b: places[n].listen,
+                             admin_token="t" * 32, link_token="l" * 32,
+                             client_secret="c" * 32, tls=None,
+                             trace_path=lambda b: tmp_path / b,
+                             address_book=lambda b: places[b].listen)
+    want = LinkShape(delay_ms=30.0, jitter_ms=20.0)
+    for b, config in configs.items():
+        assert set(config.links) == set(brokers) - {b}  # neighbours and the address book
+        assert set(config.links.values()) == {want}
+    assert "b1" in configs["b6"].peers  # the exchange's new link b6-b1 is shaped too
+    unshaped = broker_configs(qnot, places, lambda n, b: places[n].listen,
+                              admin_token="t" * 32, link_token="l" * 32,
+                              client_secret="c" * 32, tls=None,
+                              trace_path=lambda b: tmp_path / b,
+                              address_book=lambda b: places[b].listen)
+    assert all(c.links == {} for c in unshaped.values())
+
+
+def yaml_of(scenario: object, **timing: object) -> dict:
+    data = scenario.model_dump(mode="json", exclude_unset=True)  # type: ignore[attr-defined]
+    data["timing"] = {**data["timing"], **timing}
+    return data

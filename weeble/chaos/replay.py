@@ -6,8 +6,11 @@ that try (R13: how far its hops, refresh gaps and timers strayed from the model,
 checker recomputed with them), which say whether a try that did not fail ran under the timing
 the failure needs.
 
-Each try is one `weeble run SCENARIO --no-analysis` in a process of its own (a fresh gRPC
-runtime, every broker stopped on every way out), on the backend asked for; its trace is judged
+Each try is one `weeble run SCENARIO --no-analysis --link-delays` in a process of its own (a
+fresh gRPC runtime, every broker stopped on every way out), on the backend asked for, with the
+scenario's link delays emulated in the brokers' link shapers (the simulator gave every hop
+δmin..δmax; loopback alone gives a fraction of a millisecond, which decides the order of
+notifications on paths of different lengths otherwise than the simulation did); its trace is judged
 by the reference checker (weeble.check.history.check_run, no Spark), and explore.broken_rules
 names the rules it breaks.
 """
@@ -65,11 +68,11 @@ def timing_figures(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def replay_once(scenario: Path, rule: str, index: int, *, backend: str, runs_dir: Path,
-                timeout: float) -> Try:
+                timeout: float, link_delays: bool = True) -> Try:
     run_id = f"replay-{scenario.stem}-{index}-{int(time.time())}"
     command = [sys.executable, "-m", "weeble.cli", "run", str(scenario), "--no-analysis",
                "--quiet", "--any-ports", "--backend", backend, "--runs-dir", str(runs_dir),
-               "--run-id", run_id]
+               "--run-id", run_id, *(["--link-delays"] if link_delays else [])]
     start = time.perf_counter()
     run_dir = runs_dir / run_id
     try:
@@ -91,10 +94,11 @@ def replay_once(scenario: Path, rule: str, index: int, *, backend: str, runs_dir
 
 
 def replay(scenario: Path, *, rule: str, tries: int, backend: str, runs_dir: Path,
-           timeout: float, on_try: Any = None) -> list[Try]:
+           timeout: float, on_try: Any = None, link_delays: bool = True) -> list[Try]:
     out = []
     for i in range(1, tries + 1):
-        t = replay_once(scenario, rule, i, backend=backend, runs_dir=runs_dir, timeout=timeout)
+        t = replay_once(scenario, rule, i, backend=backend, runs_dir=runs_dir, timeout=timeout,
+                        link_delays=link_delays)
         out.append(t)
         if on_try is not None:
             on_try(t)

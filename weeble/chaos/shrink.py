@@ -9,7 +9,8 @@ goes (delta debugging, Zeller's ddmin, over each list):
   probability 1, a whole partition narrowed to one subtree's top;
 - the reconfigurations (ddmin over the operations);
 - the clients: the workload's plan written out as explicit subscriptions and publications (when
-  that still fails), then ddmin over the subscriptions and over the publications;
+  that still fails), then ddmin over the subscriptions, and over the publications after the
+  most of their head and tail that can go is cut by halving;
 - the brokers, where the topology allows: a leaf no fault, client or operation names is taken
   out of the tree (written as `topology: {kind: edges, ...}`);
 - the duration: the end of the run moved to the last thing that happens plus Δ, then shorter.
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from weeble.chaos.evidence import TRACE_FILE
 from weeble.chaos.explore import broken_rules, simulate_data
+from weeble.model.faults import ENTRY_FIELDS, RANDOM_FIELD
 from weeble.model.scenario import ScenarioError, parse_scenario
 from weeble.model.workload import Publish, Subscribe, workload_plan
 from weeble.model.workload import _workload_publications as workload_publications
@@ -129,6 +132,7 @@ class Shrinker:
     def shrink(self) -> Shrunk:
         before = sizes(self.best)
         try:
+            self.pin()
             self.cut_duration()
             for _ in range(3):
                 start = copy.deepcopy(self.best)
@@ -157,6 +161,19 @@ class Shrinker:
             return self.attempt(f"{what}: {len(items)} -> {len(subset)}", data)
 
         ddmin(items, test, max_granularity=granularity)
+
+    def pin(self) -> None:
+        """Corruptions that leave what they hit to chance, written out as they struck, before
+        anything is cut (a cut changes the tables, and each fault's random stream is named
+        by its position in the list): a minimal run then changes the entry the failing run
+        did, in the simulator and live alike."""
+        if self.runs >= self.max_runs:
+            raise Budget
+        self.runs += 1
+        pinned, what = pin_corruptions(self.best, Path(self.tmp.name) / "pin")
+        if what and not self.attempt(f"pinned: {'; '.join(what)}", pinned):
+            self.say("shrink: with its corruptions pinned the run no longer breaks"
+                     f" {self.rule!r}: left as drawn")
 
     def faults(self) -> None:
         def get(d: Data) -> list[Any]:
@@ -199,7 +216,28 @@ class Shrinker:
             d["publications"] = x
 
         self._list("subscriptions", subs, put_subs)
+        self._ends("publications", pubs, put_pubs)
         self._list("publications", pubs, put_pubs, granularity=64)
+
+    def _ends(self, what: str, get: Callable[[Data], list[Any]],
+              put: Callable[[Data, list[Any]], None]) -> None:
+        """The most of a list's tail, then of its head, that can go, by halving (a few runs
+        each, log2 of the length): a workload's publications are in time order, and most of
+        those long before or after what fails are not needed, which ddmin's bounded
+        granularity finds only at the price of many runs. The tail first: what stays is the
+        earliest that fails, so the run can end sooner."""
+        for head in (False, True):
+            items = get(self.best)
+            keep_ok, cut_bad = 0, len(items)  # cuts known to keep the failure / not to
+            while cut_bad - keep_ok > 1:
+                cut = (keep_ok + cut_bad) // 2
+                data = copy.deepcopy(self.best)
+                put(data, items[cut:] if head else items[:len(items) - cut])
+                side = "first" if head else "last"
+                if self.attempt(f"{what}: the {side} {cut} of {len(items)} out", data):
+                    keep_ok = cut
+                else:
+                    cut_bad = cut
 
     def workload_knobs(self) -> None:
         """A workload that cannot be written out (crashing subscribers) shrinks by its knobs."""
@@ -263,6 +301,77 @@ class Shrinker:
                 _drop_after(data, duration)
                 self.attempt(f"duration: {s.duration:g} -> {duration:g} s", data)
                 s = parse_scenario(copy.deepcopy(self.best), source="<shrink>")
+
+
+def pin_corruptions(data: Data, out: Path) -> tuple[Data, list[str]]:
+    """`data` with every corruption that leaves to chance what it hits (an entry.* fault
+    without `entry`, or naming its entry by `index`, a `random` one) written out as the
+    simulator carried it out, read from the evidence of its fault record: the field drawn, the
+    value, the broker, and the entry pinned by its sub_id, filter and destination (`entry:`,
+    model/faults.py EntryPin), never by its position in the table. Left as they are: faults
+    that repeat (`every`), struck no broker or several, or changed no single entry. Returns
+    the new data and what was pinned (empty: nothing to pin)."""
+    faults = list((data.get("chaos") or {}).get("faults", []))
+    if not any(_by_chance(f) for f in faults):
+        return data, []
+    from weeble.trace.reader import read_trace
+
+    simulate_data(data, out, trace=True)
+    begun = {r["fault_id"]: r for r in read_trace(out / "trace" / TRACE_FILE)
+             if r.get("kind") == "fault_begin" and r.get("type") == "corrupt"}
+    pinned, what = copy.deepcopy(data), []
+    for i, f in enumerate(faults):
+        record = begun.get(f.get("name") or f"f{i}")
+        if not _by_chance(f) or f.get("every") is not None or record is None or \
+                not record.get("took_effect") or len(record.get("evidence") or {}) != 1:
+            continue
+        [(broker, evidence)] = record["evidence"].items()
+        concrete = _as_struck(evidence)
+        if concrete is None:
+            continue
+        kept = {k: v for k, v in f.items() if k not in ("target", "field", "value", "args",
+                                                        "entry")}
+        pinned["chaos"]["faults"][i] = {**kept, "target": broker, **concrete}
+        entry = concrete.get("entry")
+        what.append(f"fault {i} {concrete['field']} @ {broker}"
+                    + (f" on {entry['sub_id']}" if entry else ""))
+    return pinned, what
+
+
+def _by_chance(f: dict[str, Any]) -> bool:
+    """A corrupt fault whose target entry (or whole fault) is drawn when it strikes."""
+    if f.get("kind") != "corrupt" or f.get("entry") is not None:
+        return False
+    field_ = str(f.get("field", ""))
+    if field_ == RANDOM_FIELD:
+        return True
+    args = f.get("args") or {}
+    return field_.removeprefix("adv.") in ENTRY_FIELDS and "sub_id" not in args
+
+
+def _as_struck(evidence: dict[str, Any]) -> dict[str, Any] | None:
+    """A corruption's field, value, args and pinned entry, from one broker's evidence
+    (actions._corrupt_one: field, value, args, changed); None when it changed no one entry."""
+    field_, value = evidence.get("field"), evidence.get("value")
+    args = dict(evidence.get("args") or {})
+    out: dict[str, Any] = {"field": field_}
+    if str(field_).removeprefix("adv.") in ENTRY_FIELDS:
+        changed = (evidence.get("changed") or {}).get(
+            "adv_tables" if str(field_).startswith("adv.") else "tables") or {}
+        removed = changed.get("removed_sample") or []
+        if changed.get("removed") != 1 or len(removed) != 1:
+            return None
+        old = removed[0]
+        args = {"table": old["table"]} if old["table"] else {}
+        out["entry"] = {"sub_id": old["sub_id"], "filter": old["filter"], "dest": old["dest"]}
+        if field_ == "entry.flag" and value is None:  # a toggle: the flag it left
+            added = changed.get("added_sample") or []
+            value = added[0]["flag"] if len(added) == 1 else 1 - old["flag"]
+    if value is not None:
+        out["value"] = value
+    if args:
+        out["args"] = args
+    return out
 
 
 def _drop_after(data: Data, duration: float) -> None:
@@ -359,4 +468,5 @@ def ddmin(items: Sequence[T], test: Callable[[list[T]], bool],
     return items
 
 
-__all__ = ["ShrinkError", "Shrinker", "Shrunk", "ddmin", "materialize", "sizes"]
+__all__ = ["ShrinkError", "Shrinker", "Shrunk", "ddmin", "materialize", "pin_corruptions",
+           "sizes"]

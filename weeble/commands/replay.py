@@ -35,6 +35,10 @@ def register(subparsers: Any) -> None:
                    help="parent of the tries' run directories (default: runs)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="give up a try after S s (default: 3 x the duration + 120)")
+    p.add_argument("--no-link-delays", action="store_true",
+                   help="loopback speed: do not emulate the scenario's link delays (by default"
+                        " every try delays broker-to-broker messages as its timing model does,"
+                        " `weeble run --link-delays`)")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     p.set_defaults(handler=run)
 
@@ -62,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
               f" [{t.run_dir}]", file=sys.stderr, flush=True)
 
     tries = replay(path, rule=rule, tries=args.tries, backend=args.backend,
-                   runs_dir=Path(args.runs_dir), timeout=timeout, on_try=said)
+                   runs_dir=Path(args.runs_dir), timeout=timeout, on_try=said,
+                   link_delays=not args.no_link_delays)
     hits = sum(t.reproduced for t in tries)
     report = {"scenario": str(path), "rule": rule, "backend": args.backend,
               "tries": len(tries), "reproduced": hits,
+              "link_delays": not args.no_link_delays,
               "errors": sum(t.status == "error" for t in tries),
               "per_try": [t.as_dict() for t in tries]}
     if args.json:

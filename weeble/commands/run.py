@@ -46,6 +46,11 @@ def register(subparsers: Any) -> None:
                    help="do not apply any chaos experiment")
     p.add_argument("--no-analysis", action="store_true",
                    help="stop after collecting the traces (no Spark analysis, no verdict)")
+    p.add_argument("--link-delays", action="store_true",
+                   help="delay every broker-to-broker message as the scenario's timing model"
+                        " does (δmax, or uniform in [δmin, δmax]) in the brokers' link shapers,"
+                        " unless its live.links shape them already; loopback alone is far"
+                        " faster than δmin")
     add_junit_option(p)
     add_placement_options(p)
     p.set_defaults(handler=run)
@@ -56,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from weeble.commands import OPEN_CLIENTS_NOTE, UsageError
-    from weeble.model.scenario import load_scenario, with_chaos, with_mode
+    from weeble.model.scenario import load_scenario, with_chaos, with_link_delays, with_mode
     from weeble.orchestrator.local import signals_raise
     from weeble.orchestrator.summary import summarize
     from weeble.orchestrator.testbed import Testbed
@@ -73,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         scenario = with_mode(scenario, args.mode)
     if args.chaos is not None:
         scenario = with_chaos(scenario, args.chaos)
+    if args.link_delays:
+        scenario = with_link_delays(scenario)
     console = Console(stderr=True)
     columns = [TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed:.0f}/{task.total:.0f} s"), TimeRemainingColumn(),

@@ -267,15 +267,46 @@ class OnLinks(Fault):
 # ---- state faults (admin Corrupt: the core's corruption API) --------------------------------
 
 
+class EntryPin(_Model):
+    """The routing-table entry an entry.* corruption hits, by what it is (its subscription id,
+    filter, destination: any of them, at least one) rather than where it sits: a table's order
+    is its arrival order, which differs live and after a shrink cut other parts of a run. It is
+    looked up in the broker's table (`args.table`, default 0) when the fault strikes; a fault
+    whose entry is not there then does not take effect, and says so."""
+
+    sub_id: str | None = None
+    filter: str | None = None
+    dest: str | None = None
+
+    _filter = field_validator("filter")(lambda value: value if value is None else _parses(value))
+
+    @model_validator(mode="after")
+    def _some(self) -> EntryPin:
+        if self.sub_id is None and self.filter is None and self.dest is None:
+            raise ValueError("name the entry by sub_id, filter or dest (at least one)")
+        return self
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        """Whether a snapshot's entry ({sub_id, filter, dest, flag}) is this one."""
+        return ((self.sub_id is None or entry["sub_id"] == self.sub_id)
+                and (self.dest is None or entry["dest"] == self.dest)
+                and (self.filter is None
+                     or Filter.parse(entry["filter"]) == Filter.parse(self.filter)))
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} {v!r}" for k, v in self.model_dump(exclude_none=True).items())
+
+
 @register
 class CorruptFault(OnBrokers):
     kind: Literal["corrupt"] = "corrupt"
     # Which RAM field: a target of core.corruption, or `random` (any type-correct fault drawn
-    # from the broker's state at that moment). An entry.* fault without `index` or `sub_id` in
-    # `args` picks a random entry of the broker's table.
+    # from the broker's state at that moment). An entry.* fault without `entry`, or `index` or
+    # `sub_id` in `args`, picks a random entry of the broker's table.
     field: str
     value: Any = None
     args: dict[str, Any] = {}
+    entry: EntryPin | None = None  # which entry an entry.* fault hits (else: `args`, or random)
 
     spec: ClassVar[str] = "F1-F6, F13-F15"
 
@@ -287,8 +318,24 @@ class CorruptFault(OnBrokers):
                              f" {RANDOM_FIELD})")
         return value
 
+    @field_validator("entry")
+    @classmethod
+    def _pinned(cls, entry: EntryPin | None, info: ValidationInfo) -> EntryPin | None:
+        if entry is None:
+            return None
+        field = info.data.get("field")
+        if field is not None and _plain_field(field) not in ENTRY_FIELDS:
+            raise ValueError(f"pins an entry, which {field} does not change (only"
+                             f" {', '.join(ENTRY_FIELDS)} and their adv. forms do)")
+        named = {"index", "sub_id"} & set(info.data.get("args") or {})
+        if named:
+            raise ValueError(f"the entry is named twice: by `entry` and by args"
+                             f" {', '.join(sorted(named))} (keep `entry`)")
+        return entry
+
     def describe(self) -> str:
-        return f"corrupt {self.field} @ {self.target.describe()}"
+        pin = f" [{self.entry.describe()}]" if self.entry is not None else ""
+        return f"corrupt {self.field}{pin} @ {self.target.describe()}"
 
     def draw(self, rom: Rom, core: dict[str, Any],
              rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
@@ -303,6 +350,8 @@ class CorruptFault(OnBrokers):
         if self.field.startswith(SKIP_RING_PREFIX):
             # the values are drawn in the core from a seed: the fault's, or one from the run's
             return self.field, self.value, {"seed": rng.randrange(1 << 31), **self.args}
+        if self.entry is not None:
+            return self._pinned_entry(core, self.entry, rom, rng)
         if self.field not in ENTRY_FIELDS or {"index", "sub_id"} & set(self.args):
             return self.field, self.value, dict(self.args)
         choices = [(t, i) for t, table in enumerate(core["tables"]) for i in range(len(table))]
@@ -315,6 +364,25 @@ class CorruptFault(OnBrokers):
         # by sub_id rather than index: the table may change before the fault reaches it
         entry_id = core["tables"][table][index]["sub_id"]
         return self.field, value, {**self.args, "table": table, "sub_id": entry_id}
+
+    def _pinned_entry(self, core: dict[str, Any], pin: EntryPin, rom: Rom,
+                      rng: random.Random) -> tuple[str, Any, dict[str, Any]]:
+        """The pinned entry, found in the broker's table now; LookupError when it holds none.
+        It goes to the core by all three of its names, so that the core changes that entry
+        even among others of the same sub_id."""
+        which = self.args.get("table", 0)
+        tables = core.get("adv_tables" if self.field.startswith("adv.") else "tables") or []
+        table = tables[which] if isinstance(which, int) and 0 <= which < len(tables) else []
+        found = sorted((e for e in table if pin.matches(e)),
+                       key=lambda e: (e["sub_id"], e["filter"], e["dest"]))
+        if not found:
+            raise LookupError(f"{self.field}: the pinned entry ({pin.describe()}) is not in"
+                              f" table {which} ({len(table)} entries): nothing changed")
+        e = found[0]
+        filters = sorted({x["filter"] for t in tables for x in t})
+        value = self.entry_value(e, filters, sorted(rom.neighbors), rng)
+        return self.field, value, {**self.args, "table": which, "sub_id": e["sub_id"],
+                                   "filter": e["filter"], "dest": e["dest"]}
 
     def entry_value(self, entry: dict[str, Any], filters: list[str], neighbors: list[str],
                     rng: random.Random) -> Any:
@@ -552,6 +620,11 @@ class ClientCrashFault(Fault):
 
     def selector(self) -> str:
         return self.clients.describe() if self.clients is not None else super().selector()
+
+
+def _plain_field(field: str) -> str:
+    """entry.* for adv.entry.* (the advertisement tables' entries are entries alike)."""
+    return field.removeprefix("adv.")
 
 
 def replica(rom: Rom, core: dict[str, Any]) -> Broker:

@@ -773,6 +773,27 @@ def with_mode(scenario: Scenario, mode: str) -> Scenario:
     return s
 
 
+def with_link_delays(scenario: Scenario) -> Scenario:
+    """`scenario` with its timing model's link delays emulated live: every broker-to-broker
+    link's shaper (`live.links`) delays each message by δmax (`delay: constant`), or uniformly
+    in [δmin, δmax] (`uniform`, and `adversarial`, whose choices need the simulator's view of
+    every link). Loopback is far faster than δmin; a failure whose order of events depends on
+    the delays the simulator gave (a notification overtaking another on a longer path) needs
+    them live too. A scenario that shapes its live links itself keeps its own shaping."""
+    links = scenario.live.links
+    if links.delay_ms or links.jitter_ms:
+        return scenario
+    p = scenario.timing
+    low, high = p.delta_min * 1000, p.delta_max * 1000
+    if p.delay == "constant":
+        delay, jitter = high, 0.0
+    else:  # the shaper draws delay + U(-jitter, +jitter): U[δmin, δmax]
+        delay, jitter = (low + high) / 2, (high - low) / 2
+    shaped = links.model_copy(update={"delay_ms": delay, "jitter_ms": jitter})
+    return scenario.model_copy(update={
+        "live": scenario.live.model_copy(update={"links": shaped})})
+
+
 def with_chaos(scenario: Scenario, experiment_path: str | Path) -> Scenario:
     """`scenario` with the chaos experiment of a file (the one `weeble chaos` takes) as its
     faults instead of its own, checked against its tree and duration."""

@@ -109,13 +109,14 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
     configs: dict[str, BrokerConfig] = {}
     for i, b in enumerate(topology.brokers):
         neighbors = topology.neighbors(b)
+        # the address book of run-time links (reconfiguration): every broker, where the
+        # network reaches it from b (on loopback: its listen address)
+        peers = ({n: address_book(n) for n in topology.brokers if n != b
+                  and n not in neighbors} if address_book is not None else {})
         configs[b] = BrokerConfig(
             **BrokerConfig.rom_fields(roms[b]),
             neighbors={n: peer_address(n, b) for n in neighbors},
-            # the address book of run-time links (reconfiguration): every broker, where the
-            # network reaches it from b (on loopback: its listen address)
-            peers=({n: address_book(n) for n in topology.brokers if n != b
-                    and n not in neighbors} if address_book is not None else {}),
+            peers=peers,
             run_brokers=sorted(topology.brokers),
             listen_address=places[b].listen,
             admin_address=places[b].admin,
@@ -128,7 +129,8 @@ def broker_configs(scenario: Scenario, places: dict[str, Placement],
             link_tls=link_tls.get(b) if link_tls is not None else None,
             trace_path=trace_path(b) if scenario.trace.enabled else None,
             metrics_address=places[b].metrics,
-            links={n: shape for n in neighbors} if shaped else {},
+            # every broker-to-broker link, the run-time ones too (a link exchange's new link)
+            links={n: shape for n in [*neighbors, *peers]} if shaped else {},
             tuning={"link_batch_max": live.link_batch, "drain_timeout_s": live.drain,
                     "reconnect_max_s": 1.0, "seed": scenario.seed * 100_003 + i,
                     "snapshot_period_s": snapshot_period(scenario)},

@@ -218,7 +218,8 @@ class BrokerConfig(_Strict):
             raise ValueError(f"neighbors: contains the broker itself ({self.broker_id!r})")
         if self.parent is not None and self.parent not in self.neighbors:
             raise ValueError(f"parent: {self.parent!r} is not a neighbour")
-        unknown = sorted(set(self.links) - set(self.neighbors))
+        # a peer of the address book is a neighbour to be (a link made at run time)
+        unknown = sorted(set(self.links) - set(self.neighbors) - set(self.peers))
         if unknown:
             raise ValueError(f"links: unknown neighbour(s) {unknown}")
         if self.client_secret is None and not self.open_clients:

@@ -205,12 +205,20 @@ def _table(routing: Routing, fault: Corrupt) -> RoutingTable:
 
 
 def _select(routing: Routing, fault: Corrupt) -> tuple[RoutingTable, Entry]:
-    """The entry a fault names, by `sub_id` or by `index` in table order."""
+    """The entry a fault names, by `sub_id` (narrowed by `filter` and `dest` if given: ids may
+    repeat, with other destinations or filters) or by `index` in table order."""
     table = _table(routing, fault)
     if "sub_id" in fault.args:
         found = table.with_id(str(fault.args["sub_id"]))
+        if "filter" in fault.args:
+            f = filter_of(fault.args["filter"], f"{fault.target}.args.filter")
+            found = [e for e in found if e.filter == f]
+        if "dest" in fault.args:
+            found = [e for e in found if e.dest == str(fault.args["dest"])]
         if not found:
-            raise CorruptionError(f"{fault.target}: no entry with sub_id {fault.args['sub_id']!r}")
+            named = ", ".join(f"{k} {fault.args[k]!r}" for k in ("sub_id", "filter", "dest")
+                              if k in fault.args)
+            raise CorruptionError(f"{fault.target}: no entry with {named}")
         return table, found[0]
     index = fault.args.get("index", 0)
     entries = list(table)
