@@ -34,6 +34,7 @@ from weeble.core.filters import Value
 from weeble.model.scenario import Scenario
 from weeble.model.workload import Action, Publish, workload_plan
 from weeble.runtime.client import ClientTls, Publisher, Subscriber
+from weeble.trace.header import RunHeader
 from weeble.trace.writer import LiveSink
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,9 @@ class _Client:
     subs: set[str] = field(default_factory=set)
 
 
+IN_FLIGHT_SLACK = 0.25  # s beyond D that the subscribers wait for the last deliveries
+
+
 class LiveWorkload:
     def __init__(self, scenario: Scenario, addresses: dict[str, str],
                  trace_dir: Path | None, *,
@@ -98,6 +102,10 @@ class LiveWorkload:
         `tls`: the run's client TLS (Testbed.client_tls; None: plain)."""
         self.scenario = scenario
         self.addresses = addresses
+        # D (d·δmax, + 2ξ): the last publications are still on their way this long after the
+        # publishers are done, and R2 judges them; the subscribers stay open for it (+ slack)
+        self.in_flight = RunHeader.of_scenario(scenario, backend="live",
+                                               clock="wall").deactivation + IN_FLIGHT_SLACK
         self.tokens = tokens
         self.tls = tls
         self.trace_dir = trace_dir
@@ -220,6 +228,9 @@ class LiveWorkload:
                 await asyncio.gather(*(outbox.join() for outbox, _ in senders))
         for _, sender in senders:
             sender.cancel()
+        # closed at once, the subscribers missed what their brokers had in flight: 3 judged
+        # deliveries of the paper workload's last 0.03 s, undeliverable for want of a stream
+        await asyncio.sleep(self.in_flight)
         for c in self._clients.values():
             if c.consumer is not None:
                 c.consumer.cancel()
