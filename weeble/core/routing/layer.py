@@ -293,7 +293,7 @@ class Routing:
         adverts = self.adverts
         if adverts is None:
             return [Trace("garbage", {"from": source, "why": NO_ADVERTS})]
-        new = follow and not any(e.dest == source for e in self._adv_entries(msg.adv_id))
+        new = follow and not self._advertised_by(source, msg.filter)
         effects = adverts.subscribe(self._tag(msg.tag), source, msg.adv_id, msg.filter)
         if new:  # subscriptions held before this advertisement must now go its way too
             effects.extend(self.follow(source, msg.filter))
@@ -329,9 +329,19 @@ class Routing:
         """A3: the table a tagged control message belongs to (always T^0 without the wrapper)."""
         return tag & 1 if self.rom.wrapper else 0
 
-    def _adv_entries(self, adv_id: str) -> list[Any]:
+    def _advertised_by(self, source: str, f: Filter) -> bool:
+        """Does `source` already advertise f here (an entry from it covers f)? Then every
+        subscription overlapping f went its way already. Judged by filter, not by id:
+        identity and covering routing hand an advertisement's route over between the ids of
+        identical advertisements, so an id from `source` comes and goes while its filter
+        stays; judged by id, each return re-sent `source` every overlapping subscription held
+        here, the stale copy of a crashed client's too, with a fresh lease (issue 23)."""
         assert self.adverts is not None
-        return [e for t in self.adverts.ram.tables for e in t.with_id(adv_id)]
+        for table in self.adverts.ram.tables:
+            for g in table.filters():
+                if g.covers(f) and any(e.dest == source for e in table.identical(g)):
+                    return True
+        return False
 
     # ---- client requests --------------------------------------------------------------------
 
