@@ -127,7 +127,8 @@ class SkipRingNode:
         self.me = rom.broker_id
         self.layer = SkipRingLayer(self.me, supervisors=sr.supervisors, seed=sr.seed,
                                    params=params_of(sr))
-        self.local: dict[str, LocalSub] = {}  # sub_id -> lease
+        # (client, sub_id) -> lease: ids are unique per client only (R1)
+        self.local: dict[tuple[str, str], LocalSub] = {}
         # planned edges (sr.announce): broker -> when my announcement of a link to it is due
         # again, and broker -> the end of its lease here (it announced a link to me)
         self.announced: dict[str, float] = {}
@@ -163,10 +164,11 @@ class SkipRingNode:
     def _expire(self, now: float) -> list[Effect]:
         """Leases not renewed within π end (the client crashed or left without a word)."""
         pi = self.rom.params.pi
-        gone = [s for s, lease in self.local.items() if now - lease.renewed > pi]
+        gone = [key for key, lease in self.local.items() if now - lease.renewed > pi]
         out: list[Effect] = []
-        for sub_id in gone:
-            lease = self.local.pop(sub_id)
+        for key in gone:
+            lease = self.local.pop(key)
+            sub_id = key[1]
             out.append(Trace("expire", {"entries": [{"sub_id": sub_id, "client": lease.client,
                                                      "topic": lease.topic}]}))
             out += self._leave_if_unwanted(now, lease.topic)
@@ -179,11 +181,12 @@ class SkipRingNode:
             topic = topic_of(event.filter)
         except NotATopic as e:
             return [Trace("garbage", {"from": event.client, "why": str(e)})]
-        lease = self.local.get(event.sub_id)
+        key = (event.client, event.sub_id)
+        lease = self.local.get(key)
         if lease is not None and lease.topic == topic:
             lease.renewed = now  # a refresh
             return []
-        self.local[event.sub_id] = LocalSub(event.client, topic, now, now)
+        self.local[key] = LocalSub(event.client, topic, now, now)
         m = self.layer.member(topic)
         if m.member:  # already in the ring: with `history`, the topic's history at once
             if not self.sr.history:
@@ -193,7 +196,7 @@ class SkipRingNode:
         return self._effects(now, self.layer.subscribe(topic))
 
     def on_unsubscribe(self, now: float, event: ClientUnsubscribe) -> list[Effect]:
-        lease = self.local.pop(event.sub_id, None)
+        lease = self.local.pop((event.client, event.sub_id), None)
         if lease is None:
             return []
         return self._leave_if_unwanted(now, lease.topic)
@@ -349,8 +352,8 @@ class SkipRingNode:
                               "dead": sorted(s.dead), "corrupted": s.corrupted()}
                       for topic, s in sorted(self.layer.supervised.items())}
         return {"members": members, "supervised": supervised, "junk_sent": self.junk_sent,
-                "local": {s: [lease.client, lease.topic] for s, lease in
-                          sorted(self.local.items())}}
+                "local": [[client, sub_id, lease.topic] for (client, sub_id), lease in
+                          sorted(self.local.items())]}
 
 
 def member_view(m: TopicMember) -> dict[str, Any]:
