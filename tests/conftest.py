@@ -34,10 +34,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 # other on one worker, as in a serial run, so they never contend with each other for the cores or
 # an address; every other test runs beside them on the other worker. A module is live when it
 # uses the live testbed helpers (tests/runtime/livebed.py, Testbed, the weeble_testbed fixture)
-# or is one of LIVE_MODULES, which run testbeds through the CLI only.
+# or is one of LIVE_MODULES, which run testbeds through the CLI only, or is marked `live` (the
+# docs pages that run testbeds: tests/docs/test_docs_commands.py).
 LIVE_GROUP = "live"
 LIVE_SOURCE = re.compile(r"tests\.runtime\.livebed|\bTestbed\b|\bweeble_testbed\b")
-LIVE_MODULES = frozenset({"tests/docs/test_docs_commands.py", "tests/chaos/test_replay.py"})
+LIVE_MODULES = frozenset({"tests/chaos/test_replay.py"})
 _live: dict[Path, bool] = {}
 
 
@@ -49,8 +50,12 @@ def _is_live(path: Path) -> bool:
     return _live[path]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "live: this test runs a testbed (in the live group)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (its hook renames the items)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _is_live(item.path):
+        if _is_live(item.path) or item.get_closest_marker("live") is not None:
             item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,8 +114,35 @@ def _bring_down(work: Path, env: dict[str, str]) -> None:
                        cwd=work, env=env, capture_output=True, timeout=120)
 
 
+# A page that brings up brokers (on the fixed 127.0.0.x addresses of scenarios/quickstart*.yaml),
+# runs the chaos suite, or cleans up what runs left on the system, is marked live: it runs in
+# the live tests' group (tests/conftest.py), one after the other with them; the other pages
+# (simulations, analyses, renderings) run beside them on the other worker.
+LIVE_COMMAND = re.compile(r"\bweeble +(up|run|subscribe|publish|chaos|reconfigure|status|down|"
+                          r"clean|replay|image)\b|\bpytest\b|\bspark-(daemon|submit)|\bdocker\b|"
+                          r"\bkubectl +apply\b|\bsudo\b")
+LIVE_PYTHON = re.compile(r"\bTest" r"bed\b|livebed")  # split: not a live module itself
+
+
+def _is_live(page: Path) -> bool:
+    for b in blocks(page):
+        if b.not_run is not None or b.run_by is not None:
+            continue
+        if b.info == "console" and any(LIVE_COMMAND.search(c.text) for c in commands(b)):
+            return True
+        if b.info == "python" and LIVE_PYTHON.search(b.text):
+            return True
+    return False
+
+
+def _pages() -> list[Any]:
+    return [pytest.param(page, id=str(page.relative_to(ROOT)),
+                         marks=[pytest.mark.live] if _is_live(page) else [])
+            for page in _runnable_pages()]
+
+
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("page", _runnable_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", _pages())
 def test_every_command_of_the_page_runs(page: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
