@@ -5,7 +5,8 @@ small parser, and applies rules R1-R12 and R15 (per reconfiguration, with the ca
 of `ordering: causal`) as the document words them, by brute force
 (every pair, every window) rather than by the streaming index of weeble.check. R9 works on
 filters as sets (a box of value sets per attribute), so covering and "covered by the union of
-the allowed filters" are decided exactly, without weeble's merging. The tests hold
+the allowed filters" are decided exactly, without weeble's merging; in mode skip_ring, by its
+own section (label values as fractions, SR(n) from its definition). The tests hold
 its counts equal to the simulator's summary, to `weeble.check` and to `weeble analyze`.
 """
 
@@ -16,6 +17,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -457,8 +459,6 @@ def snapshot_checks(header: dict[str, Any], records: list[dict[str, Any]],
     does not say which advertisements were live, so R9 cannot be applied to the rounds."""
     if header.get("adverts"):
         return []
-    if header.get("mode") == "skip_ring":  # its own state rule (spec seed23 §A.12)
-        raise NotImplementedError("R8(b) of mode skip_ring is not covered here")
     everyone = set(header["topology"]["brokers"])
     rounds: dict[Any, dict[str, dict[str, Any]]] = {}
     for r in records:
@@ -473,8 +473,100 @@ def snapshot_checks(header: dict[str, Any], records: list[dict[str, Any]],
         live = [s for s in subs if s["start"] <= t + TOL and s["parsed"]]
         required = [s for s in live if s["start"] <= t - settle + TOL and s["end"] > t + TOL]
         allowed = [s for s in live if s["end"] >= t - linger - TOL]
-        out.append((t, not round_problems(snaps, required, allowed)))
+        judge = skip_ring_problems if header.get("mode") == "skip_ring" else round_problems
+        out.append((t, not judge(snaps, required, allowed)))
     return sorted(out)
+
+
+# ---- mode skip_ring: "State legitimacy in mode skip_ring" ---------------------------------------
+
+
+def _label_value(i: int) -> Fraction:
+    """0.r(i): r(i) is i in binary, its leading bit moved to the end."""
+    b = format(i, "b")
+    bits = b if i < 2 else b[1:] + b[0]
+    return Fraction(int(bits, 2), 2 ** len(bits))
+
+
+def _sr_neighbours(n: int) -> dict[int, set[int]]:
+    """SR(n): per k = 1 … ⌈log₂ n⌉, the cycle of the labels of length ≤ k by value."""
+    out: dict[int, set[int]] = {i: set() for i in range(n)}
+    for k in range(1, max(1, (n - 1).bit_length()) + 1):
+        cycle = sorted((i for i in range(n) if max(1, i.bit_length()) <= k), key=_label_value)
+        for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+            if a != b:
+                out[a].add(b)
+                out[b].add(a)
+    return out
+
+
+def _topic(text: str) -> str | None:
+    m = re.fullmatch(r'\s*topic\s*==\s*"((?:[^"\\]|\\.)*)"\s*', text)
+    return None if m is None else json.loads(f'"{m.group(1)}"')
+
+
+def skip_ring_problems(snaps: dict[str, dict[str, Any]], required: list[dict[str, Any]],
+                       allowed: list[dict[str, Any]]) -> list[str]:
+    """Rules (1)-(7) of "State legitimacy in mode skip_ring" on a complete round."""
+    state = {b: s.get("skip_ring") or {} for b, s in snaps.items()}
+
+    def by_topic(subs: list[dict[str, Any]]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for x in subs:
+            topic = _topic(x["filter"])
+            if topic is not None:
+                out.setdefault(topic, set()).add(x["broker"])
+        return out
+
+    need_of, may_of = by_topic(required), by_topic(allowed)
+    topics = set(need_of) | {t for v in state.values()
+                             for t in (*v.get("supervised", {}), *v.get("members", {}))}
+    problems = []
+    for topic in sorted(topics):
+        need, may = need_of.get(topic, set()), may_of.get(topic, set()) | need_of.get(topic, set())
+        sups = sorted(b for b, v in state.items() if topic in v.get("supervised", {}))
+        if not sups:
+            if need:
+                problems.append(f"{topic}: (1) unsupervised")
+            continue
+        sup = state[sups[0]]["supervised"][topic]
+        if sup.get("corrupted"):
+            problems.append(f"{topic}: (2) corrupted")
+            continue
+        db = {int(i): v for i, v in sup["db"].items()}
+        members = set(db.values())
+        if not need <= members <= may:
+            problems.append(f"{topic}: (3) members {sorted(members)}")
+            continue
+        problems += [f"{topic}: (4) {b} unrecorded" for b, v in sorted(state.items())
+                     if topic in v.get("members", {}) and not v["members"][topic].get("leaving")
+                     and b not in members]
+        if not db:
+            continue
+        n = len(db)
+        order = sorted(db, key=_label_value)
+        nbrs = _sr_neighbours(n)
+        pairs = set()
+        for k, i in enumerate(order):
+            got = state.get(db[i], {}).get("members", {}).get(topic)
+            if got is None:
+                problems.append(f"{topic}: (5) {db[i]} holds no member state")
+                continue
+            p, s_ = order[k - 1], order[(k + 1) % n]
+            first, last = k == 0, k == n - 1
+            pred, succ = [db[p], p], [db[s_], s_]
+            want = ({"label": i, "left": None, "right": None, "ring": None, "shortcuts": {}}
+                    if n == 1 else
+                    {"label": i, "left": None if first else pred,
+                     "right": None if last else succ,
+                     "ring": pred if first else (succ if last else None),
+                     "shortcuts": {str(j): db[j] for j in nbrs[i] - {p, s_}}})
+            if {key: got.get(key) for key in want} != want:
+                problems.append(f"{topic}: (6) {db[i]} is {got}, not {want}")
+            pairs.add((got.get("pubs"), got.get("digest")))
+        if len({c for c, _ in pairs}) == 1 and len(pairs) > 1:
+            problems.append(f"{topic}: (7) tries of equal size differ")
+    return problems
 
 
 def causal_violations(records: list[dict[str, Any]]) -> list[float]:
@@ -543,6 +635,13 @@ def check(run: Path) -> dict[str, Any]:
     # the coloured overlay: A, D, L and R9's windows grow by 2ξ (R15)
     switch = 2 * header["recolor_period"] if header.get("recolor_period") else 0.0
     A, D, L = d * dmax + rho + switch, d * dmax + switch, 2 * pi + d * dmax + switch
+    settle, linger = D, L  # R9's windows
+    if header.get("mode") == "skip_ring":  # the header section: P for d·δmax, A, D, L
+        levels = max(1, (len(header["topology"]["brokers"]) - 1).bit_length())
+        T = header["skip_ring"]["interval"]
+        P = (levels + 2) * dmax + 2 * T
+        A, D, L = P + rho + (levels + 2) * T, P, 2 * pi + P
+        settle, linger = A, 2 * pi + A
     bound = header["bound"]
 
     # R1: subscription intervals
@@ -645,7 +744,8 @@ def check(run: Path) -> dict[str, Any]:
 
     # R8: the simulator's own checks and the complete snapshot rounds
     checks = [(r["ts"], bool(r["ok"])) for r in records if r["kind"] == "legitimacy"]
-    checks = sorted(checks + snapshot_checks(header, records, subs, settle=D, linger=L))
+    checks = sorted(checks + snapshot_checks(header, records, subs, settle=settle,
+                                             linger=linger))
     failed = [t for t, ok in checks if not ok]
     legitimacy = {"checks": len(checks), "legitimate": len(checks) - len(failed),
                   "illegitimate": len(failed), "first_illegitimate": min(failed, default=None),

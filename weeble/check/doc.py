@@ -77,6 +77,41 @@ def _grammar(text: str) -> list[str]:
     return ["```", *code, "```", "", *prose]
 
 
+# R8(b) in mode skip_ring: what `weeble.core.overlay.skipring.legitimacy.snapshot_problems`
+# judges, said so that a checker can do it from the snapshots alone.
+SKIP_RING_STATE = """\
+**State legitimacy in mode skip_ring** (R9 of a round, R8b). A snapshot's `skip_ring` is
+`{"members": {topic: M}, "supervised": {topic: {"db": {"<i>": broker}, "dead": [...],
+"corrupted": bool}}, "local": [[client, sub_id, topic], ...]}`, one M per topic the broker is an
+active member of: `{"label": i, "leaving": bool, "left": R, "right": R, "ring": R,
+"shortcuts": {"<j>": broker}, "pubs": count, "digest": str or null}`, R a `[broker, label]` or
+null. A label is an index i ≥ 0 naming the bit string r(i): i in binary without leading zeros,
+its leading bit moved to the end (r(0) = 0, r(1) = 1, r(2) = 01, r(3) = 11, r(4) = 001, r(6) =
+101); its *length* is max(1, the bit length of i), its *value* the binary fraction 0.r(i)
+(r(4) = 1/8, r(6) = 5/8). SR(n), over the labels 0 … n−1: for each k = 1 … ⌈log₂ n⌉, the labels
+of length ≤ k in the order of their values form a cycle (each with the next, the last with the
+first); the edges of SR(n) are those of all these cycles. The *ring order* is the n labels by
+value; a label's predecessor p and successor s are its neighbours in that order, cyclically.
+A subscription's topic is the name in its filter `topic == "<name>"` (another filter has no
+topic and counts nowhere). Per topic that some subscription, `supervised` or `members` names,
+with *need* the brokers of its required subscriptions and *may* those of its allowed ones (R9's
+windows, with this mode's A and L), the round has a problem if:
+(1) no broker supervises the topic (none has it in `supervised`) while need is not empty;
+otherwise, the supervisor is the smallest broker id that has it, and its record decides:
+(2) `corrupted` is true (then nothing else of the topic is judged); (3) its `db`'s brokers, the
+*members*, do not satisfy need ⊆ members ⊆ may (then nothing else is judged); (4) a broker has
+the topic in `members`, not `leaving`, and is not a member; and for each entry i → v of a
+non-empty `db` (its labels are exactly 0 … n−1 when it is not corrupted): (5) v has no `members`
+entry for the topic, or (6) v's `label`, `left`, `right`, `ring` and `shortcuts` are not:
+label i; left [db[p], p], or null if i is the first in ring order; right [db[s], s], or null
+if i is the last; ring [db[p], p] if i is the first, [db[s], s] if i is the last, else null;
+shortcuts, for every SR(n) neighbour j of i other than p and s, "<j>" → db[j] (n = 1: left,
+right, ring null and no shortcuts). (7) Among the (`pubs`, `digest`) pairs of the members that
+have an entry: all `pubs` equal but two digests differ (tries of different sizes are not
+judged: publications are always on their way while clients publish, and a member that lacks
+one for good has local clients that miss it, which R3 counts)."""
+
+
 def _fields(kind: schema.Kind) -> str:
     rows = []
     for name, typ in kind.fields.items():
@@ -187,7 +222,9 @@ def render() -> str:
         "mode does not promise it. State legitimacy (R8) is spec seed23 §A.12 per topic: a clean "
         "supervisor database holding the brokers with required subscriptions and none without "
         "an allowed one, each member storing exactly its SR(n) label and edges, and tries of "
-        "equal size holding the same publications.",
+        "equal size holding the same publications; precisely:",
+        "",
+        SKIP_RING_STATE,
         "",
         "## Record kinds",
         "",

@@ -70,7 +70,7 @@ SNAPSHOT_FIELDS: Mapping[str, Type] = {
     "wrapper": B, "next_timer": F, "rebuild_bit": N, "mergers": J, "adverts": B,
     "adv_tables": J, "exchange": J, "overlay": S, "colours": J, "recolor": J,
     "colour_routing": J, "optimize": J, "mode": S, "anti_entropy": J, "detached": L,
-    "loaned": J}
+    "loaned": J, "skip_ring": J}
 
 KIND_LIST = [
     # ---- the run ----
@@ -282,6 +282,8 @@ FIELD_DOC: Mapping[str, str] = {
     "probe": "a correction carried the sender's sketch (the receiver drops what it lacks)",
     "unsubscribe": "how many items a correction told the receiver to drop (C2)",
     "ae_round": "the round number of one directed edge (its observer's count)",
+    "skip_ring": "mode skip_ring: in the header {interval, supervisor_interval}; in a "
+                 "snapshot, the broker's topics (see \"State legitimacy in mode skip_ring\")",
     "detached": "anti-entropy mode: neighbours whose link this broker believes failed",
     "detail": "what went wrong with an undeliverable delivery (an error text, clipped)",
     "max_bytes": "the size cap of this node's trace file, in bytes",
