@@ -393,8 +393,9 @@ FIELD_DOC: Mapping[str, str] = {
     "algorithm": "routing algorithm", "hierarchical": "hierarchical (vs peer-to-peer) routing",
     "wrapper": "periodic-rebuild wrapper in use", "next_timer": "the broker's next timer time",
     "rebuild_bit": "the wrapper's current table bit", "mergers": "merger records",
-    "loaned": "merging: per table, the {dest, filter} pairs a dissolved merger re-forwarded and "
-              "their destination has not refreshed since (left out when there are none)",
+    "loaned": "per table, the {dest, filter} pairs re-sent on their own account (by a dissolved "
+              "merger, or after a new advertisement under leasing) that their destination has "
+              "not refreshed since (left out when there are none)",
     "adverts": "advertisements route the subscriptions (thesis §3.4.2)",
     "adv_tables": "advertisement routing tables, like `tables`",
     "exchange": "the broker's link-exchange state: lock, cycle pointers, colour, queue sizes",

@@ -302,11 +302,14 @@ class Routing:
     def follow(self, source: str, within: Filter, exclude: frozenset[str] = frozenset()
                ) -> list[Effect]:
         """Send `source` the subscriptions held for other destinations that overlap an
-        advertisement it sent (`within`), but those `exclude` names."""
+        advertisement it sent (`within`), but those `exclude` names. Under leasing each goes
+        on loan: one whose entry here expires unrefreshed (a crashed client's) is withdrawn
+        from `source` then, which the re-send gave a fresh lease (issue 23)."""
         effects: list[Effect] = []
+        lend = isinstance(self.subs, Leasing)
         for plane in self.subs.planes:
             effects.extend(self.subs.strategy.bootstrap(plane, source, within=within,
-                                                        exclude=exclude))
+                                                        exclude=exclude, lend=lend))
         return effects
 
     def on_adv_locked(self, now: float, source: str, msg: Adv) -> list[Effect]:
@@ -422,7 +425,7 @@ class Routing:
             "tables": [[e.as_dict() for e in t] for t in ram.subs.tables],
             "mergers": [[m.as_dict() for m in t.mergers.values()] for t in ram.subs.tables],
         }
-        if any(t.loaned for t in ram.subs.tables):  # merging only, and rarely: left out if none
+        if any(t.loaned for t in ram.subs.tables):  # rare (merging, adverts): left out if none
             out["loaned"] = [loans(t) for t in ram.subs.tables]
         if ram.detached:
             out["detached"] = sorted(ram.detached)

@@ -163,8 +163,6 @@ class Merging(Covering):
 
     def withdrawn(self, planes: Sequence[Plane], plane: Plane, tag: int, source: str,
                   f: Filter) -> list[Effect]:
-        if not any(e.dest == source for e in plane.table.identical(f)):
-            plane.table.loaned.pop((source, f), None)  # unsubscribed: nothing on loan
         effects = self._dissolve(planes, plane, tag, source, f)
         effects.extend(self.uncovered(plane, tag, f))  # merging is covering with mergers on top
         return effects
@@ -193,19 +191,14 @@ class Merging(Covering):
         unsubscription upstream, so the whole structure is gone within 2π + d·δmax (3.8)."""
         effects: list[Effect] = []
         done: set[tuple[str, Filter]] = set()
-        table = plane.table
         for e in entries:
             if (e.dest, e.filter) in done:
                 continue
             done.add((e.dest, e.filter))
             caused = self._dissolve(planes, plane, plane.tag, e.dest, e.filter)
-            if table.loaned.pop((e.dest, e.filter), 0) is None and not any(
-                    x.dest == e.dest for x in table.identical(e.filter)):
-                # re-forwarded by a dissolved merger and never refreshed since: unsubscribed
-                # where a subscription would go, so the fresh leases it got upstream end too
-                unsub = self.unsub_cls
-                caused += [Send(n, unsub(e.sub_id, e.filter, plane.tag))
-                           for n in self.unsub_targets(planes, e.filter, e.dest)]
+            # re-forwarded by a dissolved merger and never refreshed since: unsubscribed
+            # where a subscription would go, so the fresh leases it got upstream end too
+            caused += self.repaid(planes, plane, e)
             for effect in caused:
                 if effect not in effects:
                     effects.append(effect)

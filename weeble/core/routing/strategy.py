@@ -69,6 +69,9 @@ class Strategy:
         """Forwarding for a (re)subscription already inserted into plane.table (SC-1 done)."""
         sub = self.sub_cls
         tag = plane.tag
+        loaned = plane.table.loaned
+        if loaned:
+            loaned.pop((source, f), None)  # refreshed: no longer on loan (see `expired`)
         return [Send(n, sub(sub_id, f, tag)) for n in self.sub_targets(plane, f, source)]
 
     def on_unsubscribe(self, planes: Sequence[Plane], out_tag: int, source: str, sub_id: str,
@@ -82,6 +85,8 @@ class Strategy:
                 # covering interest left, so every identical entry for it is obsolete.
                 for e in [e for e in table.identical(f) if e.dest == source]:
                     table.discard(e)
+            if table.loaned and not any(e.dest == source for e in table.identical(f)):
+                table.loaned.pop((source, f), None)  # unsubscribed: nothing on loan
             effects.extend(self.withdrawn(planes, plane, out_tag, source, f))
         # One decision over both tables: R run on the table being rebuilt alone would find no
         # other holder there and withdraw an interest the complete table still has.
@@ -103,20 +108,39 @@ class Strategy:
 
     def expired(self, planes: Sequence[Plane], plane: Plane,
                 entries: Sequence[Any]) -> list[Effect]:
-        """What the expiry of `entries` at an overrun sets off; nothing here (leasing
-        upstream takes care of what they were forwarded for)."""
-        return []
+        """What the expiry of `entries` at an overrun sets off: the withdrawal of those on
+        loan (`repaid`); otherwise leasing upstream takes care of what they were forwarded
+        for."""
+        effects: list[Effect] = []
+        if plane.table.loaned:
+            for e in entries:
+                effects.extend(x for x in self.repaid(planes, plane, e) if x not in effects)
+        return effects
+
+    def repaid(self, planes: Sequence[Plane], plane: Plane, e: Any) -> list[Effect]:
+        """An expired entry that was re-sent on its own account (on loan: a dissolved
+        merger's constituent, a subscription sent after a new advertisement) and never
+        refreshed since is unsubscribed where a subscription would go: the re-send gave it a
+        fresh lease there, beyond its own (issue 23). A refreshed one is no longer on loan."""
+        table = plane.table
+        if table.loaned.pop((e.dest, e.filter), 0) is not None or any(
+                x.dest == e.dest for x in table.identical(e.filter)):
+            return []
+        unsub = self.unsub_cls
+        return [Send(n, unsub(e.sub_id, e.filter, plane.tag))
+                for n in self.unsub_targets(planes, e.filter, e.dest)]
 
     def renew(self, plane: Plane) -> list[Effect]:
         """Every ρ (only strategies that keep state of their own: merging's mergers)."""
         return []
 
     def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None,
-                  exclude: frozenset[str] = frozenset()) -> list[Effect]:
+                  exclude: frozenset[str] = frozenset(), lend: bool = False) -> list[Effect]:
         """A new link to `neighbor` (AddLeaf, a new advertisement from there): send it every
         filter held for other destinations (overlapping `within`, if given; not for the
         subscriptions `exclude` names), and keep renewing what was sent, so its table becomes
-        what it would be had the link always existed."""
+        what it would be had the link always existed. `lend`: each one sent is on loan until
+        its destination refreshes it (`expired`)."""
         topo = plane.topo
         if self.hierarchical and neighbor != topo.parent:
             return []  # subscriptions only ever go up
@@ -134,6 +158,8 @@ class Strategy:
                 continue
             if self.renew_forwarded:
                 table.forwarded[g, neighbor] = heir.dest
+            if lend:
+                table.loaned[heir.dest, g] = None
             effects.append(Send(neighbor, sub(heir.sub_id, g, tag)))
         return effects
 
@@ -282,7 +308,7 @@ class Flooding(Strategy):
         return []
 
     def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None,
-                  exclude: frozenset[str] = frozenset()) -> list[Effect]:
+                  exclude: frozenset[str] = frozenset(), lend: bool = False) -> list[Effect]:
         return []
 
 
@@ -297,22 +323,32 @@ class Simple(Strategy):
 
     def on_unsubscribe(self, planes: Sequence[Plane], out_tag: int, source: str, sub_id: str,
                        f: Filter, remote: bool) -> list[Effect]:
-        targets = self.spread(planes[0].topo, source)
-        if self.advertised is not None:
-            targets = self._advertised(f, targets)
+        for plane in planes:
+            table = plane.table
+            if table.loaned and not any(e.dest == source for e in table.identical(f)):
+                table.loaned.pop((source, f), None)  # unsubscribed: nothing on loan
         unsub = self.unsub_cls
-        return [Send(n, unsub(sub_id, f, out_tag)) for n in targets]
+        return [Send(n, unsub(sub_id, f, out_tag)) for n in self.unsub_targets(planes, f, source)]
+
+    def unsub_targets(self, planes: Sequence[Plane], f: Filter, source: str) -> list[str]:
+        """By id: an unsubscription goes wherever its subscription went."""
+        targets = self.spread(planes[0].topo, source)
+        return targets if self.advertised is None else self._advertised(f, targets)
 
     def bootstrap(self, plane: Plane, neighbor: str, within: Filter | None = None,
-                  exclude: frozenset[str] = frozenset()) -> list[Effect]:
+                  exclude: frozenset[str] = frozenset(), lend: bool = False) -> list[Effect]:
         topo = plane.topo
         if self.hierarchical and neighbor != topo.parent:
             return []
         sub, tag = self.sub_cls, plane.tag
-        return [Send(neighbor, sub(e.sub_id, e.filter, tag)) for e in list(plane.table)
+        sent = [e for e in list(plane.table)
                 if e.dest != neighbor and e.sub_id not in exclude
                 and (within is None or _overlap(e.filter, within))
                 and self._towards(e.filter, neighbor)]
+        if lend:
+            for e in sent:
+                plane.table.loaned[e.dest, e.filter] = None
+        return [Send(neighbor, sub(e.sub_id, e.filter, tag)) for e in sent]
 
 
 class Identity(Strategy):
