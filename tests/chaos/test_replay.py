@@ -111,6 +111,21 @@ def test_the_timing_models_link_delays_are_emulated_on_every_link(tmp_path: Path
     assert all(c.links == {} for c in unshaped.values())
 
 
+def test_the_qnot_burst_fails_by_its_ablation_in_the_simulator(tmp_path: Path) -> None:
+    """scenarios/explore/qnot-burst.yaml, which replays live with the link delays emulated
+    (docs/guide/explore.md): the rule its comment names fails without Qnot and not with it."""
+    import yaml
+
+    from weeble.chaos.explore import broken_rules, simulate_data
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "explore" / "qnot-burst.yaml"
+    data = yaml.safe_load(path.read_text())
+    rule = expected_rule(path.read_text())
+    assert rule in [r["rule"] for r in broken_rules(simulate_data(data, tmp_path / "off"))]
+    data["reconfigurations"]["qnot"] = True
+    assert simulate_data(data, tmp_path / "on")["verdict"]["status"] == "pass"
+
+
 def yaml_of(scenario: object, **timing: object) -> dict:
     data = scenario.model_dump(mode="json", exclude_unset=True)  # type: ignore[attr-defined]
     data["timing"] = {**data["timing"], **timing}
