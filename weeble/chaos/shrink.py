@@ -167,9 +167,11 @@ class Shrinker:
         anything is cut (a cut changes the tables, and each fault's random stream is named
         by its position in the list): a minimal run then changes the entry the failing run
         did, in the simulator and live alike."""
+        if not any(_by_chance(f) for f in (self.best.get("chaos") or {}).get("faults", [])):
+            return
         if self.runs >= self.max_runs:
             raise Budget
-        self.runs += 1
+        self.runs += 1  # the traced run whose evidence gives the pins
         pinned, what = pin_corruptions(self.best, Path(self.tmp.name) / "pin")
         if what and not self.attempt(f"pinned: {'; '.join(what)}", pinned):
             self.say("shrink: with its corruptions pinned the run no longer breaks"
