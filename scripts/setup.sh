@@ -67,15 +67,21 @@ else
         step "apt:$missing" apt_install $missing \
             || echo "setup: could not install $missing (the C build of the simulator needs it)" >&2
     fi
-    if ! step "compile (mypyc, if the sources changed)" \
+    # In the background while the rest of set-up runs (the system packages, dockerd, the broker
+    # image, which holds no compiled module): mypyc and gcc keep one core busy for minutes, the
+    # image build mostly waits on pip and Docker; together they take about as long as the
+    # compile alone. Waited for below, before set-up says which build the tests get.
+    ( if ! step "compile (mypyc, if the sources changed)" \
             .venv/bin/python scripts/compile.py --if-needed; then
         # what is left of an older build is not current: removed, so nothing warns about it
         .venv/bin/python scripts/compile.py --clean >/dev/null
         echo "setup: compiling the simulator failed (above); it runs pure Python, the same" \
              "results ~1.5x slower. Retry: python scripts/compile.py; opt out: WEEBLE_COMPILE=0" >&2
-    fi
+      fi ) &
+    compiling=$!
+    # a step failing below ends set-up: not before the build, which would go on writing here
+    trap 'wait "$compiling" 2>/dev/null || true' EXIT
 fi
-.venv/bin/python scripts/compile.py --status
 # System packages the live tests use: a real Prometheus server scrapes the brokers
 # (tests/runtime/test_prometheus.py). Only root with apt can install it; anyone else gets a hint,
 # and that test fails (it is never skipped) until `prometheus` is on PATH.
@@ -142,4 +148,8 @@ elif ! docker info >/dev/null 2>&1; then
     echo "setup: no Docker engine answers; the docker backend needs dockerd (as root:" \
          "apt-get install docker.io debootstrap; dockerd &)" >&2
 fi
+if [ -n "${compiling:-}" ]; then
+    wait "$compiling"
+fi
+.venv/bin/python scripts/compile.py --status
 echo "setup: done in $((SECONDS - setup_t0)) s"
