@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,15 @@ import pyspark  # noqa: F401  (a missing Spark must fail the suite, never skip i
 import pytest
 
 from tests.analytics import handmade
+from weeble.analytics.spark import CONF_ENV
+
+# The tests' JVMs compile with C1 only: they run many small, different queries and no long hot
+# loop, so the C2 compiler's work never pays back (on the handmade run it was a third of the
+# JVM's CPU warm, half of it cold). Set in the environment, so that the notebook kernels' JVMs
+# get it too (session() reads it); a WEEBLE_SPARK_CONF of the caller's own (even empty) is kept.
+# The flag changes how the JVM compiles, never what a query answers.
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault(CONF_ENV, f"spark.driver.extraJavaOptions={C1_ONLY}")
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +44,12 @@ def handmade_summary(spark: Any, handmade_run: Path) -> dict[str, Any]:
     from weeble.analytics.pipeline import analyze
 
     return analyze(handmade_run, spark=spark)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (tests/conftest.py says why)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the handmade run's analysis run on one xdist worker: the session fixture
+    `handmade_summary` (a whole analysis) is then made once, not once per worker."""
+    for item in items:
+        if "handmade_summary" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("handmade"))

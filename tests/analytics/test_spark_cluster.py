@@ -20,6 +20,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from tests.analytics.conftest import C1_ONLY
 from weeble.check.history import check_run
 from weeble.cli import main
 
@@ -41,7 +42,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_PID_DIR": str(tmp_path / "pids"),
            "SPARK_WORKER_DIR": str(tmp_path / "work"), "SPARK_IDENT_STRING": "weeble-test",
-           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_DAEMON_JAVA_OPTS": C1_ONLY}  # the master's and workers' JVMs (conftest)
     port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
 
@@ -88,8 +90,9 @@ def test_spark_submit_on_a_standalone_cluster_agrees_with_weeble_check(
     done = subprocess.run(
         [str(SPARK_HOME / "bin" / "spark-submit"), "--master", url,
          "--conf", "spark.driver.memory=1g", "--conf", "spark.executor.memory=768m",
-         "--conf", "spark.executor.cores=1", str(ROOT / "weeble" / "analytics" / "submit.py"),
-         str(run), "--no-report"],
+         "--conf", "spark.executor.cores=1", "--driver-java-options", C1_ONLY,
+         "--conf", f"spark.executor.extraJavaOptions={C1_ONLY}",
+         str(ROOT / "weeble" / "analytics" / "submit.py"), str(run), "--no-report"],
         env=env, capture_output=True, text=True, timeout=1200, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     # the driver's progress lines ("analyze: ingest", ...) come first; then the JSON document
