@@ -12,18 +12,23 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.livebed import REPO, next_base_host, weeble
 from weeble.check.status import STATUSES, exit_code
 from weeble.orchestrator.backends.processes import pid_alive
 from weeble.orchestrator.testbed import Testbed
 
 
+# About 130 s on 2 quiet cores (up, 23 s of workload, down, a Spark analysis in a fresh JVM);
+# past 400 s at a load of 30, where the run's own timeout killed it: 840 s, inside the test's.
+@pytest.mark.timeout(900)
 def test_quickstart_prints_a_verdict_table_and_exits_by_it(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     try:
         result = weeble("run", str(REPO / "scenarios" / "quickstart.yaml"), "--duration", "23",
                         "--runs-dir", str(runs), "--run-id", "q", "--base-host",
-                        next_base_host(), "--any-ports", "--quiet", timeout=400)
+                        next_base_host(), "--any-ports", "--quiet", timeout=840)
     finally:  # a `weeble run` killed by the timeout cannot stop its brokers itself
         if (runs / "q" / "testbed.json").exists():
             Testbed.attach("q", runs_dir=runs).down(timeout=5)
