@@ -40,13 +40,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return c
 
 
-def service(stepped: list[Event]) -> ClientService:
+def service(stepped: list[Event], trace: LiveSink | None = None) -> ClientService:
     def step(event: Event, n: Notification | None, wire: bytes | None) -> bool:
         stepped.append(event)
         return True
 
     return ClientService("b0", lambda name: False, step, lambda client, accepted: None,
-                         LiveSink(None, "b0"), Metrics("b0"), queue_limit=10,
+                         trace or LiveSink(None, "b0"), Metrics("b0"), queue_limit=10,
                          queue_bytes=10_000, max_message_bytes=1 << 20, client_secret=None)
 
 
@@ -157,12 +157,17 @@ def test_a_traced_links_batched_send_writes_the_records_send_writes(
     assert fates.count("queued") == 20 and fates.count("overflow") > 0
 
 
-def test_delivering_together_queues_what_delivering_one_by_one_queues() -> None:
+@pytest.mark.parametrize("traced", [False, True])
+def test_delivering_together_queues_what_delivering_one_by_one_queues(
+        traced: bool, tmp_path: Path) -> None:
+    """Traced, each queued notification keeps the sub_id whose filter matches it, or None (a
+    wrong table delivered it: its `deliver` record has no sub_id), with one stream too."""
     wires = [encode_notification(Notification("p", i, {"x": i})) for i in range(12)]
     items = [(decode_notification(w), w) for w in wires]
     services = []
     for together in (False, True):
-        svc = service([])
+        sink = LiveSink(tmp_path / f"{together}.jsonl", "b0") if traced else None
+        svc = service([], sink)
         open_stream(svc, "one", "s1")  # a queue of 10: two are stream_full
         open_stream(svc, "two", "s1")  # two streams: the first whose filter matches
         svc.streams["two"]["s2"] = SubStream("two", "s2", Filter.parse("x >= 5"), limit=10,
@@ -180,6 +185,16 @@ def test_delivering_together_queues_what_delivering_one_by_one_queues() -> None:
         q2 = together.streams[client][sub_id].items
         assert [(w, n.seq, m) for w, n, m in q1] == [(w, n.seq, m) for w, n, m in q2]
     assert len(together.streams["one"]["s1"].items) == 10
+    # one stream whose filter (x == 1) matches one of them: untraced, each is queued as its
+    # sub_id's; traced, only the one it matches
+    assert [m for _, _, m in together.streams["one"]["s1"].items] == (
+        [None, "s1", *[None] * 8] if traced else ["s1"] * 10)
     assert together._metrics.counters == one_by_one._metrics.counters
     counters = one_by_one._metrics.counters
     assert counters["undeliverable_stream_full"] == 2 and counters["undeliverable_no_stream"] == 12
+    if traced:  # the same undeliverable records (their times aside)
+        for svc in services:
+            svc._trace.close()
+        assert [{k: v for k, v in r.items() if k != "t"}
+                for r in read_trace(tmp_path / "False.jsonl")] == [
+            {k: v for k, v in r.items() if k != "t"} for r in read_trace(tmp_path / "True.jsonl")]

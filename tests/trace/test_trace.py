@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,8 @@ PLAIN_SUB_IDS = ["s.1", None, 'q"é', None, "s,1", "s.1"]
 
 
 SPLIT = Notification("src", 3, {"s": "a},{b", "u": '"},{"'}, 2.5)  # "},{" inside a value
+# "%" in the parts a batch's template holds (the one publisher, the one sub_id)
+PERCENT = [Notification("%s%%d", i, {"%d": "%s"}, 1.5) for i in range(3)]
 
 
 @pytest.mark.parametrize("ns, sub_ids, fast", [
@@ -197,6 +200,7 @@ SPLIT = Notification("src", 3, {"s": "a},{b", "u": '"},{"'}, 2.5)  # "},{" insid
     (PLAIN_NOTIFICATIONS[:1] * 3, ["s.1"] * 3, True),  # one publisher, one subscription
     (PLAIN_NOTIFICATIONS[1:2], [None], True),
     ([*PLAIN_NOTIFICATIONS[:2], SPLIT], ["s.1", None, "s.1"], False),
+    (PERCENT, ["%d"] * 3, True),
 ])
 def test_live_sink_batch_fast_path_gives_the_generic_bytes(
         tmp_path: Path, ns: list[Notification], sub_ids: list[str | None], fast: bool) -> None:
@@ -225,12 +229,21 @@ def test_live_sink_batch_fast_path_gives_the_generic_bytes(
 
 
 def test_live_sink_started_in_a_loop_is_written_by_the_loop(tmp_path: Path) -> None:
-    """`start` inside a running loop: the loop writes the queue every flush_interval (the
-    process's flusher thread no longer holds the sink), flush_soon and close still write."""
+    """`start` inside a running loop: the loop flushes the queue every flush_interval (the
+    process's flusher thread no longer holds the sink) and the writer thread writes it, never
+    the loop's; flush_soon and close still write."""
     path = tmp_path / "b1.jsonl"
+    writers: list[str] = []
 
     async def run() -> None:
         sink = LiveSink(path, "b1", flush_interval=0.05)
+        write = sink._write
+
+        def spied(file: Any, data: bytes) -> None:
+            writers.append(threading.current_thread().name)
+            write(file, data)
+
+        sink._write = spied  # type: ignore[method-assign]
         sink.start()
         assert sink not in writer._FLUSHER._sinks
         sink.record("start")
@@ -251,6 +264,7 @@ def test_live_sink_started_in_a_loop_is_written_by_the_loop(tmp_path: Path) -> N
         assert [r["kind"] for r in read_trace(path)] == ["start", "note", "stop"]
 
     asyncio.run(run())
+    assert len(writers) >= 3 and all(w.startswith("weeble-trace-writer") for w in writers)
 
 
 def test_live_sink_link_records_are_the_generic_records_byte_for_byte(tmp_path: Path) -> None:
@@ -261,7 +275,7 @@ def test_live_sink_link_records_are_the_generic_records_byte_for_byte(tmp_path: 
     lseqs = [1, 2**64 - 1, 3, 2**64, 5, 6, 7]
     for i, (n, lseq) in enumerate(zip(ns, lseqs, strict=True)):
         sink.notify_sent(n, lseq, 100 + i, ("b1", "b2é"), "queued" if i % 2 else "duplicated")
-    sink.notifies_received(("b2é", "b1"), list(zip(lseqs, ns, strict=True)))
+    sink.notifies_received(("b2é", "b1"), lseqs, ns)
     for i, (n, lseq) in enumerate(zip(ns, lseqs, strict=True)):
         sink.record("send", message_ids(Notify(n)), lseq=lseq, bytes=100 + i,
                     **{"from": "b1", "to": "b2é"}, fate="queued" if i % 2 else "duplicated")
@@ -274,6 +288,71 @@ def test_live_sink_link_records_are_the_generic_records_byte_for_byte(tmp_path: 
     assert [_untimed(x) for x in lines[:2 * k]] == [_untimed(x) for x in lines[2 * k:]]
     assert json.loads(lines[k])["kind"] == "receive"
     assert json.loads(lines[0])["fate"] == "duplicated"
+
+
+@pytest.mark.parametrize("ns, fates", [
+    (PLAIN_NOTIFICATIONS, ["queued", "duplicated", "queued", "overflow", "queued", "queued"]),
+    (PERCENT, ["queued"] * 3),
+])
+def test_live_sink_link_batch_fast_path_gives_the_generic_bytes(
+        tmp_path: Path, ns: list[Notification], fates: list[str]) -> None:
+    """The link records of a batch whose values are what the wire gives (one formatting for
+    the batch) are what `record` writes, "%" in a node's name or a publisher included."""
+    lseqs = [2**64 - 1 - i for i in range(len(ns))]
+    sends = [(n, lseq, 100 + i, fate)
+             for i, (n, lseq, fate) in enumerate(zip(ns, lseqs, fates, strict=True))]
+    columns = ns, lseqs, [100 + i for i in range(len(ns))], fates
+    head, tail = b'{"v":2,"t":0,"node":"b%1","kind":"send","nid":', b',"to":"b2","fate":'
+    assert writer._send_fast(head, tail, *columns) is not None
+    path = tmp_path / "b%1.jsonl"
+    sink = LiveSink(path, "b%1", flush_interval=60)
+    sink.notifies_sent(("b%1", "b%d"), *columns)
+    sink.notifies_received(("b%d", "b%1"), lseqs, ns)
+    for n, lseq, size, fate in sends:
+        sink.record("send", message_ids(Notify(n)), lseq=lseq, bytes=size,
+                    **{"from": "b%1", "to": "b%d"}, fate=fate)
+    for n, lseq in zip(ns, lseqs, strict=True):
+        sink.record("receive", message_ids(Notify(n)), lseq=lseq, **{"from": "b%d", "to": "b%1"})
+    sink.close()
+    lines = path.read_bytes().splitlines()
+    k = len(ns)
+    assert len(lines) == 4 * k
+    assert [_untimed(x) for x in lines[:2 * k]] == [_untimed(x) for x in lines[2 * k:]]
+    assert [json.loads(x)["fate"] for x in lines[:k]] == fates
+
+
+@pytest.mark.parametrize("odd", [Notification("\ud800", 1, {"k": 1}, 1.5),
+                                 Notification("src", 2**64, {"k": 1}, 1.5)])
+def test_live_sink_batch_with_a_value_orjson_refuses_gives_the_generic_bytes(
+        tmp_path: Path, odd: Notification) -> None:
+    """A value orjson refuses (a lone surrogate, an int beyond 64 bits) in a batch of plain
+    ones: no exception on the caller's path, every record the general encoder's."""
+    ns = [odd, *PLAIN_NOTIFICATIONS[:2]]
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=60)
+    sink.published("c1", "b1", ns)
+    sink.delivered("c2", "b1", [("s.1", n) for n in ns])
+    sink.notifies_sent(("b1", "b2"), ns, [1] * len(ns), [10] * len(ns), ["queued"] * len(ns))
+    sink.notifies_received(("b2", "b1"), [1] * len(ns), ns)
+    for n in ns:
+        sink.record("publish", client="c1", broker="b1", nid=n.id, publisher=n.publisher,
+                    seq=n.seq, published_at=n.published_at, attributes=n.attributes)
+    for n in ns:
+        sink.record("deliver", client="c2", broker="b1", sub_id="s.1", nid=n.id,
+                    publisher=n.publisher, seq=n.seq, published_at=n.published_at)
+    for n in ns:
+        sink.record("send", message_ids(Notify(n)), lseq=1, bytes=10,
+                    **{"from": "b1", "to": "b2"}, fate="queued")
+    for n in ns:
+        sink.record("receive", message_ids(Notify(n)), lseq=1, **{"from": "b2", "to": "b1"})
+    sink.close()
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 8 * len(ns) and sink.dropped == 0
+    half = 4 * len(ns)
+    untimed = [{k: v for k, v in json.loads(x).items() if k != "t"} for x in lines]
+    assert untimed[:half] == untimed[half:]
+    assert untimed[1]["nid"] == "src#1"
+    assert ("unencodable" in untimed[0]) is (odd.seq == 1)  # else json writes the big int
 
 
 def test_live_sink_cap_counts_the_records_of_a_batch(tmp_path: Path) -> None:

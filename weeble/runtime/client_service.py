@@ -227,16 +227,22 @@ class ClientService:
 
     def deliver_all(self, client: str, items: list[tuple[Notification, bytes]]) -> None:
         """`deliver` of each (notification, its encoded form) to `client`, in order: the
-        Delivers of notifications that arrived together. To a client with one stream of an
-        untraced broker (the hot path) with one look-up for all of them."""
+        Delivers of notifications that arrived together. To a client with one stream (the hot
+        path) with one look-up for all of them."""
         streams = self.streams.get(client)
-        if not streams or len(streams) != 1 or self._trace.enabled:
+        if not streams or len(streams) != 1:
             for n, wire in items:
                 self.deliver(client, n, wire)
             return
         target = next(iter(streams.values()))
         sub_id = target.sub_id
         offer = target.offer
+        if self._trace.enabled:  # as `deliver`: unmatched, traced without a sub_id
+            f = target.filter
+            for n, wire in items:
+                if not offer(wire, n, sub_id if _matches(f, n.attributes) else None):
+                    self._undeliverable(client, n, "stream_full", sub_id=sub_id)
+            return
         for n, wire in items:
             if not offer(wire, n, sub_id):
                 self._undeliverable(client, n, "stream_full", sub_id=sub_id)

@@ -375,9 +375,10 @@ class Link:
         if tracing:
             # as send: `queued`, or the fate that kept it out (a drop record follows if the
             # link cannot vouch that it reached the peer)
-            self._trace.notifies_sent(self._ends_out, [
-                (n, first + i, size, "queued" if i < admitted else Fate.OVERFLOW.value)
-                for i, (n, (_, size)) in enumerate(zip(kept, items, strict=True))])
+            k = len(items)
+            self._trace.notifies_sent(
+                self._ends_out, kept, list(range(first, first + k)), [size for _, size in items],
+                ["queued"] * admitted + [Fate.OVERFLOW.value] * (k - admitted))
 
     def ping(self) -> bool:
         """Queue a round-trip probe: a Ping the peer answers at once with a Pong, both through
@@ -618,9 +619,8 @@ class Link:
         """Hand received Notify messages on to the core, in order; traced (`seqs`, their link
         sequence numbers), their receive records first, as one entry."""
         if seqs:
-            self._trace.notifies_received(
-                self._ends_in, [(seq, m.notification) for seq, (m, _) in zip(seqs, pending,
-                                                                             strict=True)])
+            self._trace.notifies_received(self._ends_in, seqs,
+                                          [m.notification for m, _ in pending])
         if self._receive_notifies is not None:
             self._receive_notifies(self.neighbor, pending)
         else:

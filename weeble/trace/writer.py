@@ -9,12 +9,14 @@ Two sinks share the record format and encoder:
   hot path only appends the record's parts to a queue; a background thread of the process (one
   for all its sinks), or the node's event loop once `start` is called in it (a broker's),
   builds the JSON and writes it every `flush_interval` seconds (0.2 s by default), or sooner
-  when `max_buffer` entries are waiting. The hottest records take one queue
-  entry per request or per write to a client (`published`, `delivered`: each notification's
-  record, byte for byte what `record` gives, at one time `t` for the whole entry, encoded
-  without a dict of its own, and when every value is what the wire gives, a column of a
-  whole entry (its timestamps, its attribute maps) in one orjson call: tracing was two thirds
-  of a batched broker's CPU). A process
+  when `max_buffer` entries are waiting (a loop hands the write itself to a writer thread).
+  The hottest records take one queue entry per request, per write to a client or per link
+  batch (`published`, `delivered`, `notifies_sent`,
+  `notifies_received`: each notification's record, byte for byte what `record` gives, at one
+  time `t` for the whole entry), encoded when queued, without a dict of its own: when every
+  value is what the wire gives, the whole entry is one bytes formatting of a template repeated
+  per record, filled from columns (timestamps, attribute maps, seqs: one orjson call each), so
+  no Python step runs per record (tracing was two thirds of a batched broker's CPU). A process
   killed with SIGKILL loses at most the records of its last `flush_interval` (those not yet
   written), and may leave a torn last line, which the reader skips. With `max_bytes`, the file
   stops growing there: the record that would pass the cap is replaced by one `trace_capped`
@@ -36,6 +38,9 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import repeat
 from json.encoder import encode_basestring as _quote  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any
@@ -140,6 +145,14 @@ def _number(x: float) -> str:
 
 
 # ---- batch entries of the live sink: the hot records, encoded without a dict each -------------
+#
+# An entry (the records of one request, one write to a client, one link batch) is encoded as
+# one bytes: its records joined by newlines. When every value is what the wire gives, the whole
+# entry is one bytes formatting of a template repeated once per record, filled from columns
+# (each notification's publisher, seq, timestamp, attributes, ...) that C code gathers: no
+# Python step per record. Otherwise each record is formatted on its own, and a value of
+# another type than the wire gives takes the general encoder; the bytes are the same either
+# way (tests/trace/test_trace.py holds them to `encode(make_record(...))` on odd values).
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 _I64_MIN, _U64_MAX = -(2**63), 2**64 - 1  # the ints orjson encodes (beyond: json, see `encode`)
@@ -148,7 +161,27 @@ _NONE_YET: Any = object()
 
 def _records(entry: tuple[int, Any, Any, Any]) -> int:
     """How many records a queue entry of `LiveSink` holds."""
-    return 1 if type(entry[1]) is str else len(entry[3])
+    return 1 if entry[1] is not None else entry[3]
+
+
+def _literal(part: bytes) -> bytes:
+    """`part` as literal text of a bytes-formatting template."""
+    return part.replace(b"%", b"%%")
+
+
+def _fill(template: bytes, k: int, *columns: Iterable[Any]) -> bytes:
+    """`k` records joined by newlines: `template` (one record, a conversion per column) filled
+    with each row of `columns` (`k` values each), in one formatting for the whole entry."""
+    width = len(columns)
+    values: list[Any] = [None] * (k * width)
+    for i, column in enumerate(columns):  # interleaved by slices: no step per value
+        values[i::width] = column
+    return b"\n".join(repeat(template, k)) % tuple(values)
+
+
+def _ints(values: list[int]) -> list[bytes]:
+    """Each int's JSON, from one orjson call (bytes fill a template faster than ints)."""
+    return orjson.dumps(values)[1:-1].split(b",")
 
 
 def _columns(values: list[Any], sep: bytes, strip: int) -> list[bytes] | None:
@@ -165,54 +198,53 @@ def _columns(values: list[Any], sep: bytes, strip: int) -> list[bytes] | None:
     return pieces if len(pieces) == len(values) else None
 
 
-def _ids(notifications: list[Notification]) -> tuple[dict[str, bytes], list[int]] | None:
-    """The notifications' publishers' JSON and their seqs, when every publisher is a str and
-    every seq an int orjson encodes (what the wire gives): the batch encoders' fast path."""
-    publishers = {n.publisher for n in notifications}
+def _all_ints(values: list[Any]) -> bool:
+    """Every value an int (what the wire gives; one beyond 64 bits makes `_ints` raise, and
+    the entry is encoded record by record)."""
+    return set(map(type, values)) == {int}
+
+
+def _fast(encoder: Callable[..., bytes | None], *args: Any) -> bytes | None:
+    """`encoder(*args)`, or None when a value does not encode (a str orjson refuses: the
+    record-by-record encoders take it to the general one)."""
+    try:
+        return encoder(*args)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _ids(notifications: list[Notification]) -> tuple[bytes, list[Iterable[Any]]] | None:
+    """The template of the notifications' ids in a record, from the opening quote of `nid` to
+    the value of `seq`, and the columns its conversions take, when every publisher is a str
+    and every seq an int orjson encodes (what the wire gives); None otherwise. `nid` is
+    `publisher#seq`: its JSON is the publisher's with `#seq` inside the quotes (neither `#`
+    nor a digit is escaped). One publisher (a request from one client) is in the template."""
     seqs = [n.seq for n in notifications]
-    if not seqs or {type(p) for p in publishers} != {str} or {type(s) for s in seqs} != {int}:
+    if not seqs or not _all_ints(seqs):
         return None
-    if not (min(seqs) >= _I64_MIN and max(seqs) <= _U64_MAX):
+    publishers = [n.publisher for n in notifications]
+    distinct = set(publishers)
+    if set(map(type, distinct)) != {str}:
         return None
-    return {p: orjson.dumps(p) for p in publishers}, seqs
-
-
-def _publish_fast(head: bytes, notifications: list[Notification]) -> list[bytes] | None:
-    """`publish` records of a request whose values are all what the wire gives, one column
-    at a time (see `_columns`); None otherwise."""
-    ids = _ids(notifications)
-    if ids is None:
-        return None
-    attributes = [n.attributes for n in notifications]
-    if {type(a) for a in attributes} != {dict}:
-        return None
-    stamps = _columns([n.published_at for n in notifications], b",", 0)
-    maps = _columns(attributes, b"},{", 1)
-    if stamps is None or maps is None:
-        return None
-    quoted, seqs = ids
-    if len(quoted) == 1:  # one publisher, as a request from one client usually has
-        (q,) = quoted.values()
-        return [b'%s%s#%d","publisher":%s,"seq":%d,"published_at":%s,"attributes":{%s}}' % (
-            head, q[:-1], seq, q, seq, stamp, m)
-            for seq, stamp, m in zip(seqs, stamps, maps, strict=True)]
-    return [b'%s%s#%d","publisher":%s,"seq":%d,"published_at":%s,"attributes":{%s}}' % (
-        head, quoted[n.publisher][:-1], seq, quoted[n.publisher], seq, stamp, m)
-        for n, seq, stamp, m in zip(notifications, seqs, stamps, maps, strict=True)]
+    texts = _ints(seqs)
+    if len(distinct) == 1:
+        q = _literal(orjson.dumps(publishers[0]))
+        return q[:-1] + b'#%s","publisher":' + q + b',"seq":%s', [texts, texts]
+    quoted = {p: orjson.dumps(p) for p in distinct}
+    opened = {p: q[:-1] for p, q in quoted.items()}
+    return b'%s#%s","publisher":%s,"seq":%s', [
+        list(map(opened.__getitem__, publishers)), texts,
+        list(map(quoted.__getitem__, publishers)), texts]
 
 
 def _publish_lines(t: int, node: str, ends: tuple[str, str],
-                   notifications: list[Notification]) -> list[bytes]:
-    """`publish` records, byte for byte what `encode(make_record(...))` gives: the parts every
-    record shares are encoded once, and each record is one bytes formatting of its own values
-    (orjson for each value, as inside a record; `nid` is `publisher#seq`, whose JSON is the
-    publisher's with `#seq` inside the quotes, since neither `#` nor a digit is escaped). A
-    record with a value of another type than the wire gives is encoded the general way."""
+                   notifications: list[Notification]) -> bytes:
+    """`publish` records, byte for byte what `encode(make_record(...))` gives (see above)."""
     client, broker = ends
     dumps = orjson.dumps
     head = b'{"v":%d,"t":%d,"node":%s,"kind":"publish","client":%s,"broker":%s,"nid":' % (
         VERSION, t, dumps(node), dumps(client), dumps(broker))
-    fast = _publish_fast(head, notifications)
+    fast = _fast(_publish_fast, head, notifications)
     if fast is not None:
         return fast
     lines = []
@@ -224,8 +256,7 @@ def _publish_lines(t: int, node: str, ends: tuple[str, str],
             if publisher is not last:
                 last, quoted = publisher, dumps(publisher)
                 open_ = quoted[:-1]
-            if type(publisher) is not str or type(seq) is not int or not (
-                    _I64_MIN <= seq <= _U64_MAX):
+            if not _plain(publisher, seq):
                 raise TypeError
             append(b'%s%s#%d","publisher":%s,"seq":%d,"published_at":%s,"attributes":%s}' % (
                 head, open_, seq, quoted, seq,
@@ -236,18 +267,35 @@ def _publish_lines(t: int, node: str, ends: tuple[str, str],
             append(encode(make_record(t, node, "publish", {
                 "client": client, "broker": broker, "nid": n.id, "publisher": publisher,
                 "seq": seq, "published_at": n.published_at, "attributes": n.attributes})))
-    return lines
+    return b"\n".join(lines)
+
+
+def _publish_fast(head: bytes, notifications: list[Notification]) -> bytes | None:
+    """`publish` records of a request whose values are all what the wire gives, in one
+    formatting (see `_fill`); None otherwise."""
+    ids = _ids(notifications)
+    if ids is None:
+        return None
+    attributes = [n.attributes for n in notifications]
+    if set(map(type, attributes)) != {dict}:
+        return None
+    stamps = _columns([n.published_at for n in notifications], b",", 0)
+    maps = _columns(attributes, b"},{", 1)
+    if stamps is None or maps is None:
+        return None
+    ids_template, ids_columns = ids
+    return _fill(_literal(head) + ids_template + b',"published_at":%s,"attributes":{%s}}',
+                 len(notifications), *ids_columns, stamps, maps)
 
 
 def _deliver_lines(t: int, node: str, ends: tuple[str, str],
-                   deliveries: list[tuple[str | None, Notification]]) -> list[bytes]:
-    """`deliver` records, byte for byte what `encode(make_record(...))` gives (see
-    `_publish_lines`)."""
+                   deliveries: list[tuple[str | None, Notification]]) -> bytes:
+    """`deliver` records, byte for byte what `encode(make_record(...))` gives (see above)."""
     client, broker = ends
     dumps = orjson.dumps
     head = b'{"v":%d,"t":%d,"node":%s,"kind":"deliver","client":%s,"broker":%s,"sub_id":' % (
         VERSION, t, dumps(node), dumps(client), dumps(broker))
-    fast = _deliver_fast(head, deliveries)
+    fast = _fast(_deliver_fast, head, deliveries)
     if fast is not None:
         return fast
     lines = []
@@ -262,9 +310,7 @@ def _deliver_lines(t: int, node: str, ends: tuple[str, str],
                 open_ = quoted[:-1]
             if sub_id is not last_sub:
                 last_sub, sub = sub_id, dumps(sub_id)
-            if type(publisher) is not str or type(seq) is not int or not (
-                    _I64_MIN <= seq <= _U64_MAX) or (sub_id is not None
-                                                     and type(sub_id) is not str):
+            if not _plain(publisher, seq) or (sub_id is not None and type(sub_id) is not str):
                 raise TypeError
             append(b'%s%s,"nid":%s#%d","publisher":%s,"seq":%d,"published_at":%s}' % (
                 head, sub, open_, seq, quoted, seq,
@@ -274,32 +320,31 @@ def _deliver_lines(t: int, node: str, ends: tuple[str, str],
             append(encode(make_record(t, node, "deliver", {
                 "client": client, "broker": broker, "sub_id": sub_id, "nid": n.id,
                 "publisher": publisher, "seq": seq, "published_at": n.published_at})))
-    return lines
+    return b"\n".join(lines)
 
 
 def _deliver_fast(head: bytes, deliveries: list[tuple[str | None, Notification]]
-                  ) -> list[bytes] | None:
-    """`deliver` records of a write whose values are all what the wire gives (see
-    `_publish_fast`); None otherwise."""
+                  ) -> bytes | None:
+    """`deliver` records of a write whose values are all what the wire gives, in one
+    formatting (see `_fill`); None otherwise."""
     notifications = [n for _, n in deliveries]
     ids = _ids(notifications)
     if ids is None:
         return None
-    subs = {sub_id for sub_id, _ in deliveries}
-    if not {type(s) for s in subs} <= {str, type(None)}:
+    subs = [s for s, _ in deliveries]
+    distinct = set(subs)
+    if not set(map(type, distinct)) <= {str, type(None)}:
         return None
     stamps = _columns([n.published_at for n in notifications], b",", 0)
     if stamps is None:
         return None
-    quoted, seqs = ids
-    sub_ids = {s: orjson.dumps(s) for s in subs}
-    if len(quoted) == 1 and len(sub_ids) == 1:  # one publisher, one subscription
-        (q,), (sub,) = quoted.values(), sub_ids.values()
-        return [b'%s%s,"nid":%s#%d","publisher":%s,"seq":%d,"published_at":%s}' % (
-            head, sub, q[:-1], seq, q, seq, stamp) for seq, stamp in zip(seqs, stamps, strict=True)]
-    return [b'%s%s,"nid":%s#%d","publisher":%s,"seq":%d,"published_at":%s}' % (
-        head, sub_ids[sub_id], quoted[n.publisher][:-1], seq, quoted[n.publisher], seq, stamp)
-        for (sub_id, n), seq, stamp in zip(deliveries, seqs, stamps, strict=True)]
+    ids_template, ids_columns = ids
+    template = b',"nid":' + ids_template + b',"published_at":%s}'
+    if len(distinct) == 1:  # one subscription, as a stream has unless a table is wrong
+        return _fill(_literal(head + orjson.dumps(subs[0])) + template, len(subs),
+                     *ids_columns, stamps)
+    sub_ids = list(map({s: orjson.dumps(s) for s in distinct}.__getitem__, subs))
+    return _fill(_literal(head) + b"%s" + template, len(subs), sub_ids, *ids_columns, stamps)
 
 
 def _plain(publisher: Any, seq: Any) -> bool:
@@ -307,15 +352,31 @@ def _plain(publisher: Any, seq: Any) -> bool:
     return type(publisher) is str and type(seq) is int and _I64_MIN <= seq <= _U64_MAX
 
 
+def _receive_fast(head: bytes, tail: bytes, lseqs: list[int],
+                  notifications: list[Notification]) -> bytes | None:
+    """`receive` records whose values are all what the wire gives, in one formatting (see
+    `_fill`); None otherwise."""
+    ids = _ids(notifications)
+    if ids is None or not _all_ints(lseqs):
+        return None
+    ids_template, ids_columns = ids
+    return _fill(_literal(head) + ids_template + b',"lseq":%s' + _literal(tail),
+                 len(notifications), *ids_columns, _ints(lseqs))
+
+
 def _send_lines(t: int, node: str, ends: tuple[str, str],
-                sends: list[tuple[Notification, int, int, str]]) -> list[bytes]:
-    """`send` records of Notify messages (see `_publish_lines`)."""
+                sends: tuple[list[Notification], list[int], list[int], list[str]]) -> bytes:
+    """`send` records of Notify messages: (notifications, lseqs, sizes, fates), a value each
+    (see above)."""
     dumps = orjson.dumps
     head = b'{"v":%d,"t":%d,"node":%s,"kind":"send","msg":"notify","nid":' % (
         VERSION, t, dumps(node))
     tail = b',"from":%s,"to":%s,"fate":' % (dumps(ends[0]), dumps(ends[1]))
+    fast = _fast(_send_fast, head, tail, *sends)
+    if fast is not None:
+        return fast
     lines = []
-    for n, lseq, size, fate in sends:
+    for n, lseq, size, fate in zip(*sends, strict=True):
         publisher, seq = n.publisher, n.seq
         try:
             quoted = dumps(publisher)
@@ -328,20 +389,46 @@ def _send_lines(t: int, node: str, ends: tuple[str, str],
             lines.append(encode(make_record(t, node, "send", {
                 "msg": "notify", "nid": n.id, "publisher": publisher, "seq": seq,
                 "lseq": lseq, "bytes": size, "from": ends[0], "to": ends[1], "fate": fate})))
-    return lines
+    return b"\n".join(lines)
+
+
+def _send_fast(head: bytes, tail: bytes, notifications: list[Notification], lseqs: list[int],
+               sizes: list[int], fates: list[str]) -> bytes | None:
+    """`send` records whose values are all what the wire gives, in one formatting (see
+    `_fill`); None otherwise."""
+    ids = _ids(notifications)
+    if ids is None or not _all_ints(lseqs) or not _all_ints(sizes):
+        return None
+    distinct = set(fates)
+    if set(map(type, distinct)) != {str}:
+        return None
+    ids_template, ids_columns = ids
+    template = _literal(head) + ids_template + b',"lseq":%s,"bytes":%s' + _literal(tail)
+    numbers = (_ints(lseqs), _ints(sizes))
+    k = len(notifications)
+    if len(distinct) == 1:  # all queued, as an uncut link without faults has them
+        return _fill(template + _literal(orjson.dumps(fates[0])) + b"}", k, *ids_columns,
+                     *numbers)
+    quoted = {f: orjson.dumps(f) for f in distinct}
+    return _fill(template + b"%s}", k, *ids_columns, *numbers,
+                 list(map(quoted.__getitem__, fates)))
 
 
 def _receive_lines(t: int, node: str, ends: tuple[str, str],
-                   received: list[tuple[int, Notification]]) -> list[bytes]:
-    """`receive` records of Notify messages (see `_publish_lines`)."""
+                   received: tuple[list[int], list[Notification]]) -> bytes:
+    """`receive` records of Notify messages: (lseqs, notifications), a value each (see
+    above)."""
     dumps = orjson.dumps
     head = b'{"v":%d,"t":%d,"node":%s,"kind":"receive","msg":"notify","nid":' % (
         VERSION, t, dumps(node))
     tail = b',"from":%s,"to":%s}' % (dumps(ends[0]), dumps(ends[1]))
+    fast = _fast(_receive_fast, head, tail, *received)
+    if fast is not None:
+        return fast
     lines = []
     append = lines.append
     last, quoted, open_ = _NONE_YET, b"", b""
-    for lseq, n in received:
+    for lseq, n in zip(*received, strict=True):
         publisher, seq = n.publisher, n.seq
         try:
             if publisher is not last:
@@ -356,7 +443,7 @@ def _receive_lines(t: int, node: str, ends: tuple[str, str],
             append(encode(make_record(t, node, "receive", {
                 "msg": "notify", "nid": n.id, "publisher": publisher, "seq": seq,
                 "lseq": lseq, "from": ends[0], "to": ends[1]})))
-    return lines
+    return b"\n".join(lines)
 
 
 # ---- the simulator's sink -----------------------------------------------------------------
@@ -450,15 +537,17 @@ class LiveSink:
         self.max_bytes = max_bytes  # None: unbounded
         self.dropped = 0  # records not written because the file reached max_bytes
         self._size = 0
-        # (t_ns, kind, fields, more): deque append/popleft are atomic, so the hot path takes
-        # no lock; the flusher drains what was there when it looked.
-        self._queue: deque[tuple[int, str, dict[str, Any] | None, dict[str, Any]]] = deque()
+        # (t_ns, kind, fields, more), or a batch entry's (t_ns, None, its records encoded,
+        # how many): deque append/popleft are atomic, so the hot path takes no lock; the
+        # flusher drains what was there when it looked.
+        self._queue: deque[tuple[int, str | None, Any, Any]] = deque()
         self._lock = threading.Lock()  # one writer at a time (flusher thread or close)
         self._file: IO[bytes] | None = None
         # with `start` inside an event loop: the loop flushes (see `start`); else the thread
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._soon = False  # a flush is scheduled on the loop for now
+        self._written: Future[None] | None = None  # the last write handed to `_writer()`
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self.path.exists():
@@ -498,29 +587,44 @@ class LiveSink:
         """The `send` record of a Notify, (from, to) `ends`: the same bytes as
         `record("send", message_ids(notify), lseq=, bytes=, from=, to=, fate=)`, encoded
         without a dict (see `published`)."""
-        self._entry(_send_lines, ends, [(n, lseq, size, fate)])
+        self._entry(_send_lines, ends, ([n], [lseq], [size], [fate]), 1)
 
-    def notifies_sent(self, ends: tuple[str, str],
-                      sends: list[tuple[Notification, int, int, str]]) -> None:
-        """The `send` records of Notify messages queued together on one link, (notification,
-        lseq, bytes, fate) each, in order, at one time `t`: one queue entry, the same bytes as
-        `notify_sent` for each (see `published`). `sends` must not change afterwards."""
-        self._entry(_send_lines, ends, sends)
+    def notifies_sent(self, ends: tuple[str, str], notifications: list[Notification],
+                      lseqs: list[int], sizes: list[int], fates: list[str]) -> None:
+        """The `send` records of Notify messages queued together on one link, in order, at one
+        time `t`, their notifications, link sequence numbers, sizes and fates in columns (one
+        value each): one queue entry, the same bytes as `notify_sent` for each (see
+        `published`)."""
+        self._entry(_send_lines, ends, (notifications, lseqs, sizes, fates), len(notifications))
 
-    def notifies_received(self, ends: tuple[str, str],
-                          received: list[tuple[int, Notification]]) -> None:
-        """The `receive` records of the Notify messages of one link batch, (lseq, notification)
-        each, (from, to) `ends`: the same bytes as `record("receive", message_ids(notify),
-        lseq=, from=, to=)` for each, at one time `t` (see `published`)."""
-        self._entry(_receive_lines, ends, received)
+    def notifies_received(self, ends: tuple[str, str], lseqs: list[int],
+                          notifications: list[Notification]) -> None:
+        """The `receive` records of the Notify messages of one link batch, their link sequence
+        numbers and notifications in columns, (from, to) `ends`: the same bytes as
+        `record("receive", message_ids(notify), lseq=, from=, to=)` for each, at one time `t`
+        (see `published`)."""
+        self._entry(_receive_lines, ends, (lseqs, notifications), len(notifications))
 
-    def _entry(self, lines: Any, shared: Any, items: list[Any]) -> None:
-        """Queue one batch entry: `items` at one time, encoded by `lines(t, node, shared,
-        items)` when flushed (see `published`); nothing without items or a file."""
-        if self._file is None or not items:
+    def _entry(self, lines: Any, shared: Any, items: Any, count: int | None = None) -> None:
+        """Queue one batch entry of `count` records (default: one per item) at one time,
+        encoded now by `lines(t, node, shared, items)` (see `published`); nothing without
+        records or a file. Encoded at once, not at the flush: a batch is one formatting (no
+        step per record), and the queue then holds bytes, not the notifications, which would
+        otherwise outlive their request by a flush interval and be walked by every collection
+        of the cyclic collector meanwhile."""
+        if count is None:
+            count = len(items)
+        if self._file is None or not count:
+            return
+        t = time.time_ns()
+        try:
+            data = lines(t, self.node, shared, items)
+        except Exception:  # never let tracing fail the request (the encoders do not raise)
+            log.exception("trace %s: %d records not encoded", self.path, count)
+            self.dropped += count
             return
         queue = self._queue
-        queue.append((time.time_ns(), lines, shared, items))
+        queue.append((t, None, data, count))
         if len(queue) >= self.max_buffer:
             self._full()
 
@@ -563,30 +667,28 @@ class LiveSink:
                 self.dropped += sum(_records(queue.popleft()) for _ in range(n))
                 return
             lines: list[bytes] = []
-            append, extend = lines.append, lines.extend
+            append = lines.append
             size = self._size
             capped = False
             for i in range(n):
                 t, kind, fields, more = queue.popleft()
-                if type(kind) is str:
-                    entry = [encode(make_record(t, node, kind, fields, more))]
-                else:  # a batch entry (`published`, `delivered`): its own encoder
-                    entry = kind(t, node, fields, more)
-                if cap is None:
-                    extend(entry)
-                    continue
-                whole = size + sum(map(len, entry)) + len(entry)
-                if whole <= cap:  # the whole entry fits (always, but for the last one)
-                    extend(entry)
+                # a batch entry (`published`, `delivered`, ...): its records, encoded already
+                entry = fields if kind is None else encode(make_record(t, node, kind, fields,
+                                                                       more))
+                whole = size + len(entry) + 1
+                if cap is None or whole <= cap:  # the whole entry fits (but for the last one)
+                    append(entry)
                     size = whole
                     continue
-                for j, line in enumerate(entry):
+                # records hold no raw newline (JSON escapes it): one line each
+                records = entry.split(b"\n")
+                for j, line in enumerate(records):
                     size += len(line) + 1
                     if size > cap:
                         # the cap: one record says so (it may pass the cap by its own length)
                         append(encode(make_record(t, node, "trace_capped", {
                             "max_bytes": cap, "written": size - len(line) - 1})))
-                        self.dropped += len(entry) - j + sum(
+                        self.dropped += len(records) - j + sum(
                             _records(queue.popleft()) for _ in range(n - i - 1))
                         size, capped = cap, True
                         log.error("trace %s: reached its cap of %d bytes; later records are "
@@ -597,20 +699,30 @@ class LiveSink:
                     break
             lines.append(b"")
             data = b"\n".join(lines)
-            try:
-                file.write(data)
-                file.flush()
-            except OSError as e:  # a full disk must not take the node down
-                log.error("trace %s: write failed: %s", self.path, e)
             self._size = max(size, self._size + len(data))
+            if self._loop is not None:
+                # a broker's loop: the write (the kernel's copy, megabytes a second, and any
+                # wait for the disk) goes to a thread that holds the GIL only around it
+                with contextlib.suppress(RuntimeError):  # the interpreter is exiting: here
+                    self._written = _writer().submit(self._write, file, data)
+                    return
+            self._write(file, data)
+
+    def _write(self, file: IO[bytes], data: bytes) -> None:
+        try:
+            file.write(data)
+            file.flush()
+        except OSError as e:  # a full disk must not take the node down
+            log.error("trace %s: write failed: %s", self.path, e)
 
     def start(self) -> None:
-        """Called inside a running event loop (a broker's): from now on that loop writes the
-        queue every `flush_interval`, not the process's flusher thread. A Python thread's CPU
-        is the process's, and a second thread running Python costs the loop more than its own
-        CPU: each time the loop lets go of the GIL (every gRPC call, every `select`) the
-        flusher takes it, and the loop waits for it up to the switch interval (5 ms). Outside
-        a loop (or without a file) the thread keeps writing."""
+        """Called inside a running event loop (a broker's): from now on that loop flushes the
+        queue every `flush_interval`, not the process's flusher thread, and hands the bytes to
+        the writer thread (`_writer`). A Python thread's CPU is the process's, and a second
+        thread running Python costs the loop more than its own CPU: each time the loop lets go
+        of the GIL (every gRPC call, every `select`) the flusher takes it, and the loop waits
+        for it up to the switch interval (5 ms); the writer thread runs no Python but around
+        its write. Outside a loop (or without a file) the flusher thread keeps writing."""
         if self._file is None or self._loop is not None:
             return
         try:
@@ -648,10 +760,29 @@ class LiveSink:
             self.flush()
         finally:
             with self._lock:
+                if self._written is not None:  # the writer writes in order: the last one
+                    with contextlib.suppress(Exception):
+                        self._written.result()
+                    self._written = None
                 if self._file is not None:
                     self._file.close()
                     self._file = None
             _FLUSHER.remove(self)
+
+
+_WRITER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _writer() -> ThreadPoolExecutor:
+    """The process's trace writer thread: a loop-started sink hands it each flush's bytes, so
+    the event loop does not wait for the write. It runs no Python but around the write
+    (which lets go of the GIL), unlike a flusher that encodes (see `LiveSink.start`)."""
+    global _WRITER
+    import os
+
+    if _WRITER is None or _WRITER[0] != os.getpid():  # none yet, or a forked child
+        _WRITER = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="weeble-trace-writer"))
+    return _WRITER[1]
 
 
 class _Flusher:
