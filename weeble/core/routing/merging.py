@@ -15,7 +15,10 @@ Here the broker renews its valid mergers itself, every ρ, like a client refresh
 subscriptions (`renew`, on the routing layer's `renew` timer): one renewal per merger per ρ,
 whatever the constituents do, and a merger is forwarded at once only when it is formed.
 The variants differ as in the thesis: variant 1 also forwards a constituent on its own while its
-merger's flag is 0; variant 2 never forwards a constituent of an existing merger.
+merger's flag is 0; variant 2 never forwards a constituent of an existing merger. Under variant 1
+a merger whose filter is one of its constituents (a filter of the destination covers the rest)
+is that constituent: it goes out under the constituent's id, and the constituent does not go
+out beside it (`_adopted_id`), or every hop of a path added a merger id for one filter.
 """
 
 from __future__ import annotations
@@ -84,6 +87,22 @@ def _valid(table: RoutingTable, m: Merger) -> bool:
     return len(groups) == 1 and groups[0][0] == m.filter
 
 
+def _adopted_id(table: RoutingTable, m: Merger) -> str:
+    """The id a merger goes out under in variant 1: its own, unless its filter is one of its
+    constituents (that filter of the destination covers the rest; often a merger received from
+    there). Then the merger is that constituent, and goes out under the constituent's id (the
+    least, if the destination holds it under several). Under its own id it went out beside the
+    constituent, which variant 1 forwarded while the merger's flag was 0, and each hop of a
+    path added an id: b9 of a chain of 10 held 8 merger ids of `price <= 30` towards b8
+    (issue 23). Variant 2 never forwards a constituent of a merger, so its id is replaced
+    hop by hop instead."""
+    if m.filter in m.constituents:
+        ids = [e.sub_id for e in table.identical(m.filter) if e.dest == m.dest]
+        if ids:
+            return min(ids)
+    return m.merger_id
+
+
 def _containing(table: RoutingTable, dest: str, f: Filter) -> Merger | None:
     for m in table.mergers.values():
         if m.dest == dest and f in m.constituents:
@@ -134,7 +153,9 @@ class Merging(Covering):
                 return effects + [Send(n, sub(sub_id, f, tag)) for n in targets]
         else:
             was_flag = m.flag
-        if was_flag == 0 and self.algorithm is Algorithm.MERGING1:
+        # Variant 1: a constituent goes on too while its merger's flag is 0, unless it is the
+        # merger's own filter, which the merger already sends under its id (`_adopted_id`)
+        if was_flag == 0 and self.algorithm is Algorithm.MERGING1 and f != m.filter:
             targets = self.sub_targets(plane, f, source)
             effects.extend(Send(n, sub(sub_id, f, tag)) for n in targets)
         if all(any(e.dest == source and e.flag for e in table.identical(c))
@@ -146,7 +167,9 @@ class Merging(Covering):
 
     def _forward(self, plane: Plane, m: Merger) -> list[Effect]:
         sub, tag = self.sub_cls, plane.tag
-        return [Send(n, sub(m.merger_id, m.filter, tag))
+        sent = (_adopted_id(plane.table, m) if self.algorithm is Algorithm.MERGING1
+                else m.merger_id)
+        return [Send(n, sub(sent, m.filter, tag))
                 for n in self.sub_targets(plane, m.filter, m.dest)]
 
     def renew(self, plane: Plane) -> list[Effect]:
