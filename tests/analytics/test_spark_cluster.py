@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyspark
@@ -51,26 +52,34 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         subprocess.run(["bash", str(DAEMON), *args], env=env, check=True, timeout=120,
                        capture_output=True)
 
+    def alive() -> int | None:
+        """The workers registered with the master; None while its web UI does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+                return int(json.load(r).get("aliveworkers", 0))
+        except OSError:
+            return None
+
+    def wait_for(ready: Callable[[int | None], bool], what: str) -> None:
+        deadline = time.monotonic() + 180
+        while not ready(alive()):
+            assert time.monotonic() < deadline, f"{what}: see {tmp_path / 'logs'}"
+            time.sleep(0.2)
+
     started: list[tuple[str, str]] = []
     try:
         daemon("start", MASTER, "1", "--host", "127.0.0.1", "--port", str(port),
                "--webui-port", str(ui))
         started.append((MASTER, "1"))
-        for n in ("1", "2"):
-            daemon("start", WORKER, n, "--host", "127.0.0.1", "--cores", "1", "--memory",
-                   "1g", "--webui-port", str(free_port()), url)
-            started.append((WORKER, n))
-        workers = 0
-        deadline = time.monotonic() + 180
-        while workers < 2:  # the workers have registered with the master
-            assert time.monotonic() < deadline, (
-                f"the workers did not register with {url}: see {tmp_path / 'logs'}")
-            time.sleep(1)
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
-                    workers = int(json.load(r).get("aliveworkers", 0))
-            except OSError:
-                continue
+        # The workers start once the master answers (a worker that finds no master retries
+        # only 5-15 s later), both at once (the daemon script waits 2.5 s after each start).
+        wait_for(lambda n: n is not None, f"the master at {url} did not start")
+        started += [(WORKER, "1"), (WORKER, "2")]
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda n: daemon(
+                "start", WORKER, n, "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                "--webui-port", str(free_port()), url), ("1", "2")))
+        wait_for(lambda n: n == 2, f"the workers did not register with {url}")
         yield url, env
     finally:
         for cls, n in reversed(started):
