@@ -59,3 +59,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _is_live(item.path) or item.get_closest_marker("live") is not None:
             item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """xdist groups a worker's items by renaming them (`nodeid@group`); under pytest 9.2 that
+    rename no longer takes (pytest-xdist 3.8 sets `_nodeid`, pytest 9.2 reads `_id`), and the
+    live tests ran on both workers at once without a word. Refuse such a run."""
+    if getattr(session.config, "workerinput", None) is None or \
+            not session.config.getvalue("loadgroup"):
+        return
+    ungrouped = [i.nodeid for i in session.items
+                 if i.get_closest_marker("xdist_group") is not None and "@" not in i.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group {len(ungrouped)} marked tests (e.g. "
+            f"{ungrouped[0]}): this pytest/pytest-xdist pair ignores xdist's renaming; "
+            "install the pytest pinned in pyproject.toml (pip install -e '.[test]')")
