@@ -116,10 +116,12 @@ def test_the_optimizer_lowers_the_cost_of_a_live_tree(tmp_path: Path) -> None:
     # that the brokers reshaped the tree is asserted below (decisions, a different last tree,
     # a cheaper one).
     assert len(trees) >= 3, (len(trees), locked_rounds)
-    assert trees[0] == {tuple(sorted(e)) for e in chain}
+    # The first look is not always before the optimizer's first decision (a loaded machine
+    # starts the workload late), so the tree the run started from is the configured chain.
+    started_from = {tuple(sorted(e)) for e in chain}
     for t in trees:
         assert _spanning(t), sorted(t)  # a spanning tree at every quiet moment
-    assert trees[-1] != trees[0]  # the brokers reshaped it
+    assert trees[-1] != started_from  # the brokers reshaped it
     decided = [r for b in (f"b{i}" for i in range(N))
                for r in read_trace(bed.trace_dir / f"{b}.jsonl")
                if r["kind"] == "optimize" and r["phase"] == "decide"]
@@ -141,7 +143,7 @@ def test_the_optimizer_lowers_the_cost_of_a_live_tree(tmp_path: Path) -> None:
     def cost(a: str, b: str) -> float:
         return c[(min(a, b), max(a, b))]
 
-    before = tree_cost(trees[0], p, cost, traffic)
+    before = tree_cost(started_from, p, cost, traffic)
     after = tree_cost(trees[-1], p, cost, traffic)
     print(f"live optimizer: {len(decided)} decisions, {len(trees)} quiet looks at the tree "
           f"({locked_rounds} during an exchange), "
