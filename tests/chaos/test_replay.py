@@ -10,7 +10,12 @@ import pytest
 
 from weeble.chaos.replay import expected_rule, timing_figures
 from weeble.cli import main
-from weeble.model.scenario import load_scenario, parse_scenario, with_link_delays
+from weeble.model.scenario import (
+    emulated_delay_ms,
+    load_scenario,
+    parse_scenario,
+    with_link_delays,
+)
 from weeble.orchestrator.backend import BrokerAddress, Placement
 from weeble.orchestrator.testbed import broker_configs
 from weeble.runtime.linkshaper import LinkShape
@@ -83,10 +88,13 @@ def test_the_timing_models_link_delays_are_emulated_on_every_link(tmp_path: Path
     makes at run time too (a link exchange's new link: Qnot's overtaking happens on it)."""
     qnot = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "explore" /
                          "shrunk-qnot-seed7.yaml")  # uniform in [10, 50] ms
-    shaped = with_link_delays(qnot)
-    assert (shaped.live.links.delay_ms, shaped.live.links.jitter_ms) == (30.0, 20.0)
+    shaped = with_link_delays(qnot)  # [10, 50] ms less the 5 ms left for processing
+    assert (shaped.live.links.delay_ms, shaped.live.links.jitter_ms) == (25.0, 20.0)
     constant = with_link_delays(parse_scenario(yaml_of(qnot, delay="constant")))
-    assert (constant.live.links.delay_ms, constant.live.links.jitter_ms) == (50.0, 0.0)
+    assert (constant.live.links.delay_ms, constant.live.links.jitter_ms) == (45.0, 0.0)
+    # scenarios/paper.yaml's constant 25 ms is shaped at 20 ms; a short δmax keeps four fifths
+    assert emulated_delay_ms(delta_min=0.025, delta_max=0.025) == (20.0, 20.0)
+    assert emulated_delay_ms(delta_min=0.0, delta_max=0.01) == (0.0, 8.0)
     own = parse_scenario({**yaml_of(qnot), "live": {"links": {"delay_ms": 5}}})
     assert with_link_delays(own).live.links.delay_ms == 5  # the scenario's own shaping stays
     brokers = list(shaped.build_topology().brokers)
