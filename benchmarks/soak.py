@@ -165,10 +165,11 @@ def main() -> int:
     parser.add_argument("--mix", default=",".join(
         f"{k}={w:g}" for k, w in {**DEFAULT_MIX, "reconfigure": 2.0}.items()),
         help="weight per family (weeble explore --mix)")
-    parser.add_argument("--exclude", default="overlay.,exchange.",
+    parser.add_argument("--exclude", default="",
                         help="corruption targets left out, by name or prefix, comma-separated"
-                             " (default: the static overlay's neighbour set and the exchange's"
-                             " RAM, which no layer repairs on a static tree: docs/findings.md)")
+                             " (those outside the configuration's fault model, the static"
+                             " overlay's neighbour set and the exchange's RAM, are left out"
+                             " anyway: weeble explore's rule, nemesis.fault_model)")
     parser.add_argument("--interval", type=float, default=10.0, help="s between samples")
     parser.add_argument("--out", type=Path, default=Path("runs/soak"))
     args = parser.parse_args()

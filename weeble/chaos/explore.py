@@ -7,8 +7,11 @@ workload's seed varied too), runs it in the simulator (weeble.sim.run.simulate, 
 by seed), and reads the reference checker's verdict (weeble.check, rule R14). Failing seeds are
 grouped by the rule they break (`broken_rules`), each with its first failing episode; the
 coverage says which fault kinds, corruption targets, layers, rules and algorithms the runs
-exercised. A failing seed's scenario is written as YAML beside its summary, for
-`weeble simulate` and `weeble shrink`.
+exercised, and which corruption targets were left out of the draw as outside the
+configuration's fault model, and why (nemesis.fault_model). Drawn anyway (`outside_model`), a
+seed that fails with such a fault in its schedule is reported apart, as outside the fault
+model: the bound Δ is not promised for it. A failing seed's scenario is written as YAML beside
+its summary, for `weeble simulate` and `weeble shrink`.
 
 Runs go to worker processes (`jobs`); every run's result is a function of its scenario data.
 """
@@ -28,11 +31,13 @@ from typing import Any
 
 import yaml
 
-from weeble.chaos.nemesis import Nemesis, draw
+from weeble.chaos.nemesis import Nemesis, draw, fault_model
 from weeble.core.broker import FAULTS
 from weeble.model.scenario import Scenario, parse_scenario
 
 FAIL = "fail"
+# a failing seed whose schedule holds a fault outside the configuration's fault model
+OUTSIDE = "outside the fault model"
 
 # The rules of docs/trace-schema.md a failing verdict part names, by what its reason says.
 RULES = {
@@ -111,7 +116,8 @@ class SeedResult:
     """One seed's run, as explore reports it."""
 
     seed: int
-    status: str  # the verdict's: pass, fail, assumptions violated; error: the run raised
+    status: str  # the verdict's: pass, fail, assumptions violated; error: the run raised;
+    # OUTSIDE: it failed, with a fault outside the fault model in its schedule
     rules: list[dict[str, Any]]
     digest: str
     wall: float
@@ -121,6 +127,7 @@ class SeedResult:
     error: str | None = None
     deterministic: bool | None = None  # --check-determinism: the two runs' digests agree
     data: dict[str, Any] = field(default_factory=dict)  # the scenario that ran
+    outside: list[str] = field(default_factory=list)  # its faults outside the model (targets)
 
 
 def run_seed(scenario_data: dict[str, Any], seed: int, nemesis: Nemesis,
@@ -149,8 +156,14 @@ def run_seed(scenario_data: dict[str, Any], seed: int, nemesis: Nemesis,
         (data.get("chaos") or {}).get("faults", []))}
     faults = [{"kind": f["kind"], "field": chaos.get(f["id"], {}).get("field"),
                "took_effect": f["took_effect"]} for f in summary["faults"]]
+    model = fault_model(base, reconfigures=True).outside
+    outside = sorted({f["field"] for f in chaos.values()
+                      if f.get("kind") == "corrupt" and f.get("field") in model})
+    status = summary["verdict"]["status"]
+    if status == FAIL and outside:
+        status = OUTSIDE  # not held to the bound: no layer of this configuration repairs it
     return SeedResult(
-        seed=seed, status=summary["verdict"]["status"], rules=rules, digest=first,
+        seed=seed, status=status, rules=rules, digest=first, outside=outside,
         wall=time.perf_counter() - start, faults=faults,
         reconfigurations=len(summary["reconfigurations"]),
         episodes=[e for e in summary["episodes"] if e["index"] in failing],
@@ -165,15 +178,23 @@ class Report:
     seeds: list[int]
     results: list[SeedResult]
     wall: float
+    # corruption targets outside the fault model -> why; `drawn`: the nemesis drew them too
+    outside_model: dict[str, str] = field(default_factory=dict)
+    drawn_outside: bool = False
 
     @property
     def failing(self) -> list[SeedResult]:
         return [r for r in self.results if r.status in (FAIL, "error")]
 
-    def by_rule(self) -> dict[str, list[SeedResult]]:
-        """Failing seeds grouped by the first rule each breaks."""
+    @property
+    def failing_outside(self) -> list[SeedResult]:
+        """Seeds that failed with a fault outside the fault model in their schedule."""
+        return [r for r in self.results if r.status == OUTSIDE]
+
+    def by_rule(self, results: list[SeedResult] | None = None) -> dict[str, list[SeedResult]]:
+        """Failing seeds (or `results`) grouped by the first rule each breaks."""
         out: dict[str, list[SeedResult]] = {}
-        for r in sorted(self.failing, key=lambda r: r.seed):
+        for r in sorted(self.failing if results is None else results, key=lambda r: r.seed):
             out.setdefault(r.rules[0]["rule"] if r.rules else "fail", []).append(r)
         return out
 
@@ -207,17 +228,25 @@ class Report:
             "reconfigurations": sum(r.reconfigurations for r in self.results),
             "rules_broken": dict(sorted(rules.items())),
             "statuses": _count(r.status for r in self.results),
+            # the targets outside the configuration's fault model, why, and whether drawn
+            "outside_model": {"drawn": self.drawn_outside,
+                              "targets": dict(sorted(self.outside_model.items()))},
         }
 
     def as_dict(self, scenario: Scenario) -> dict[str, Any]:
-        groups = {rule: [{"seed": r.seed, "part": r.rules[0]["part"],
-                          "reason": r.rules[0]["reason"],
-                          "first_failing_episode": r.episodes[0] if r.episodes else None}
-                         for r in rs] for rule, rs in self.by_rule().items()}
+        def groups(results: list[SeedResult]) -> dict[str, list[dict[str, Any]]]:
+            return {rule: [{"seed": r.seed, "part": r.rules[0]["part"],
+                            "reason": r.rules[0]["reason"],
+                            "first_failing_episode": r.episodes[0] if r.episodes else None,
+                            **({"outside": r.outside} if r.outside else {})}
+                           for r in rs] for rule, rs in self.by_rule(results).items()}
+
         out: dict[str, Any] = {
             "scenario": self.scenario, "seeds": len(self.seeds),
             "first_seed": self.seeds[0] if self.seeds else None,
-            "failing": len(self.failing), "by_rule": groups,
+            "failing": len(self.failing), "by_rule": groups(self.failing),
+            "failing_outside_model": len(self.failing_outside),
+            "outside_model_by_rule": groups(self.failing_outside),
             "coverage": self.coverage(scenario), "wall_time": self.wall,
         }
         checked = [r for r in self.results if r.deterministic is not None]
@@ -248,7 +277,7 @@ def explore(scenario: Scenario, seeds: list[int], *, jobs: int = 1,
 
     def done(r: SeedResult) -> None:
         results.append(r)
-        if out is not None and r.status in (FAIL, "error"):
+        if out is not None and r.status in (FAIL, "error", OUTSIDE):
             write_failure(out, r)
         if progress is not None:
             progress(len(results), len(seeds), sum(x.status in (FAIL, "error")
@@ -280,7 +309,12 @@ def explore(scenario: Scenario, seeds: list[int], *, jobs: int = 1,
                     todo.clear()
     results.sort(key=lambda r: r.seed)
     return Report(scenario.name, [r.seed for r in results], results,
-                  time.perf_counter() - start)
+                  time.perf_counter() - start,
+                  # on the static overlay, its RAM exists only in runs that reconfigure
+                  outside_model=fault_model(scenario, reconfigures=bool(
+                      scenario.reconfigurations.operations) or any(
+                      r.reconfigurations for r in results)).outside,
+                  drawn_outside=nemesis.outside_model)
 
 
 def write_failure(out: Path, r: SeedResult) -> Path:
@@ -288,11 +322,13 @@ def write_failure(out: Path, r: SeedResult) -> Path:
     result.json (the rules it breaks, its failing episodes)."""
     where = out / f"seed-{r.seed}"
     where.mkdir(parents=True, exist_ok=True)
+    outside = f"\n{OUTSIDE}: {', '.join(r.outside)}" if r.outside else ""
     (where / "scenario.yaml").write_text(dump_scenario(r.data, comment=(
-        f"explore: seed {r.seed} fails {r.rules[0]['rule'] if r.rules else r.status}")))
+        f"explore: seed {r.seed} fails {r.rules[0]['rule'] if r.rules else r.status}"
+        + outside)))
     (where / "result.json").write_text(json.dumps({
         "seed": r.seed, "status": r.status, "rules": r.rules, "episodes": r.episodes,
-        "digest": r.digest, "error": r.error}, indent=2) + "\n")
+        "digest": r.digest, "error": r.error, "outside": r.outside}, indent=2) + "\n")
     return where
 
 
@@ -306,5 +342,5 @@ def default_jobs() -> int:
     return max(1, min(4, (os.cpu_count() or 1)))
 
 
-__all__ = ["RULES", "Report", "SeedResult", "broken_rules", "digest", "dump_scenario",
+__all__ = ["OUTSIDE", "RULES", "Report", "SeedResult", "broken_rules", "digest", "dump_scenario",
            "explore", "run_seed", "simulate_data", "write_failure"]

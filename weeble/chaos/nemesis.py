@@ -7,7 +7,8 @@ scenario's data (the dict a scenario YAML holds) with
 - its seed replaced by `seed` (the workload's plan, random topologies, the faults' own random
   streams: all follow it),
 - its `chaos:` replaced by a random experiment: faults from the whole vocabulary (state faults
-  on every corruption target of every layer the scenario's brokers have, clocks, injected
+  on every corruption target of every layer the scenario's brokers have, those outside the
+  configuration's fault model only with `outside_model` (`fault_model`), clocks, injected
   messages, link shaping, cuts, flaps, partitions, crashes, pauses, client crashes), each with
   concrete targets and values, so that the run is a scenario file `weeble simulate` runs and
   `weeble shrink` can cut down,
@@ -57,7 +58,9 @@ class Nemesis:
     `mix` the weight of each family, at most `max_faults` faults per run, faults lasting up to
     `max_duration` s (link shaping, cuts, pauses, crashes). A run draws between 1 and that many
     faults; with `exact`, that many (a soak wants its rate, not a sample below it). `exclude`
-    names corruption targets left out, by name or prefix (`overlay.`)."""
+    names corruption targets left out, by name or prefix (`entry.insert`). The corruption
+    targets outside the configuration's fault model (fault_model) are drawn only with
+    `outside_model`."""
 
     rate: float = 5.0
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
@@ -65,6 +68,7 @@ class Nemesis:
     max_duration: float = 8.0
     exact: bool = False
     exclude: tuple[str, ...] = ()
+    outside_model: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.mix) - set(FAMILIES))
@@ -102,11 +106,46 @@ def window(scenario: Scenario) -> tuple[float, float]:
     return first, scenario.duration - tail
 
 
-def targets_of(scenario: Scenario, reconfigures: bool) -> list[str]:
-    """The corruption targets the scenario's brokers have (their layers), by name."""
+# Self-stabilization promises recovery from transient faults of the state the algorithm
+# stabilizes, and no more. A corruption target is outside a configuration's fault model when no
+# layer of that configuration repairs it: on the static overlay of chapter 3 the neighbour set
+# is ROM, and the link exchange of 4.4.2 makes it (and its own state) RAM without a rule that
+# brings it back; only the coloured overlay of 4.5 stabilizes its tree (docs/findings.md, "The
+# static overlay has no layer that repairs it"). By the layer the vocabulary declares a target
+# in (corruption.py's Target.layer): why each such layer is outside, on the static overlay.
+OUTSIDE_ON_STATIC = {
+    "overlay": "the static overlay's neighbour set and parent: ROM in chapter 3, RAM once a"
+               " link exchange runs, and no layer repairs them (only the coloured overlay,"
+               " `overlay: {kind: coloured}`, stabilizes its tree)",
+    "exchange": "the link exchange's RAM on the static overlay: no layer repairs it (only the"
+                " coloured overlay, `overlay: {kind: coloured}`, stabilizes its tree)",
+}
+
+
+@dataclass(frozen=True)
+class FaultModel:
+    """The corruption targets a configuration's brokers have, split by whether a layer of that
+    configuration repairs them: `inside` (the transient faults its bound Δ is promised for)
+    and `outside` (name -> why not)."""
+
+    inside: tuple[str, ...]
+    outside: dict[str, str]
+
+    def targets(self, outside_model: bool = False) -> list[str]:
+        """The targets a nemesis draws from: those inside, and the others with
+        `outside_model`."""
+        return sorted([*self.inside, *(self.outside if outside_model else ())])
+
+
+def fault_model(scenario: Scenario, reconfigures: bool) -> FaultModel:
+    """The corruption targets the scenario's brokers have (their layers), split by the fault
+    model of its configuration. `reconfigures`: whether the run reconfigures; on the static
+    overlay the neighbour set and the exchange's state exist as RAM only then (DESIGN.md, ROM
+    and RAM), and are outside the model (OUTSIDE_ON_STATIC)."""
     coloured = scenario.colours is not None
     r = scenario.routing
-    out = []
+    inside: list[str] = []
+    outside: dict[str, str] = {}
     for name, t in sorted(FAULTS.targets.items()):
         if scenario.mode is Mode.SKIP_RING:
             ok = t.layer == "skip_ring" and name != "skipring.dead"
@@ -117,11 +156,14 @@ def targets_of(scenario: Scenario, reconfigures: bool) -> list[str]:
         elif t.layer == "optimize":
             ok = scenario.optimizer is not None and scenario.optimizer.heuristic != "none" \
                 and name in ("optimize.cache.clear", "optimize.env.clear")
+        elif t.layer in OUTSIDE_ON_STATIC and not coloured:
+            if reconfigures and t.kind != "coloured":
+                outside[name] = OUTSIDE_ON_STATIC[t.layer]
+            ok = False
         elif t.layer == "overlay":
-            # the neighbour set is RAM once reconfiguration exists (DESIGN.md, ROM and RAM)
-            ok = coloured if t.kind == "coloured" else (not coloured and reconfigures)
+            ok = coloured and t.kind == "coloured"
         elif t.layer == "exchange":
-            ok = not coloured and reconfigures
+            ok = False  # the coloured overlay reconfigures by recolouring, not by exchanges
         elif t.layer == "recolor":
             ok = coloured
         elif name.startswith("adv."):
@@ -137,8 +179,15 @@ def targets_of(scenario: Scenario, reconfigures: bool) -> list[str]:
         else:
             ok = True
         if ok:
-            out.append(name)
-    return out
+            inside.append(name)
+    return FaultModel(inside=tuple(inside), outside=outside)
+
+
+def targets_of(scenario: Scenario, reconfigures: bool, outside_model: bool = False
+               ) -> list[str]:
+    """The corruption targets a nemesis draws from for the scenario: those of its fault model
+    (fault_model), and with `outside_model` the others its brokers have too."""
+    return fault_model(scenario, reconfigures).targets(outside_model)
 
 
 class _Draw:
@@ -192,7 +241,7 @@ class _Draw:
                  for _ in range(count)]
         # overlay and exchange RAM only where the run reconfigures (static tree: ROM until then)
         self.fields = [t for t in targets_of(self.s, self.own_operations or any(
-            family == "reconfigure" for family, _ in drawn))
+            family == "reconfigure" for family, _ in drawn), self.n.outside_model)
             if not t.startswith(self.n.exclude)]
         faults: list[dict[str, Any]] = []
         exchanges: list[float] = []
@@ -392,5 +441,5 @@ def draw(scenario: Scenario, seed: int, nemesis: Nemesis | None = None) -> dict[
     raise NemesisError(f"{scenario.name}: no valid nemesis schedule for seed {seed}: {last}")
 
 
-__all__ = ["DEFAULT_MIX", "FAMILIES", "Nemesis", "NemesisError", "draw", "parse_mix",
-           "targets_of", "window"]
+__all__ = ["DEFAULT_MIX", "FAMILIES", "OUTSIDE_ON_STATIC", "FaultModel", "Nemesis",
+           "NemesisError", "draw", "fault_model", "parse_mix", "targets_of", "window"]

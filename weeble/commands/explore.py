@@ -16,14 +16,16 @@ def register(subparsers: Any) -> None:
         "explore",
         help="run a scenario under many seeds, each with a random nemesis",
         description="Run SCENARIO in the simulator under N seeds. Each seed draws a random"
-                    " nemesis (faults of the whole vocabulary: state faults on every layer's"
-                    " corruption targets, clocks, injected messages, link faults, crashes,"
-                    " pauses, client crashes, and reconfigurations or recolours) and its own"
-                    " workload; the reference checker judges each run. Prints the failing seeds"
-                    " grouped by the rule they break, with the first failing episode, and the"
-                    " coverage. Each failing seed's scenario is written to"
-                    " OUT/seed-<n>/scenario.yaml (`weeble simulate` and `weeble shrink` take"
-                    " it). Exit status 1 when a seed fails.",
+                    " nemesis (faults of the whole vocabulary: state faults on the corruption"
+                    " targets of every layer inside the configuration's fault model, clocks,"
+                    " injected messages, link faults, crashes, pauses, client crashes, and"
+                    " reconfigurations or recolours) and its own workload; the reference"
+                    " checker judges each run. Prints the failing seeds grouped by the rule"
+                    " they break, with the first failing episode, and the coverage (with the"
+                    " targets left out as outside the fault model, and why). Each failing"
+                    " seed's scenario is written to OUT/seed-<n>/scenario.yaml (`weeble"
+                    " simulate` and `weeble shrink` take it). Exit status 1 when a seed fails"
+                    " (a seed failing with a fault outside the fault model does not count).",
     )
     p.add_argument("scenario", help="scenario YAML file (its own faults are replaced)")
     p.add_argument("--seeds", type=int, required=True, metavar="N", help="how many seeds")
@@ -42,8 +44,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-duration", type=float, default=8.0,
                    help="longest lasting fault, s (default 8)")
     p.add_argument("--exclude", default="", metavar="TARGET,...",
-                   help="corruption targets left out, by name or prefix (`overlay.,exchange.`:"
-                        " the static overlay's RAM, which no layer repairs; docs/findings.md)")
+                   help="corruption targets left out, by name or prefix (`entry.insert,adv.`)")
+    p.add_argument("--outside-model", action="store_true",
+                   help="draw the corruption targets outside the configuration's fault model"
+                        " too (the static overlay's neighbour set and the link exchange's RAM,"
+                        " which no layer repairs; docs/findings.md); a seed that fails with"
+                        " one of them is reported apart, as outside the fault model")
     p.add_argument("--duration", type=float, metavar="S",
                    help="run each seed this many simulated s instead of the scenario's")
     add_mode_option(p)
@@ -81,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
                              f" {', '.join(sorted(FAULTS.targets))})")
     try:
         nemesis = Nemesis(rate=args.rate, mix=parse_mix(args.mix), max_faults=args.max_faults,
-                          max_duration=args.max_duration, exclude=exclude)
+                          max_duration=args.max_duration, exclude=exclude,
+                          outside_model=args.outside_model)
         from weeble.chaos.nemesis import draw
 
         draw(scenario, args.first_seed, nemesis)  # a nemesis that cannot apply says so now
@@ -119,19 +126,15 @@ def run(args: argparse.Namespace) -> int:
 def render(r: dict[str, Any], out: Path) -> str:
     c = r["coverage"]
     lines = [f"{r['scenario']}: {r['seeds']} seeds from {r['first_seed']},"
-             f" {r['failing']} failing ({r['wall_time']:.1f} s wall)"]
-    for rule, seeds in r["by_rule"].items():
-        lines.append(f"  {rule}: {len(seeds)} seed(s): "
-                     + ", ".join(str(s["seed"]) for s in seeds[:20])
-                     + (" ..." if len(seeds) > 20 else ""))
-        first = seeds[0]
-        lines.append(f"    first: seed {first['seed']}, {first['part']}: {first['reason']}")
-        e = first["first_failing_episode"]
-        if e is not None:
-            lines.append(f"    episode {e['index']}: faults {', '.join(e['faults'])},"
-                         f" {e['begin']:g}-{e['end']:g} s; service {e['service_status']},"
-                         f" state {e['state_status']}")
-        lines.append(f"    weeble shrink {out}/seed-{first['seed']}")
+             f" {r['failing']} failing"
+             + (f", {r['failing_outside_model']} failing outside the fault model"
+                if c["outside_model"]["drawn"] else "")
+             + f" ({r['wall_time']:.1f} s wall)"]
+    lines += _groups(r["by_rule"], out)
+    if r["outside_model_by_rule"]:
+        lines.append("outside the fault model (a fault no layer of this configuration repairs;"
+                     " not held to the bound):")
+        lines += _groups(r["outside_model_by_rule"], out)
     d = r.get("determinism")
     if d is not None:
         lines.append(f"determinism: {d['checked']} seeds run twice, "
@@ -143,6 +146,32 @@ def render(r: dict[str, Any], out: Path) -> str:
     lines.append(f"  kinds: {c['kinds']}")
     lines.append(f"  layers: {c['layers']}")
     lines.append(f"  corruption targets: {len(c['fields'])}: {', '.join(c['fields'])}")
+    outside = c["outside_model"]["targets"]
+    if outside:
+        why: dict[str, list[str]] = {}
+        for target, reason in outside.items():
+            why.setdefault(reason, []).append(target)
+        how = "drawn too (--outside-model)" if c["outside_model"]["drawn"] else \
+            "left out; --outside-model draws them"
+        lines.append(f"  outside the fault model, {how}:")
+        lines += [f"    {', '.join(targets)}: {reason}" for reason, targets in why.items()]
     lines.append(f"  rules broken: {c['rules_broken'] or 'none'}")
     lines.append(f"wrote {out}/explore.json")
     return "\n".join(lines)
+
+
+def _groups(by_rule: dict[str, list[dict[str, Any]]], out: Path) -> list[str]:
+    lines: list[str] = []
+    for rule, seeds in by_rule.items():
+        lines.append(f"  {rule}: {len(seeds)} seed(s): "
+                     + ", ".join(str(s["seed"]) for s in seeds[:20])
+                     + (" ..." if len(seeds) > 20 else ""))
+        first = seeds[0]
+        lines.append(f"    first: seed {first['seed']}, {first['part']}: {first['reason']}")
+        e = first["first_failing_episode"]
+        if e is not None:
+            lines.append(f"    episode {e['index']}: faults {', '.join(e['faults'])},"
+                         f" {e['begin']:g}-{e['end']:g} s; service {e['service_status']},"
+                         f" state {e['state_status']}")
+        lines.append(f"    weeble shrink {out}/seed-{first['seed']}")
+    return lines
