@@ -129,9 +129,12 @@ class Sampler:
 
 
 def scenario_at(levels: int, rate: float, subscriptions: int, duration: float,
-                chaos: bool) -> dict[str, Any]:
-    """scenarios/paper.yaml at another scale (or the same)."""
+                chaos: bool, warm_start_rate: float | None = None) -> dict[str, Any]:
+    """scenarios/paper.yaml at another scale (or the same); `warm_start_rate`: 0 for none
+    (every subscription at t = 0 with the first publications), None for the scenario's."""
     s = yaml.safe_load(PAPER.read_text())
+    if warm_start_rate is not None:
+        s["live"]["warm_start_rate"] = warm_start_rate or None
     s["topology"]["levels"] = levels
     s["workload"]["publish_rate"] = rate
     s["workload"]["subscriptions"] = subscriptions
@@ -147,10 +150,13 @@ def brokers_of(levels: int, m: int = 3) -> int:
 
 
 def run_once(levels: int, rate: float, subscriptions: int, duration: float, chaos: bool,
-             every: float, keep: Path | None, check_timeout: float) -> dict[str, Any]:
+             every: float, keep: Path | None, check_timeout: float,
+             warm_start_rate: float | None = None) -> dict[str, Any]:
     runs = keep or Path(tempfile.mkdtemp(prefix="weeble-paper-"))
     runs.mkdir(parents=True, exist_ok=True)
-    scenario = scenario_at(levels, rate, subscriptions, duration, chaos)
+    scenario = scenario_at(levels, rate, subscriptions, duration, chaos, warm_start_rate)
+    if not scenario["live"].get("warm_start_rate"):
+        scenario["name"] += "-cold"
     path = runs / f"{scenario['name']}.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     run_id = scenario["name"]
@@ -207,6 +213,7 @@ def figures(run_dir: Path, samples: list[Sample], duration: float) -> dict[str, 
     out["deliveries"] = traces.get("deliveries", work.get("deliveries"))
     out["deliveries/s"] = (out["deliveries"] or 0) / duration
     out["client errors"] = work.get("errors")
+    out["warm start s"] = work.get("warm_start_s", 0.0)  # before t = 0 (live.warm_start_rate)
     limits = dict(work.get("capped", {}))
     limits.update(traces.get("limits", {}))  # the brokers' (weeble run names them too)
     out["limits"] = limits
@@ -233,6 +240,9 @@ def figures(run_dir: Path, samples: list[Sample], duration: float) -> dict[str, 
     out["timer late first s"] = by_kind.get("timer", {}).get("first")
     out["delivery delay max s"] = worst.get("path")  # publish to deliver, the slowest
     out["timing violations"] = sum(k.get("violations", 0) for k in by_kind.values())
+    # those of the warm start (before the run's origin; R13 counts them like the others)
+    out["before t=0"] = sum(g.get("count", 1) for g in timing.get("groups", [])
+                            if g.get("begin", 0.0) < 0)
     # the workload's window of the samples
     window = [s for s in samples if s.in_workload] or samples
     brokers = [n for n in (window[-1].cpu if window else {}) if n != "runner"]
@@ -300,14 +310,14 @@ def passes(f: dict[str, Any]) -> bool:
 COLUMNS = ["phase", "brokers", "omega", "N_s", "verdict", "publications", "deliveries/s",
            "expected", "missing", "lost outside faults", "hop max s", "δmax s", "hops over",
            "refresh gap max s", "ρ s", "timer late max s", "delivery delay max s",
-           "timing violations",
+           "timing violations", "before t=0", "warm start s",
            "broker cpu % med", "broker cpu % max", "runner cpu cores med", "run cpu cores med",
            "broker rss MiB med", "broker rss MiB max", "runner rss MiB max", "load med",
            "load max", "available min MiB", "trace MiB", "wall s", "check s"]
 
 
 def report(f: dict[str, Any]) -> str:
-    lines = [table([f], COLUMNS[:10]), table([f], COLUMNS[10:19]), table([f], COLUMNS[19:])]
+    lines = [table([f], COLUMNS[:10]), table([f], COLUMNS[10:21]), table([f], COLUMNS[21:])]
     lines.append(f"pass: {passes(f)} (verdict {f['verdict']}, {f['timing violations']:,} timing"
                  f" violations, {f['lost outside faults']} lost outside fault windows)"
                  f"   run: {f['run_dir']}")
@@ -331,6 +341,10 @@ def main() -> int:
                    help="s (default: the scenario's, 120: 60 s judged after A = 60.2 s)")
     p.add_argument("--phases", nargs="+", default=["free", "corrupt"],
                    choices=["free", "corrupt"])
+    p.add_argument("--warm-start-rate", type=float, default=None, metavar="R",
+                   help="subscriptions/s of the warm start before t = 0 (live.warm_start_rate;"
+                        " default: the scenario's; 0: none, every subscription at t = 0 with"
+                        " the first publications, as before it existed)")
     p.add_argument("--sample", type=float, default=5.0, help="s between CPU/RSS samples")
     p.add_argument("--keep", type=Path, help="keep the runs in this directory")
     p.add_argument("--check-timeout", type=float, default=900.0,
@@ -351,7 +365,7 @@ def main() -> int:
         ok = True
         for phase in args.phases:
             f = run_once(levels, rate, n, duration, phase == "corrupt", args.sample, args.keep,
-                         args.check_timeout)
+                         args.check_timeout, args.warm_start_rate)
             print(report(f), flush=True)
             ok = ok and passes(f)
             if not ok:

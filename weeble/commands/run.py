@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,19 @@ def run(args: argparse.Namespace) -> int:
                     progress.console.print(f"reconfigure {msg}")
 
                 manager = (bed, scenario, said)
-            stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick, manager))
+            warm = None
+            rate = scenario.live.warm_start_rate
+            if rate is not None and scenario.workload is not None:
+                async def warm() -> None:
+                    # the workload's initial subscriptions in place before the run's origin
+                    progress.update(task, description=f"warm start {bed.run_id}")
+                    await workload.warm_start(rate, duration, on_progress=lambda n: (
+                        progress.update(task, info=f"{n} subscribed before t = 0")))
+                    bed.origin()
+                    progress.update(task, description=f"run {bed.run_id}")
+
+            stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick, manager,
+                                                 warm))
             progress.update(task, description="stopping", info="draining, collecting traces")
             bed.down()
     summary: dict[str, Any] = {"run_id": bed.run_id, "duration": duration,
@@ -158,12 +171,15 @@ def run(args: argparse.Namespace) -> int:
     return judge(bed.run_dir, outcomes, quiet=args.quiet, junit=args.junit)
 
 
-async def _drive(workload: Any, chaos: Any, duration: float,
-                 tick: Any, manager: Any = None) -> tuple[Any, list[Any]]:
+async def _drive(workload: Any, chaos: Any, duration: float, tick: Any, manager: Any = None,
+                 warm: Callable[[], Awaitable[None]] | None = None) -> tuple[Any, list[Any]]:
     """The workload for the duration, the chaos experiment and the scenario's reconfigurations
     beside it on the same clock; when the workload ends, so does the experiment (its lasting
     faults are ended first); reconfigurations still under way are left to end (they are
-    traced as pending)."""
+    traced as pending). `warm`: the workload's warm start and the run's origin, before
+    all of them start their clocks."""
+    if warm is not None:
+        await warm()
     task = asyncio.create_task(chaos.run()) if chaos is not None else None
     async with contextlib.AsyncExitStack() as stack:
         if manager is not None:

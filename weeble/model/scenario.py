@@ -568,6 +568,11 @@ class Live(_Model):
     # The workload is bounded in count as well as in time (DESIGN.md, "Network emulation").
     max_subscriptions: int = Field(default=1000, ge=0)
     max_publications: int = Field(default=100_000, ge=0)
+    # The workload's warm start (its N_s subscriptions at t = 0) established before the run's
+    # origin, at most this many subscriptions per second, each acknowledged by its broker and
+    # then given d·δmax to reach every broker: the run starts with them in place, as the
+    # papers' does, instead of sending them all at once at t = 0 (`weeble run`). None: at t = 0.
+    warm_start_rate: float | None = Field(default=None, gt=0)
     startup_timeout: float = Field(default=30.0, gt=0)
     drain: float = Field(default=1.0, ge=0)  # seconds a stopping broker drains its link queues
 

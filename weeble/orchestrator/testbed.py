@@ -289,6 +289,14 @@ class Testbed:
         self.state = "up"
         self.save_state()
 
+    def origin(self) -> None:
+        """Move the run's origin to now: its header is written again (nothing else is in
+        run.jsonl before the run ends). `weeble run` does so after the workload's warm start
+        (live.warm_start_rate), so that the run begins with those subscriptions in place and
+        their records come before t = 0, as a broker's `start` records do."""
+        if self.header is not None and self.state == "up":
+            write_header(self.run_dir, ORCHESTRATOR, self.header)
+
     def down(self, timeout: float = 15.0) -> dict[str, int | None]:
         """Stop the workload `weeble up --workload` started, then every broker (SIGTERM,
         drain, SIGKILL at the deadline); collect the traces."""

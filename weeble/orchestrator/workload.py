@@ -23,6 +23,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ import grpc
 
 from weeble.core.filters import Value
 from weeble.model.scenario import Scenario
-from weeble.model.workload import Action, Publish, workload_plan
+from weeble.model.workload import Action, Publish, Subscribe, workload_plan
 from weeble.runtime.client import ClientTls, Publisher, Subscriber
 from weeble.trace.header import RunHeader
 from weeble.trace.writer import LiveSink
@@ -49,6 +50,10 @@ class WorkloadStats:
     deliveries: int = 0
     errors: int = 0
     live: int = 0  # subscriptions active now
+    # the warm start carried out before the run's origin (LiveWorkload.warm_start): how many
+    # subscriptions, and the seconds it took (paced, acknowledged, then d·δmax)
+    warm_start: int = 0
+    warm_start_s: float = 0.0
     last_error: str = ""
     # what a live limit cut from the scenario's plan: limit name -> actions not carried out
     capped: dict[str, int] = field(default_factory=dict)
@@ -104,8 +109,9 @@ class LiveWorkload:
         self.addresses = addresses
         # D (d·δmax, + 2ξ): the last publications are still on their way this long after the
         # publishers are done, and R2 judges them; the subscribers stay open for it (+ slack)
-        self.in_flight = RunHeader.of_scenario(scenario, backend="live",
-                                               clock="wall").deactivation + IN_FLIGHT_SLACK
+        self.deactivation = RunHeader.of_scenario(scenario, backend="live",
+                                                  clock="wall").deactivation
+        self.in_flight = self.deactivation + IN_FLIGHT_SLACK
         self.tokens = tokens
         self.tls = tls
         self.trace_dir = trace_dir
@@ -122,6 +128,9 @@ class LiveWorkload:
         self._max_subs = scenario.live.max_subscriptions
         self._max_pubs = scenario.live.max_publications
         self.gone: set[str] = set()  # brokers that left the tree (nothing more planned there)
+        # after warm_start: the plan's first action it left for run() (None: the plan is over)
+        self._after_warm_start: Action | None = None
+        self._warm_started = False
 
     # ---- the schedule -----------------------------------------------------------------------
 
@@ -150,6 +159,72 @@ class LiveWorkload:
 
     # ---- running ----------------------------------------------------------------------------
 
+    async def warm_start(self, rate: float, duration: float | None = None,
+                         on_progress: Callable[[int], None] | None = None) -> int:
+        """The plan's warm start, carried out before the run's origin; returns how many
+        subscriptions it established.
+
+        The papers' simulations start in equilibrium: N_s subscriptions created at t = 0
+        (thesis §4.1), in place when the measurement begins. The simulator injects them at
+        t = 0 at no cost (a client request is free, every link takes δ). Live, all of them at
+        once are a storm: hops took 0.28 s against δmax = 25 ms in the first 10 s of the
+        paper workload. So here they are subscribed at most `rate` per second (at most one
+        second's worth waiting for an answer), each until its broker has acknowledged it, and
+        then D = d·δmax passes, within which the timing model brings a subscription to every
+        broker. The caller then moves the run's origin to now (Testbed.origin) and calls
+        `run`, which carries out the rest of the plan on its own clock from 0: the
+        publications, the arrivals and the warm-start subscriptions' ends, as planned. Each
+        subscription's first refresh keeps its planned phase after its own subscribe (the
+        refresh gaps stay within ρ). Only the workload's warm start (its subscriptions at
+        t = 0) is taken, not a scenario's explicit subscriptions at 0."""
+        if not rate > 0:
+            raise ValueError(f"warm start rate: must be > 0 subscriptions/s, got {rate}")
+        if self._warm_started:
+            raise RuntimeError("the warm start was carried out already")
+        self._warm_started = True
+        duration = self.scenario.duration if duration is None else duration
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        self._plan = workload_plan(self.scenario, until=duration)
+        window = asyncio.Semaphore(max(1, math.ceil(rate)))  # waiting for their answer
+        pending: list[asyncio.Task[None]] = []
+
+        async def established(subscribing: Awaitable[None]) -> None:
+            try:
+                await subscribing
+            finally:
+                window.release()
+                self.stats.warm_start += 1
+                if on_progress is not None:
+                    on_progress(self.stats.warm_start)
+
+        try:
+            action = next(self._plan, None)
+            sent = 0
+            while (type(action) is Subscribe and action.t <= 0 and action.cls is not None):
+                act = self._due(action)  # schedules its planned end (on run()'s clock)
+                action = next(self._plan, None)
+                if act is None:
+                    continue
+                delay = began + sent / rate - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await window.acquire()
+                result = act(0.0)
+                assert result is not None  # a subscription is a coroutine
+                pending.append(asyncio.ensure_future(established(result)))
+                sent += 1
+            self._after_warm_start = action
+            await asyncio.gather(*pending)  # each acknowledged (or its error traced)
+            await asyncio.sleep(self.deactivation)  # and then at every broker
+        except BaseException:
+            for task in pending:
+                task.cancel()
+            await self._shutdown(unsubscribe=False, linger=False)
+            raise
+        self.stats.warm_start_s = loop.time() - began
+        return self.stats.warm_start
+
     async def run(self, duration: float | None = None,
                   on_tick: Callable[[float, WorkloadStats], None] | None = None,
                   tick: float = 0.25, *, unsubscribe_at_end: bool = False) -> WorkloadStats:
@@ -162,12 +237,15 @@ class LiveWorkload:
         duration = self.scenario.duration if duration is None else duration
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        self._plan = workload_plan(self.scenario, until=duration)
+        if self._warm_started:  # the plan goes on after its warm start (warm_start)
+            planned = self._after_warm_start
+        else:
+            self._plan = workload_plan(self.scenario, until=duration)
+            planned = next(self._plan, None)
         ticker = None
         if on_tick is not None:
             ticker = asyncio.create_task(self._tick(on_tick, t0, tick))
         try:
-            planned = next(self._plan, None)
             while True:
                 # the next planned action or the next subscription end, whichever comes first
                 if planned is not None and (not self._heap or planned.t <= self._heap[0][0]):
@@ -211,7 +289,8 @@ class LiveWorkload:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _shutdown(self, *, unsubscribe: bool) -> None:
+    async def _shutdown(self, *, unsubscribe: bool, linger: bool = True) -> None:
+        """Stop the clients; `linger`: the subscribers first wait for what is in flight."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
             for task in list(self._tasks):
@@ -230,7 +309,8 @@ class LiveWorkload:
             sender.cancel()
         # closed at once, the subscribers missed what their brokers had in flight: 3 judged
         # deliveries of the paper workload's last 0.03 s, undeliverable for want of a stream
-        await asyncio.sleep(self.in_flight)
+        if linger:
+            await asyncio.sleep(self.in_flight)
         for c in self._clients.values():
             if c.consumer is not None:
                 c.consumer.cancel()
