@@ -157,8 +157,9 @@ def test_admin_over_tls_needs_the_run_certificates(tmp_path: Path) -> None:
                                   token=bed.client_token("alice")) as sub, \
                     Publisher(bed.address("b0").listen, "pub", tls=tls,
                               token=bed.client_token("pub")) as pub:
-                await sub.subscribe("k >= 0")
-                await asyncio.sleep(0.5)  # the subscription reaches b0
+                sub_id = await sub.subscribe("k >= 0")
+                # the publication at b0 is routed only once the subscription is in its table
+                await wait_for(lambda: _table_at(bed, "b0", sub_id), 30, "propagation to b0")
                 await pub.publish({"k": 1})
                 assert (await sub.get(timeout=5)).notification.attributes == {"k": 1}
             async with Publisher(bed.address("b0").listen, "pub", timeout=3,
