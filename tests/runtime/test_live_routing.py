@@ -15,6 +15,7 @@ her entries are gone everywhere within 2π + d·δ_max; the final state is legit
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ SUBS = {  # client: (broker, filter)
 }
 PUBLISHERS = {"p3": "b3", "p5": "b5", "p0": "b0"}
 CRASH_BOUND = 2 * PI + D * DELTA_MAX  # SC-2/SC-4: a lease outlives its last refresh by ≤ 2π
-SLACK = 1.0  # polling, process scheduling on a busy 2-core machine
+SLACK = 1.0  # a broker's timers running late on a busy 2-core machine
 
 
 @pytest.fixture(params=list(Algorithm), ids=lambda a: a.value)
@@ -57,13 +58,15 @@ def test_tree_routes_each_notification_exactly_once(tree: Testbed) -> None:
     bed = tree
     addr = {b: a.listen for b, a in bed.addresses().items()}
 
+    crashed: list[tuple[int, str]] = []  # (when erin crashed, her subscription id)
+
     async def scenario_run() -> None:
         subs = {c: Subscriber(addr[b], c, rho=RHO, token=bed.client_token(c))
                 for c, (b, _f) in SUBS.items()}
         pubs = {p: Publisher(addr[b], p, token=bed.client_token(p))
                 for p, b in PUBLISHERS.items()}
         try:
-            await exercise(bed, subs, pubs)
+            crashed.append(await exercise(bed, subs, pubs))
         finally:
             for s in subs.values():
                 await s.close()
@@ -77,10 +80,19 @@ def test_tree_routes_each_notification_exactly_once(tree: Testbed) -> None:
         errors = [r for r in read_trace(bed.run_dir / "trace" / f"{b}.jsonl")
                   if r["kind"] == "error"]
         assert not errors, (b, errors[:3])
+    (at, erin), = crashed
+    expired = [(r["t"] - at) / 1e9 for b in bed.brokers
+               for r in read_trace(bed.run_dir / "trace" / f"{b}.jsonl")
+               if r["kind"] == "expire" and r["t"] > at
+               and any(e["sub_id"] == erin for e in r.get("entries") or ())]
+    assert expired, "no broker's trace says it expired erin's entries"
+    assert max(expired) <= CRASH_BOUND + SLACK, (
+        f"erin's entries lived {expired} s after her crash")
 
 
 async def exercise(bed: Testbed, subs: dict[str, Subscriber],
-                   pubs: dict[str, Publisher]) -> None:
+                   pubs: dict[str, Publisher]) -> tuple[int, str]:
+    """Steps 1-5; returns when erin crashed (wall clock, ns) and her subscription id."""
     ids = {c: await s.subscribe(SUBS[c][1]) for c, s in subs.items()}
     live = {c: live_sub(ids[c], f, c, b) for c, (b, f) in SUBS.items()}
 
@@ -138,12 +150,14 @@ async def exercise(bed: Testbed, subs: dict[str, Subscriber],
     undeliverable = {k: v for k, v in after.items() if k.startswith("undeliverable")}
     assert undeliverable == {k: v for k, v in before.items() if k.startswith("undeliverable")}
 
-    # 4. a crashed subscriber (refreshes stop, no unsubscribe) is forgotten within 2π (+ d·δ)
+    # 4. a crashed subscriber (refreshes stop, no unsubscribe) is forgotten within 2π (+ d·δ):
+    # gone from every table here; when each broker expired them is read from its own trace
+    # once the run is down (the polls' own delay on a loaded machine is not the brokers')
+    crashed = time.time_ns()
     await subs["erin"].close()
     del live["erin"]
-    took = await wait_for(lambda: legitimacy(bed, list(live.values())), 3 * CRASH_BOUND,
-                          "erin's entries to expire", every=0.1)
-    assert took <= CRASH_BOUND + SLACK, f"erin's entries lived {took:.2f}s after her crash"
+    await wait_for(lambda: legitimacy(bed, list(live.values())), 3 * CRASH_BOUND,
+                   "erin's entries to expire", every=0.1)
 
     # 5. after stabilization every broker's snapshot is exactly the legitimate configuration
     await asyncio.sleep(RHO)
@@ -170,7 +184,9 @@ async def exercise(bed: Testbed, subs: dict[str, Subscriber],
             problems.append(f"mergers: {mergers}")
         return problems
 
-    await wait_for(differs, CRASH_BOUND + SLACK, f"{algorithm.value}'s own table contents")
+    # a wait, not a figure: each poll collects 7 snapshots, slow on a loaded machine
+    await wait_for(differs, 3 * CRASH_BOUND, f"{algorithm.value}'s own table contents")
+    return crashed, ids["erin"]
 
 
 def _mergers(core: dict[str, object]) -> list[object]:
