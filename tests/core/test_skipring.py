@@ -245,3 +245,25 @@ def test_a_wrong_dead_verdict_heals_without_the_plausibility_check() -> None:
     assert w.supervisor_state.dead  # live members held dead
     assert w.run_until_legitimate(150, publications=False) is not None
     assert not w.supervisor_state.dead & w.alive()
+
+
+@pytest.mark.parametrize("slot", ["left", "right"])
+def test_a_ring_slot_holding_itself_or_the_wrong_side_is_re_placed(slot: str) -> None:
+    """BuildRing keeps the closest neighbour below in `left` and above in `right`. A corrupted
+    slot that holds the node itself, or a node on the other side under its true label, broke
+    that for good: every closer candidate was delegated to the slot's node (to itself: nowhere)
+    and no LabelFix came (explore seed 25 of the flag-rule shape under --mode skip_ring)."""
+    from weeble.core.overlay.skipring.messages import Ref
+
+    for seed, holder in ((7, "self"), (8, "other side")):
+        w = legit_world(16, seed=seed)
+        m = w.member("n5")
+        own = m.label
+        assert own is not None and m.left is not None and m.right is not None
+        # the ring neighbour on the other side, under its true label
+        other = m.right if slot == "left" else m.left
+        bad = Ref(m.me, own + 16) if holder == "self" else other
+        setattr(m, slot, bad)
+        assert w.problems() != []
+        took = w.run_until_legitimate(10)
+        assert took is not None and took <= 3, (slot, holder, w.problems()[:2])

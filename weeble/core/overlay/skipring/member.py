@@ -237,6 +237,21 @@ class TopicMember:
         if old is not None and old.node != ref.node:
             self._linearize(old, out)
 
+    def _check_sides(self, out: _Out) -> None:
+        """BuildRing's invariant on the stored ring slots: `left` below our own key, `right`
+        above it, neither ourselves. A slot that breaks it (only corrupted RAM or a stale label
+        does) is emptied and its node linearized anew; without this a self-reference, or a
+        neighbour on the wrong side whose label is right, stays forever: every closer candidate
+        is delegated to it (to ourselves: nowhere), and no LabelFix ever comes."""
+        own = self.own_key()
+        for slot in ("left", "right"):
+            cur = getattr(self, slot)
+            if cur is None:
+                continue
+            if cur.node == self.me or (slot == "left") != (_key(cur) < own):
+                setattr(self, slot, None)
+                self._linearize(cur, out)  # a self-reference goes nowhere
+
     def _check_ring(self, out: _Out) -> None:
         r = self.ring
         if r is None:
@@ -275,6 +290,7 @@ class TopicMember:
         ask = self.rng.random() < p.p_base ** -length(label)  # (ii)
         if self.left is None and self.rng.random() < p.q:  # (iv)
             ask = True
+        self._check_sides(out)
         self._check_ring(out)
         if p.plausibility and not self._plausible():
             ask = True
@@ -314,6 +330,8 @@ class TopicMember:
                 and (su is None or plausible_pair(own, su.label)))  # type: ignore[arg-type]
 
     def _tidy_shortcuts(self, out: _Out) -> None:
+        for lab in [lab for lab, v in self.shortcuts.items() if v == self.me]:
+            del self.shortcuts[lab]  # ourselves: no edge (corrupted RAM)
         sc = self.shortcut_set()
         for lab in [lab for lab in self.shortcuts if lab not in sc]:
             self._linearize(Ref(self.shortcuts.pop(lab), lab), out)
