@@ -14,7 +14,9 @@ The randomized workload is the thesis's "seed 000" setup (spec ch3 §4.1):
 - warm start: N_s subscriptions at t = 0, each with a fresh exponential lifetime. The exponential
   is memoryless, so this *is* the equilibrium and no warm-up is needed. Warm-start subscriptions
   have been live for a while: their first refresh is uniformly random in (0, ρ], instead of all
-  refreshing in lockstep at multiples of ρ; an arrival's first refresh is ρ after it;
+  refreshing in lockstep at multiples of ρ; an arrival's first refresh is ρ after it. The
+  simulator injects them at t = 0 at no cost; live, `live.warm_start_rate` has `weeble run`
+  establish them before the run's origin instead (orchestrator/workload.py `warm_start`);
 - filter `class == k` (mode skip_ring: topic `topic == "t<k>"`), k uniform in [0, z); subscriber
   at a uniformly random leaf (or any broker);
 - publications: Poisson with global rate ω at a uniformly random leaf (or any broker, or the
