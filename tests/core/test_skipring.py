@@ -267,3 +267,28 @@ def test_a_ring_slot_holding_itself_or_the_wrong_side_is_re_placed(slot: str) ->
         assert w.problems() != []
         took = w.run_until_legitimate(10)
         assert took is not None and took <= 3, (slot, holder, w.problems()[:2])
+
+
+def test_a_hand_off_reaching_a_member_that_left_goes_back_to_the_supervisor() -> None:
+    """A non-member's publication goes to the supervisor, which hands it to the member holding
+    r(0) (spec seed23 §D.3). If that member leaves meanwhile, no member holds the publication
+    and anti-entropy cannot bring it back: it was lost for every subscriber (explore seeds 10,
+    29, 101 of the flag-rule shape under --mode skip_ring). The leaver hands it back, once."""
+    from weeble.core.events import Send
+    from weeble.core.overlay.skipring.member import TopicMember
+    from weeble.core.overlay.skipring.messages import Publish, PublishNew
+
+    m = TopicMember(topic="t", me="b1", supervisor="s", rng=random.Random(0))
+    m.subscribe()
+    m.unsubscribe()  # leaving: the supervisor's db no longer lists b1 once this arrives
+    pub = Publication("pb9", 1, b"x")
+    out = m.receive(PublishNew(topic="t", node="b9", pub=pub))
+    assert out == [Send("s", Publish(topic="t", node="b1", pub=pub))]  # type: ignore[arg-type]
+    assert m.receive(PublishNew(topic="t", node="b1", pub=pub)) == []  # a second bounce stops
+    m.drop()
+    assert m.receive(PublishNew(topic="t", node="b9", pub=pub)) != []
+    w = legit_world(8, seed=3)
+    member = w.member("n2")
+    assert member.receive(PublishNew(topic=w.TOPIC, node="n9", pub=pub)) != []  # a member floods
+    held = member.store.keys()
+    assert pub.key in held

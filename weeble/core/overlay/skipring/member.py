@@ -58,6 +58,7 @@ from weeble.core.overlay.skipring.messages import (
     MemberMessage,
     NotMember,
     Probe,
+    Publish,
     PublishNew,
     Ref,
     RemoveMe,
@@ -388,8 +389,14 @@ class TopicMember:
             case Probe():
                 if self.member:
                     out.send(self.supervisor, ConfigRequest(topic=self.topic, node=self.me))
+            case PublishNew(node=u, pub=pub) if not self.member:
+                # the supervisor handed a non-member's publication to us as r(0) while we
+                # were leaving: no member holds it yet, so hand it back (once: a second
+                # bounce names us and stops) for the member that holds r(0) now
+                if u != self.me:
+                    out.send(self.supervisor, Publish(topic=self.topic, node=self.me, pub=pub))
             case PublishNew(node=u, pub=pub):
-                if self.member and self.store.insert(pub):
+                if self.store.insert(pub):
                     out.sends.append(Delivered(self.topic, pub))
                     if self.params.flood:
                         for nb in sorted(self.neighbours() - {u}):
