@@ -95,6 +95,8 @@ class _Client:
 
 
 IN_FLIGHT_SLACK = 0.25  # s beyond D that the subscribers wait for the last deliveries
+SUBSCRIBE_TIMEOUT = 10.0  # s a subscribe waits for its broker's answer (then it is traced as
+# an error while the Subscriber goes on trying); the warm start waits live.startup_timeout
 
 
 class LiveWorkload:
@@ -131,6 +133,7 @@ class LiveWorkload:
         # after warm_start: the plan's first action it left for run() (None: the plan is over)
         self._after_warm_start: Action | None = None
         self._warm_started = False
+        self._ack_timeout = SUBSCRIBE_TIMEOUT  # s a subscribe waits for its broker's answer
 
     # ---- the schedule -----------------------------------------------------------------------
 
@@ -169,8 +172,9 @@ class LiveWorkload:
         t = 0 at no cost (a client request is free, every link takes δ). Live, all of them at
         once are a storm: hops took 0.28 s against δmax = 25 ms in the first 10 s of the
         paper workload. So here they are subscribed at most `rate` per second (at most one
-        second's worth waiting for an answer), each until its broker has acknowledged it, and
-        then D = d·δmax passes, within which the timing model brings a subscription to every
+        second's worth waiting for an answer), each until its broker has acknowledged it (up
+        to live.startup_timeout: the warm start is part of the start), and then D = d·δmax
+        passes, within which the timing model brings a subscription to every
         broker. The caller then moves the run's origin to now (Testbed.origin) and calls
         `run`, which carries out the rest of the plan on its own clock from 0: the
         publications, the arrivals and the warm-start subscriptions' ends, as planned. Each
@@ -188,6 +192,7 @@ class LiveWorkload:
         self._plan = workload_plan(self.scenario, until=duration)
         window = asyncio.Semaphore(max(1, math.ceil(rate)))  # waiting for their answer
         pending: list[asyncio.Task[None]] = []
+        self._ack_timeout = max(SUBSCRIBE_TIMEOUT, self.scenario.live.startup_timeout)
 
         async def established(subscribing: Awaitable[None]) -> None:
             try:
@@ -222,6 +227,8 @@ class LiveWorkload:
                 task.cancel()
             await self._shutdown(unsubscribe=False, linger=False)
             raise
+        finally:
+            self._ack_timeout = SUBSCRIBE_TIMEOUT
         self.stats.warm_start_s = loop.time() - began
         return self.stats.warm_start
 
@@ -366,7 +373,7 @@ class LiveWorkload:
         self.stats.subscriptions += 1
         self.stats.live += 1
         try:
-            await c.subscriber.subscribe(filter_text, sub_id)
+            await c.subscriber.subscribe(filter_text, sub_id, timeout=self._ack_timeout)
         except (grpc.aio.AioRpcError, TimeoutError, ValueError) as e:
             # the Subscriber keeps retrying the stream; a permanent error means the broker
             # refused it, and the client then is not subscribed at all
