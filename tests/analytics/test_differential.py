@@ -64,6 +64,10 @@ def compare(spark: Any, run: Path, theirs: dict[str, Any] | None = None
             if f["fault_id"] in reported(run)} == {
         f["fault_id"]: f["took_effect"] for f in ours["verdict"]["faults"]
         if f["fault_id"] in reported(run)}
+    # what each fault cost (R14: from its episode's begin − D)
+    losses = ("lost", "spurious", "duplicated", "reordered")
+    assert {f["fault_id"]: [f[k] for k in losses] for f in theirs["faults"]} == {
+        f["fault_id"]: [f[k] for k in losses] for f in ours["verdict"]["faults"]}
     return ours, theirs
 
 
@@ -80,6 +84,20 @@ def test_checker_and_spark_agree_on_generated_runs(spark: Any, tmp_path: Path, a
     assert ours["deliveries"]["expected"] > 300
     assert theirs["ingest"]["torn_lines"] == ["b4.jsonl"]
     assert len(ours["episodes"]) == 1 and len(ours["episodes"][0]["faults"]) == 3
+
+
+def test_checker_and_spark_agree_on_episode_windows(spark: Any, tmp_path: Path) -> None:
+    """R12 leaves a reconfiguration's state span out of the episode before it, and an
+    episode's losses start at its begin − D (tests/check/test_episode_windows.py's traces)."""
+    from tests.check import test_episode_windows as windows
+
+    exchange = windows.exchange_after_episode(tmp_path / "exchange", last_bad=23.4)
+    ours, _ = compare(spark, exchange)
+    assert (ours["episodes"][0]["state_last_failing"], ours["verdict"]["status"]) == (
+        pytest.approx(0.5), "pass")
+    flight = windows.in_flight(tmp_path / "flight")
+    ours, _ = compare(spark, flight)
+    assert [f["lost"] for f in ours["verdict"]["faults"]] == [2, 1]
 
 
 def test_checker_and_spark_agree_with_advertisements(spark: Any, tmp_path: Path) -> None:

@@ -751,6 +751,21 @@ def check(run: Path) -> dict[str, Any]:
                   "illegitimate": len(failed), "first_illegitimate": min(failed, default=None),
                   "last_illegitimate": max(failed, default=None)}
 
+    # R15: the reconfigurations, from start to end (none: the run's end)
+    ops: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["kind"] != "reconfiguration":
+            continue
+        op = ops.setdefault(r["rid"], {"rid": r["rid"], "op": r.get("op"), "start": None,
+                                       "end": None, "outcome": None})
+        if r["phase"] == "started":
+            op["start"] = r["ts"]
+        elif r["phase"] == "finished":
+            op["end"], op["outcome"] = r["ts"], r.get("outcome")
+    # R15's state spans [start, end + D]: R12 leaves their checks out of every episode
+    spans = [(op["start"], (op["end"] if op["end"] is not None else end) + D)
+             for op in ops.values()]
+
     # R10-R12: episodes and their service-level stabilization
     faults: dict[str, list[float | None]] = {}
     for r in records:
@@ -777,29 +792,37 @@ def check(run: Path) -> dict[str, Any]:
             continue
         window = [(t, ok) for t, ok in judged if t >= e["end"] - TOL and t + D <= until + TOL]
         e["service"], e["service_status"] = tail(window, e["end"], "no publications observed")
-        # R12: the checks from E up to (not at) the next episode's begin
-        window = [(t, ok) for t, ok in checks if e["end"] - TOL <= t < until - TOL]
+        # R12: the checks from E up to (not at) the next episode's begin, but for those in a
+        # reconfiguration's state span
+        window = [(t, ok) for t, ok in checks if e["end"] - TOL <= t < until - TOL
+                  and not any(lo - TOL <= t <= hi + TOL for lo, hi in spans)]
         e["state"], e["state_status"] = tail(window, e["end"], "no checks observed")
         # R12's lower bound, R14's test of the state against Δ: the last failing check
         failing = [t for t, ok in window if not ok]
         e["state_last_failing"] = max(failing) - e["end"] if failing else None
 
-    # R15: per reconfiguration, lost, duplicated and spurious over the judged publications of
-    # its window [start - D, end + D), reordered: FIFO (and causal) violations delivered in
-    # [start - D, end + 2D).
     missing_of: dict[tuple[str, int], int] = {}
     for key, _ in missing:
         missing_of[key] = missing_of.get(key, 0) + 1
-    ops: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if r["kind"] != "reconfiguration":
-            continue
-        op = ops.setdefault(r["rid"], {"rid": r["rid"], "op": r.get("op"), "start": None,
-                                       "end": None, "outcome": None})
-        if r["phase"] == "started":
-            op["start"] = r["ts"]
-        elif r["phase"] == "finished":
-            op["end"], op["outcome"] = r["ts"], r.get("outcome")
+
+    def damage(lo: float, hi: float) -> dict[str, int]:
+        """Lost, duplicated, spurious over the judged publications made in [lo, hi), and the
+        FIFO violations delivered then."""
+        made = [key for key, p in pubs.items() if p["judged"] and lo - TOL <= p["t"] < hi]
+        return {"lost": sum(missing_of.get(k, 0) for k in made),
+                "duplicated": sum(dup_of.get(k, 0) for k in made),
+                "spurious": sum(spurious_of.get(k, 0) for k in made),
+                "reordered": sum(lo - TOL <= t < hi for t in fifo_at)}
+
+    # R14: an episode's row shows what was published from its begin - D (in flight when its
+    # first fault struck) up to the next episode's begin - D (the last: to the end)
+    for i, e in enumerate(episodes):
+        hi = episodes[i + 1]["begin"] - D if i + 1 < len(episodes) else math.inf
+        e.update(damage(e["begin"] - D, hi))
+
+    # R15: per reconfiguration, lost, duplicated and spurious over the judged publications of
+    # its window [start - D, end + D), reordered: FIFO (and causal) violations delivered in
+    # [start - D, end + 2D).
     causal_at = causal_violations(records) if header.get("ordering") == "causal" else []
     reconfigurations = []
     for op in sorted(ops.values(), key=lambda o: (o["start"], o["rid"])):

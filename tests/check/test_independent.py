@@ -41,6 +41,11 @@ def agree(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     assert _states(ours["episodes"], "state_last_failing", "state_status") == _states(
         theirs["episodes"], "state_last_failing", "state_status")
     assert {k: ours["deliveries"][k] for k in KEYS} == {k: theirs[k] for k in KEYS}
+    # R14: each episode's row, what its faults cost from its begin − D on
+    losses = ("lost", "spurious", "duplicated", "reordered")
+    rows = {f["episode"]: [f[k] for k in losses] for f in ours["verdict"]["faults"]}
+    assert [rows[i] for i in range(len(theirs["episodes"]))] == [
+        [e[k] for k in losses] for e in theirs["episodes"]]
     return ours, theirs
 
 

@@ -105,6 +105,10 @@ def test_summary_checker_and_independent_checker_agree(algorithm: str, hierarchi
     assert [x["state_time"] for x in ours["episodes"]] == pytest.approx(
         [x["state_time"] for x in s.episodes], abs=1e-6)
     assert ours["verdict"]["status"] == s.verdict["status"]
+    # what the episode's faults cost (R14: publications from its begin − D on)
+    losses = ("lost", "spurious", "duplicated", "reordered")
+    assert [[f[k] for k in losses] for f in ours["verdict"]["faults"]] == [
+        [f[k] for k in losses] for f in s.verdict["faults"]] == [[e[k] for k in losses]] * 3
 
 
 def test_float_attributes_and_self_publications_are_judged_correctly(tmp_path: Path) -> None:

@@ -122,15 +122,36 @@ def service_stabilization(e: Episode, pub_times: Sequence[float], pub_ok: Sequen
     return stabilization_tail(window, e.end, "no publications observed")
 
 
-def state_stabilization(e: Episode,
-                        checks: Sequence[Check]) -> tuple[float | None, str, float | None]:
+def state_stabilization(e: Episode, checks: Sequence[Check],
+                        spans: Sequence[tuple[float, float]] = (),
+                        ) -> tuple[float | None, str, float | None]:
     """R12 over the legitimacy checks (in time order): the time, the status, and the last
-    failing check's time minus E (see `last_failing`)."""
+    failing check's time minus E (see `last_failing`). The checks inside `spans` (the
+    reconfigurations' state spans, R15) are left out: an exchange's transient is its own."""
     if e.end is None:
         return None, "fault never ended", None
-    window = [(c.t, c.ok) for c in checks if e.end - EPS <= c.t < e.observed_until - EPS]
+    window = [(c.t, c.ok) for c in checks if e.end - EPS <= c.t < e.observed_until - EPS
+              and not inside(c.t, spans)]
     return (*stabilization_tail(window, e.end, "no checks observed"),
             last_failing(window, e.end))
+
+
+def inside(t: float, spans: Sequence[tuple[float, float]]) -> bool:
+    """Whether `t` lies in one of the closed `spans` (on the edge is inside)."""
+    return any(lo - EPS <= t <= hi + EPS for lo, hi in spans)
+
+
+def loss_windows(episodes: Sequence[Episode],
+                 deactivation: float) -> dict[int, tuple[float, float]]:
+    """R14: per episode, the publication times [lo, hi) whose losses its row shows: from its
+    begin − D (what was in flight when its first fault struck) to the next episode's begin − D
+    (the last: every later one). With the prefix (before the first begin − D) they partition
+    the run, so each loss is shown once."""
+    out = {}
+    for i, e in enumerate(episodes):
+        hi = episodes[i + 1].begin - deactivation if i + 1 < len(episodes) else float("inf")
+        out[e.index] = (e.begin - deactivation, hi)
+    return out
 
 
 def last_failing(window: Sequence[tuple[float, Any]], end: float) -> float | None:

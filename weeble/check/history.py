@@ -17,6 +17,7 @@ from weeble.check.episodes import (
     Fault,
     episodes_of,
     faults_of,
+    loss_windows,
     service_stabilization,
     state_stabilization,
 )
@@ -127,13 +128,17 @@ def assess(header: RunHeader, end: float, d: Deliveries, checks: Sequence[Check]
     """Episodes, stabilization, the verdict and the report, from the measurements."""
     bound = header.bound
     episodes = episodes_of(faults, bound, end)
+    # R12: a reconfiguration's transient is its own (R15), not the episode's before it
+    reshaped = reconfigurations.state_spans(end) if reconfigurations is not None else []
     for e in episodes:
         e.service_time, e.service_status = service_stabilization(
             e, d.pub_times, d.pub_ok, header.deactivation)
-        e.state_time, e.state_status, e.state_last_failing = state_stabilization(e, checks)
+        e.state_time, e.state_status, e.state_last_failing = state_stabilization(
+            e, checks, reshaped)
     first = episodes[0].begin if episodes else float("inf")
     prefix = unpromised(header, d.between(float("-inf"), first - header.deactivation))
-    losses = {e.index: d.between(e.begin, e.observed_until) for e in episodes}
+    losses = {i: d.between(lo, hi)
+              for i, (lo, hi) in loss_windows(episodes, header.deactivation).items()}
     # A timing violation inside a fault, or inside a reconfiguration's window (an exchange
     # holds notifications in Qnot by design, thesis 4.4.2), is that one's doing (R13, R15).
     spans = [(f.begin, f.end) for f in faults]

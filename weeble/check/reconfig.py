@@ -17,7 +17,7 @@ from typing import Any
 
 from weeble.check.causal import Causal
 from weeble.check.deliveries import EPS, Deliveries
-from weeble.check.episodes import Fault
+from weeble.check.episodes import Fault, inside
 from weeble.check.state import Check
 from weeble.trace.header import RunHeader
 
@@ -77,6 +77,12 @@ class Reconfigurations:
         return [(r.start - self.D, (r.end if r.end is not None else end) + 2 * self.D)
                 for r in self.items.values()]
 
+    def state_spans(self, end: float) -> list[tuple[float, float]]:
+        """Each reconfiguration's state span [start, end + D] (R15): the legitimacy checks
+        there see its transient, and R12 leaves them out of an episode's state level."""
+        return [(r.start, (r.end if r.end is not None else end) + self.D)
+                for r in self.items.values()]
+
     def report(self, d: Deliveries, end: float, faults: list[Fault]) -> dict[str, Any]:
         """Per reconfiguration, in start order (R15), and the overlay's checks."""
         faulty = [(f.begin, f.end if f.end is not None else end) for f in faults]
@@ -112,16 +118,18 @@ class Reconfigurations:
 
     def _overlay(self, end: float, faulty: list[tuple[float, float]]) -> dict[str, Any] | None:
         """The overlay's checks; after each fault, when it was legitimate again (as R12, from
-        the fault's end to the next fault's begin), against ∆r."""
+        the fault's end to the next fault's begin, leaving out the reconfigurations' state
+        spans: a reconfiguration locks and rewires the overlay by design), against ∆r."""
         checks = self.overlay
         if not checks:
             return None
         failed = [c for c in checks if not c.ok]
         after = []
         spans = sorted(faulty)
+        reshaped = self.state_spans(end)
         for i, (_, e) in enumerate(spans):
             until = spans[i + 1][0] if i + 1 < len(spans) else end
-            seen = [c for c in checks if e - EPS <= c.t < until]
+            seen = [c for c in checks if e - EPS <= c.t < until and not inside(c.t, reshaped)]
             bad = [c for c in seen if not c.ok]
             if not seen:
                 status, time = "no checks observed", None

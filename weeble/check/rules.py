@@ -147,7 +147,12 @@ An episode that never ends: "fault never ended", no time.
 
 **R12 State-level stabilization of an episode** (from E, as R11): take the checks (R8) with
 E ≤ t < observed-until (the one exception to "on the edge is inside": a check at the very
-instant the next episode begins may already see its fault, and belongs to it). None: "no
+instant the next episode begins may already see its fault, and belongs to it), except those
+inside a reconfiguration's *state span* (R15: from its start to its end + D): there the
+tables pass through states that R9 calls illegitimate by the reconfiguration's own doing (an
+exchange locks its endpoints and moves routes while they are checked), and R15 judges a
+reconfiguration by what it does to the service; such a check counts neither for nor against
+the episode, which is unobserved there as between two checks. None: "no
 checks observed". All ok: 0 s. Checks at the same instant
 are one moment, as in R11. The last moment not ok: "not stabilized". Otherwise: the time of the
 first moment after the last failing one, minus E. The checks sample the state: it became
@@ -203,7 +208,14 @@ against it counted from K: a service-level time with E + time > K + Δ̂, a stat
 failing moment with E + `state_last_failing` > K + Δ̂ (R12), or "not stabilized"
 although the episode was observed past K + Δ̂ (observed-until − D for the service level,
 observed-until for the state level). Such an episode, or a prefix that fails anyway, fails;
-the run then does not pass. An "assumptions violated" part does not pass either. An episode
+the run then does not pass. An "assumptions violated" part does not pass either. Each
+episode's row (`verdict.faults`) also shows what its faults cost, not judged (a fault may
+lose): `lost`, `spurious` and `duplicated` are R5's missing, spurious and duplicate deliveries
+of the judged publications with begin − D ≤ t_p < the next episode's begin − D (the last
+episode: every later one), and `reordered` the FIFO violations (R7) delivered in that span.
+It starts at begin − D because a publication made less than D before the first fault struck
+may still be in flight (R3's D) and be lost to it; with the prefix of (a), which ends there,
+these spans partition the run, so each loss is shown once. An episode
 that never ends (R10), or that has no judged publication after its end (R11: "no publications
 observed"; its state-level result alone does not make it stabilized) is *not judged*: it is
 reported on its own row, and the other parts keep their own verdicts. An episode that passes at
@@ -217,8 +229,10 @@ each its exit code.
 the same `rid`: it starts at its `started` record and ends at its `finished` one (none: pending
 at the run's end, which then ends it). Its *window* holds the publications with
 start − D ≤ t_p < end + D (those in flight when it started, and those that may still take its
-old paths). Per reconfiguration: *lost* is the sum of R5's missing deliveries over the judged
-publications of its window, *duplicated* their duplicate deliveries, *reordered* the FIFO
+old paths); its *state span* is from its start to its end + D (the legitimacy checks there see
+its transient: R12 leaves them out of every episode, and no rule judges them). Per
+reconfiguration: *lost* is the sum of R5's missing deliveries over the judged publications of
+its window, *duplicated* their duplicate deliveries, *reordered* the FIFO
 violations (R7) with delivery time in [start − D, end + 2D), plus, when the header's
 `ordering` is `causal`, the causal violations in that span that are not FIFO violations (a
 delivery of a notification that causally precedes one the client already received, n1 → n2
@@ -239,8 +253,9 @@ A timing violation (R13) inside the span
 notifications back by design) and is not counted. When the header says `reconfigured`, the
 path rule R13(d) takes h = d for every pair of brokers. The `overlay_legitimacy` records are
 the overlay's own checks (not R8's): after each fault, among the checks from its end to the
-next fault's begin (or the run's end), the overlay has stabilized at the first ok check after
-the last failing one (as R12), to be compared with the header's `overlay_bound` ∆r. With a
+next fault's begin (or the run's end), but for those in a reconfiguration's state span, the
+overlay has stabilized at the first ok check after the last failing one (as R12), to be
+compared with the header's `overlay_bound` ∆r. With a
 coloured overlay (the header's `recolor_period` ξ), A, D, L and the legitimacy windows of R9
 each grow by 2ξ: a (un)subscription goes into the tables of the colour
 being prepared, which notifications use only from the recolor after next.

@@ -82,7 +82,8 @@ def judge(*, bound: float, deactivation: float, run_end: float, faults: Sequence
           ) -> dict[str, Any]:
     """R14. `prefix`: missing, spurious, duplicate and fifo counts before the first episode
     (publications, and FIFO violations, before its begin − D). `losses`: per episode, the same
-    counts from its begin to its observed-until time (shown, not judged: a fault may lose).
+    counts over its `loss_windows` (from its begin − D: what was in flight when its first fault
+    struck; shown, not judged: a fault may lose).
     `reconfigurations`: R15's rows; one whose verdict is `fail` fails the run. `violations`:
     R13's groups outside faults; `retime`: the timing some of them show and Δ recomputed with
     it (`timing.retimed` of the run's header; None: Δ is not recomputed)."""

@@ -72,7 +72,8 @@ SUMMARY: tuple[Field, ...] = (
           "each failed reconfiguration: its span and status (an episode's also `episode` and, "
           "when retimed, `timing`)", keys=("part", "begin", "end", "status", "reason")),
     Field(name="verdict.faults", type="list", meaning="per fault: its episode's times, "
-          "ratios to Δ, status and losses",
+          "ratios to Δ, status and losses (R14: from its begin − D to the next episode's "
+          "begin − D)",
           keys=("fault_id", "type", "target", "begin", "end", "took_effect", "episode",
                 "episode_end", "service_time", "service_status", "state_time",
                 "state_status", "bound", "ratio", "state_ratio", "status", "pass", "lost",

@@ -12,7 +12,9 @@ State level: the same on the legitimacy checks of the routing tables: the first 
 all-legitimate tail, and the last failing check (`state_last_failing`): the checks sample the
 state, so R14 calls it late only when a check failed after the bound (R12). Checks come from
 the simulator's `legitimacy` records, and from `snapshot`
-records of all brokers, checked here with the core's `legitimacy.check`.
+records of all brokers, checked here with the core's `legitimacy.check`; those inside a
+reconfiguration's state span (its start to its end + D, R15) see its transient, not the
+episode's, and are left out of the episodes' times (not of the `legitimacy` table).
 
 Ratio: measured time / Δ, with Δ = Params.bound(algorithm, wrapper) of the run's metadata.
 
@@ -26,8 +28,9 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs.context import Context
+from weeble.analytics.jobs.reconfigurations import operations
 from weeble.check.deliveries import INF
-from weeble.check.episodes import last_failing, stabilization_tail
+from weeble.check.episodes import inside, last_failing, stabilization_tail
 from weeble.check.state import Interval, select
 from weeble.core.filters import Filter, FilterSyntaxError
 from weeble.core.legitimacy import SnapshotView, check
@@ -43,7 +46,11 @@ def run(ctx: Context) -> dict[str, Any]:
 
     episodes = sorted(ctx.rows(ctx.table("episodes")), key=lambda e: e["begin"])
     checks = ctx.write("legitimacy", _checks(ctx))
-    check_rows = [(r["ts"], r["ok"]) for r in ctx.rows(checks.orderBy("ts"))]
+    # R12: the checks in a reconfiguration's state span [start, end + D] are its own (R15)
+    reshaped = [(r["start"], (r["end"] if r["end"] is not None else ctx.end)
+                 + ctx.header.deactivation) for r in operations(ctx)]
+    check_rows = [(r["ts"], r["ok"]) for r in ctx.rows(checks.orderBy("ts"))
+                  if not inside(r["ts"], reshaped)]
     pubs = ctx.table("publications").where(F.col("judged"))
     bound = ctx.header.bound
     D = ctx.header.deactivation

@@ -1,8 +1,9 @@
 """The verdict: per fault, how fast the system recovered and what it lost on the way; pass/fail.
 
 The measurements are this job's (Spark): per episode the service- and state-level times
-(stabilization job), the losses from its begin to its observed-until time and before the first
-fault (judged publications, FIFO violations). The judgement is `weeble.check.verdict.judge`,
+(stabilization job), the losses from its begin − D (what was in flight when its first fault
+struck) to the next episode's begin − D, and before the first fault (judged publications, FIFO
+violations). The judgement is `weeble.check.verdict.judge`,
 the one implementation of rule R14 (the reference checker uses it too): the run passes when
 nothing went wrong before the first fault and every episode stabilized within Δ; a failure
 while the timing model was violated is "assumptions violated".
@@ -33,10 +34,16 @@ def run(ctx: Context, stabilization: dict[str, Any],
     bound = ctx.header.bound
     episodes = {e["episode"]: e for e in stabilization["episodes"]}
     first_begin = min((e["begin"] for e in episodes.values()), default=None)
-    # Before the first fault, up to the last publication the fault cannot have touched.
-    prefix_end = first_begin - ctx.header.deactivation if first_begin is not None else 1e300
+    # Before the first fault, up to the last publication the fault cannot have touched; each
+    # episode from there on (its begin − D) to the next one's begin − D (the checker's
+    # `loss_windows`, R14)
+    D = ctx.header.deactivation
+    prefix_end = first_begin - D if first_begin is not None else 1e300
+    ordered = sorted(episodes.values(), key=lambda e: e["begin"])
     windows = [(-1, -1e300, prefix_end)] + [
-        (e["episode"], e["begin"], e["observed_until"]) for e in episodes.values()]
+        (e["episode"], e["begin"] - D,
+         ordered[i + 1]["begin"] - D if i + 1 < len(ordered) else 1e300)
+        for i, e in enumerate(ordered)]
     ranges = ctx.spark.createDataFrame(windows, "episode long, lo double, hi double")
     violations = violations or []
     pubs = ctx.table("publications").where(F.col("judged")).select(
