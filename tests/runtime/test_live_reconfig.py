@@ -30,24 +30,34 @@ from weeble.orchestrator.workload import LiveWorkload
 from weeble.trace.reader import read_trace
 
 
-def _scenario(ordering: str, **live: Any) -> Any:
+def _scenario(ordering: str, delta_max: float = 0.05, backoff: float | None = None,
+              **live: Any) -> Any:
     # peer-to-peer identity routing (the coordinated exchange's precondition); d bounds every
     # tree of the run; stable subscriptions and a steady 40 notifications/s. 12 s: a leaf add
     # starts a broker process, which took until 9 s at a load of 20-30 and left the new
-    # leaf's subscriber too little of a 9 s run to see its deliveries
+    # leaf's subscriber too little of a 9 s run to see its deliveries. π = 6 s: the workload's
+    # clients refresh every ρ = 1 s from the test's own process, which a loaded machine
+    # starves; at π = 2.2 s refreshes 3.2 s apart let leases expire at the access brokers
+    # (second chance: an entry unrefreshed for a whole π goes), and the deliveries missed
+    # until the next refresh were counted as the exchanges' losses (the checker said
+    # "assumptions violated: refresh gaps > ρ"). Nothing here waits for a lease to run out.
     return scenario(
-        duration=12, pi=2.2, rho=1.0, delta_max=0.05,
-        timing={"pi": 2.2, "rho": 1.0, "delta_min": 0.0, "delta_max": 0.05, "d": 6},
+        duration=12, pi=6.0, rho=1.0, delta_max=delta_max,
+        timing={"pi": 6.0, "rho": 1.0, "delta_min": 0.0, "delta_max": delta_max, "d": 6},
         workload={"filter_classes": 3, "subscriptions": 8, "mean_lifetime": 1000,
                   "publish_rate": 40},
-        reconfigurations={"ordering": ordering}, live=live or None)
+        reconfigurations={"ordering": ordering,
+                          **({"backoff": backoff} if backoff is not None else {})},
+        live=live or None)
 
 
 def _judge(bed: Testbed) -> dict[str, Any]:
     bed.down()
     report = check_run(bed.run_dir)
     d = report["deliveries"]
-    assert d["expected"] > 200, d  # the load was there
+    # the load was there (a loaded machine starves the workload's publishers: 115-366
+    # expected deliveries at a load of 30-40, against ~1,200 on a quiet one)
+    assert d["expected"] > 100, d
     assert (d["missing"], d["duplicate"], d["spurious"], d["fifo"]) == (0, 0, 0, 0), d
     return report
 
@@ -104,8 +114,12 @@ def test_exchange_and_leaf_add_and_remove_under_load_lose_nothing(tmp_path: Path
 
 
 def test_colliding_exchanges_retry_and_both_finish(tmp_path: Path) -> None:
-    # 20 ms per link hop: each exchange takes long enough for the other to meet its locks
-    s = _scenario("fifo", links={"delay_ms": 20})
+    # 150 ms per link hop (δmax 0.2 s): each exchange holds its locks ~2 s (13 hops), longer
+    # than the manager's next admin call takes on a loaded machine, so the two overlap. At
+    # 20 ms per hop an exchange took 0.27 s, and at a load of 20 the second request reached
+    # its initiator 0.44 s after the first (1.6 s at a load of 40): the first had finished,
+    # nothing collided. The back-off stays 1 s (4·d·δmax would be 4.8 s here)
+    s = _scenario("fifo", delta_max=0.2, backoff=1.0, links={"delay_ms": 150})
     bed = start(s, tmp_path / "runs")
     try:
         async def steps(manager: Any, _workload: LiveWorkload) -> list[Any]:
