@@ -34,6 +34,7 @@ from weeble.proto.v1 import client_pb2, link_pb2
 from weeble.runtime.client import Publisher, Subscriber
 from weeble.runtime.client_service import ACCEPTED_KEY
 from weeble.runtime.config import BrokerConfig
+from weeble.runtime.links import LinkState
 from weeble.runtime.process import BrokerProcess
 from weeble.runtime.server import BrokerServer
 from weeble.trace.reader import read_trace
@@ -207,13 +208,16 @@ def test_a_notification_crosses_a_link_as_the_bytes_it_was_published_in(
     b = configs("b1", listen=b_addr, neighbors={"b0": a_addr})
 
     async def scenario() -> None:
-        async with BrokerServer(a), BrokerServer(b) as server_b, \
+        async with BrokerServer(a) as server_a, BrokerServer(b) as server_b, \
                 grpc.aio.insecure_channel(b_addr) as ch:
             call = ch.unary_stream(SUBSCRIBE, request_serializer=None)(
                 client_pb2.SubscribeRequest(client="alice", sub_id="a.1", filter="x == 1"
                                             ).SerializeToString())
             await call.read()  # subscribed
-            await asyncio.sleep(0.5)  # the subscription reaches b0
+            # flooding: b0 sends the notification on once its link to b1 is up (a wait for
+            # that, not a fixed sleep: the link comes up later on a loaded machine)
+            while server_a.link_states()["b1"] != LinkState.UP:
+                await asyncio.sleep(0.05)
             # unknown field 99 inside the notification: a broker that decoded and re-encoded
             # it would drop it; one that forwards the bytes it received keeps it
             raw = _notification(1, x=1) + b"\x98\x06\x2a"
