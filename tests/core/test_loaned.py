@@ -51,3 +51,32 @@ def test_loans_are_cleared_and_bad_values_named() -> None:
     assert "loaned" not in b.snapshot()
     with pytest.raises(CorruptionError, match=r"merger\.loaned\.insert"):
         b.step(1.0, Corrupt("merger.loaned.insert", {"dest": "x", "sub_id": "s"}))
+
+
+def test_a_handed_over_renewal_is_on_loan_and_withdrawn_if_the_heir_never_refreshes() -> None:
+    """The subscription that renewed the neighbours' entry for F ends; the next holder (a
+    crashed client's entry, never refreshed) takes over and is re-sent at once. When that
+    entry expires, the neighbours' entries it renewed are withdrawn, as an unsubscription
+    would: the re-send gave them a fresh lease beyond the heir's own, and the neighbours,
+    counting this broker as a holder, kept their other subscribers' refreshes from coming
+    here (identity seed 28 of the issue-28 sweep, shrunk: a live subscriber cut off 7.4 s
+    after the episode, Δ = 6.1 s)."""
+    from weeble.core.events import ClientSubscribe, ClientUnsubscribe
+
+    b = Broker(Rom(broker_id="b", neighbors=frozenset({"p", "x"}), root="p", parent="p",
+                   algorithm=Algorithm.IDENTITY, params=P))
+    b.step(0.0, Start())
+    b.step(1.0, ClientSubscribe("c1", "c1/0", F))
+    b.step(2.0, ClientSubscribe("c2", "c2/0", F))  # crashes: never refreshed
+    b.step(10.0, TimerFired("overrun"))
+    b.step(11.0, ClientSubscribe("c1", "c1/0", F))  # c1 renews p's and x's entries
+    handed = b.step(12.0, ClientUnsubscribe("c1", "c1/0", F))
+    subs = [e for e in handed if isinstance(e, Send) and isinstance(e.message, Sub)]
+    assert sorted(e.neighbor for e in subs) == ["p", "x"]  # c2's entry takes over at once
+    assert not any(isinstance(e, Send) and isinstance(e.message, Unsub) for e in handed)
+    assert b.snapshot()["loaned"] == [[{"dest": "c2", "filter": str(F)}]]
+    effects = b.step(20.0, TimerFired("overrun"))  # c2's entry expires, never refreshed
+    unsubs = [e for e in effects if isinstance(e, Send) and isinstance(e.message, Unsub)]
+    assert sorted(e.neighbor for e in unsubs) == ["p", "x"]
+    assert all(e.message.filter == F for e in unsubs)
+    assert "loaned" not in b.snapshot()

@@ -122,7 +122,8 @@ class RoutingTable:
         # entry (see Broker.sub_targets). Routing state, so it lives and dies with the table.
         self.forwarded: dict[tuple[Filter, str], str] = {}
         self.mergers: dict[str, Merger] = {}  # merging-based routing: merger records by id
-        # merging: (destination, filter) of the constituents a dissolved merger re-forwarded,
+        # (destination, filter) re-sent on the destination's account (a dissolved merger's
+        # constituents, a renewal handed over, a subscription sent after a new advertisement),
         # until their destination refreshes them (withdrawn if they expire first)
         self.loaned: dict[tuple[str, Filter], None] = {}
         # dicts keyed by entry object, used as ordered sets (deterministic iteration)

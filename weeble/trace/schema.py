@@ -394,7 +394,8 @@ FIELD_DOC: Mapping[str, str] = {
     "wrapper": "periodic-rebuild wrapper in use", "next_timer": "the broker's next timer time",
     "rebuild_bit": "the wrapper's current table bit", "mergers": "merger records",
     "loaned": "per table, the {dest, filter} pairs re-sent on their own account (by a dissolved "
-              "merger, or after a new advertisement under leasing) that their destination has "
+              "merger, after a new advertisement under leasing, or to hand a neighbour's "
+              "renewal over to the next holder) that their destination has "
               "not refreshed since (left out when there are none)",
     "adverts": "advertisements route the subscriptions (thesis §3.4.2)",
     "adv_tables": "advertisement routing tables, like `tables`",

@@ -261,7 +261,13 @@ class Strategy:
         self, plane: Plane, tag: int, f: Filter, gone: str, withdrawn: list[str]
     ) -> list[Effect]:
         """The destination that renewed a neighbour's entry for f has no f left, but others
-        do: the next one takes over now, not after the next overrun."""
+        do: the next one takes over now, not after the next overrun. The re-send is on the
+        heir's account: on loan until the heir refreshes it (`repaid`). An heir that never
+        does (a crashed client's entry, waiting to expire) had given the neighbour a fresh
+        lease beyond its own, while this broker, counting that neighbour's entry as a holder,
+        kept its other destinations' refreshes from going there: when the neighbour's entry
+        lapsed, a live subscriber was cut off until its next refresh (identity seed 28, the
+        root crashed, then a client: 7.4 s after the episode, Δ = 6.1 s)."""
         table = plane.table
         if any(e.dest == gone for e in table.identical(f)):
             return []  # `gone` still holds f under another subscription id
@@ -276,6 +282,7 @@ class Strategy:
             heir = next((e for e in table.identical(f) if e.dest != n), None)
             if heir is not None:
                 table.forwarded[f, n] = heir.dest
+                table.loaned[heir.dest, f] = None
                 effects.append(Send(n, sub(heir.sub_id, f, tag)))
         return effects
 
