@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -9,6 +10,8 @@ from collections.abc import Callable
 import grpc
 import pytest
 
+from tests.runtime.helpers import ADMIN_TOKEN
+from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.client import Delivery, publish_sync, subscribe_sync
 from weeble.runtime.config import BrokerConfig
 from weeble.runtime.process import BrokerProcess
@@ -28,7 +31,12 @@ def test_sync_publish_and_subscribe(
 
     consumer = threading.Thread(target=consume)
     consumer.start()
-    time.sleep(1.0)  # let the subscription reach the broker
+    # publish once the subscription is in the broker's table (a wait, not a fixed sleep: the
+    # thread's subscribe takes longer on a loaded machine)
+    deadline = time.monotonic() + 15
+    while not asyncio.run(_subscribed(cfg)):
+        assert time.monotonic() < deadline, "alice's subscription never reached the broker"
+        time.sleep(0.05)
     sent = publish_sync(target, "sensor", [{"temp": 31}, {"temp": 12}, {"temp": 40.5}])
     assert [n.seq for n in sent] == [1, 2, 3]
     consumer.join(timeout=20)
@@ -37,3 +45,12 @@ def test_sync_publish_and_subscribe(
     with pytest.raises(grpc.RpcError) as err:
         list(subscribe_sync(target, "bob", "temp >", rho=1, timeout=5))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+
+
+async def _subscribed(cfg: BrokerConfig) -> bool:
+    admin = AdminClient(cfg.admin_address, ADMIN_TOKEN, timeout=5)
+    try:
+        snap = await admin.snapshot()
+    finally:
+        await admin.close()
+    return any(e["filter"] for t in snap["core"]["tables"] for e in t)
