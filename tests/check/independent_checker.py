@@ -361,6 +361,11 @@ def _side(neighbors: dict[str, set[str]], v: str, d: str) -> set[str]:
     return seen
 
 
+def network_id(client: str, sub_id: str) -> str:
+    """R9(b): an entry carries `<client>/<sub_id>`, or `sub_id` if it starts with `<client>/`."""
+    return sub_id if sub_id.startswith(client + "/") else f"{client}/{sub_id}"
+
+
 def routing_problems(views: dict[str, dict[str, Any]], required: list[dict[str, Any]],
                      allowed: list[dict[str, Any]], algorithm: str,
                      hierarchical: bool) -> list[str]:
@@ -370,7 +375,7 @@ def routing_problems(views: dict[str, dict[str, Any]], required: list[dict[str, 
     problems: list[str] = []
 
     def pairs(subs: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        return [(s["sub_id"], s["filter"]) for s in subs]
+        return [(network_id(s["client"], s["sub_id"]), s["filter"]) for s in subs]
 
     for v, view in sorted(views.items()):
         by_dest: dict[str, list[tuple[str, str]]] = {}

@@ -70,7 +70,8 @@ def test_simple_p2p_floods_subscriptions_and_routes_notifications_back() -> None
 
 def test_hierarchical_notifications_climb_to_the_root_and_descend_by_entries() -> None:
     b = make(Algorithm.SIMPLE, hierarchical=True)
-    assert sends(b.step(0, ClientSubscribe("c", "s1", F))) == [("p", "Sub", "s1")]
+    # the access broker qualifies the client's id with the client (core.events.network_id)
+    assert sends(b.step(0, ClientSubscribe("c", "s1", F))) == [("p", "Sub", "c/s1")]
     n = Notification("pub", 1, {"class": 1})
     assert b.step(0, Receive("x", Notify(n))) == [Deliver("c", n), Send("p", Notify(n))]
     assert b.step(0, Receive("p", Notify(n))) == [Deliver("c", n)]
@@ -80,11 +81,11 @@ def test_hierarchical_notifications_climb_to_the_root_and_descend_by_entries() -
 
 def test_identity_forwards_only_the_first_identical_subscription() -> None:
     b = make(Algorithm.IDENTITY, hierarchical=True)
-    assert sends(b.step(0, ClientSubscribe("c1", "s1", F))) == [("p", "Sub", "s1")]
+    assert sends(b.step(0, ClientSubscribe("c1", "s1", F))) == [("p", "Sub", "c1/s1")]
     assert sends(b.step(0, ClientSubscribe("c2", "s2", F))) == []
     # after an overrun all flags are 0: the first refresh is forwarded again (flag-1 counting)
     b.step(10.0, TimerFired("overrun"))
-    assert sends(b.step(11, ClientSubscribe("c2", "s2", F))) == [("p", "Sub", "s2")]
+    assert sends(b.step(11, ClientSubscribe("c2", "s2", F))) == [("p", "Sub", "c2/s2")]
     assert sends(b.step(12, ClientSubscribe("c1", "s1", F))) == []
 
 
@@ -114,7 +115,7 @@ def test_covering_suppresses_covered_and_reforwards_on_unsubscribe() -> None:
     wide, narrow = Filter.parse("class < 10"), Filter.parse("class < 5")
     for alg in (Algorithm.COVERING1, Algorithm.COVERING2):
         b = make(alg, hierarchical=True)
-        assert sends(b.step(0, ClientSubscribe("c1", "w", wide))) == [("p", "Sub", "w")]
+        assert sends(b.step(0, ClientSubscribe("c1", "w", wide))) == [("p", "Sub", "c1/w")]
         assert sends(b.step(0, ClientSubscribe("c2", "n", narrow))) == []
         # the coverer leaves: the covered subscription goes up before the unsubscription
         effects = b.step(0, ClientUnsubscribe("c1", "w", wide))
@@ -131,7 +132,7 @@ def test_covering_variants_differ_on_flag0_coverers() -> None:
         b.step(0, ClientSubscribe("c2", "n", narrow))
         b.step(10.0, TimerFired("overrun"))  # every flag drops to 0
         out[alg] = sends(b.step(11, ClientSubscribe("c2", "n", narrow)))
-    assert out[Algorithm.COVERING1] == [("p", "Sub", "n")]  # flag-0 coverer does not count
+    assert out[Algorithm.COVERING1] == [("p", "Sub", "c2/n")]  # flag-0 coverer does not count
     assert out[Algorithm.COVERING2] == []  # coverer counts whatever its flag
 
 
@@ -240,7 +241,7 @@ def test_wrapper_unsubscription_applies_to_both_tables() -> None:
     b.step(1, Receive("p", Switch(1)))
     b.step(2, ClientSubscribe("c", "s1", F))
     effects = b.step(3, ClientUnsubscribe("c", "s1", F))
-    assert sends(effects) == [("p", "Unsub", "s1")]
+    assert sends(effects) == [("p", "Unsub", "c/s1")]
     assert all(len(t) == 0 for t in b.ram.tables)
 
 
@@ -248,11 +249,11 @@ def test_wrapper_unsubscription_applies_to_both_tables() -> None:
     ("target", "value", "args"),
     [
         ("entry.filter", "class == 7", {"index": 0}),
-        ("entry.sub_id", "other", {"sub_id": "s1"}),
+        ("entry.sub_id", "other", {"sub_id": "c/s1"}),  # the id the table holds
         ("entry.dest", "ghost", {"index": 0}),
         ("entry.flag", None, {"index": 0}),
         ("entry.insert", {"sub_id": "z", "filter": "true", "dest": "x", "flag": 0}, {}),
-        ("entry.delete", None, {"sub_id": "s1"}),
+        ("entry.delete", None, {"sub_id": "c/s1"}),
         ("table.clear", None, {}),
         ("clock", 3.0, {}),
     ],

@@ -182,7 +182,7 @@ def test_leaf_add_bootstraps_the_new_neighbour_and_bye_withdraws_it() -> None:
     b.step(0.0, Receive("a", Sub("s2", Filter.equals("k", 2))))
     effects = b.step(1.0, AddNeighbor("leaf"))
     sent = sorted((e.neighbor, e.message.sub_id) for e in effects if isinstance(e, Send))
-    assert sent == [("leaf", "s1"), ("leaf", "s2")]  # every filter held for others
+    assert sent == [("leaf", "c1/s1"), ("leaf", "s2")]  # every filter held for others
     b.step(1.0, Receive("leaf", Sub("s3", Filter.equals("k", 3))))
     effects = b.step(2.0, Receive("leaf", Bye()))
     assert ("a", "Unsub", "s3") in {(e.neighbor, type(e.message).__name__, e.message.sub_id)

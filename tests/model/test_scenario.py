@@ -204,6 +204,19 @@ def test_a_sub_id_in_use_by_the_same_client(tmp_path: Path) -> None:
     named = [{"client": "al", "broker": "b3", "filter": "x == 1", "sub_id": "al/1"},
              {"client": "al", "broker": "b3", "filter": "x == 2"}]  # the workload's al/1
     assert "subscriptions[1].sub_id: 'al/1'" in error(tmp_path, subscriptions=named)
+    # the brokers hold al's `s` as `al/s` (core.events.network_id): the same subscription
+    qualified = [ok[0], {"client": "al", "broker": "b3", "filter": "x == 2", "sub_id": "al/s",
+                         "start": 3}]
+    assert "subscriptions[1].sub_id: 'al/s' of client 'al' is in use by subscriptions[0]" in \
+        error(tmp_path, subscriptions=qualified)
+
+
+def test_a_client_id_with_a_slash(tmp_path: Path) -> None:
+    """`/` separates a client from its sub id in the brokers' ids: `a/b`'s `c` and `a`'s
+    `b/c` would be one subscription."""
+    subs = [{"client": "a/b", "broker": "b3", "filter": "x == 1", "sub_id": "c"}]
+    assert "subscriptions[0].client: client id 'a/b' contains '/'" in \
+        error(tmp_path, subscriptions=subs)
 
 
 def chaos_error(tmp_path: Path, *faults: dict) -> str:

@@ -385,7 +385,10 @@ async def _client_crash(target: Target, f: F.ClientCrashFault, call: Call) -> St
             evidence[b] = await target.crash_client(handle)
         except Exception as e:
             errors.append(f"{b}: {error_text(e)}")
-    sub_ids = [e["sub_id"] for e in evidence.values() if "sub_id" in e]
+    crashed = [e for e in evidence.values() if "sub_id" in e]
+    # the subscription it crashed, by (client, sub_id): ids are unique per client only
+    fields = ({"sub_id": crashed[0]["sub_id"], "client": crashed[0]["client"]}
+              if len(crashed) == 1 and "client" in crashed[0] else
+              {"sub_id": crashed[0]["sub_id"]} if len(crashed) == 1 else {})
     return Step(brokers, bool(evidence) and not errors, evidence,
-                error="; ".join(errors) or None,
-                fields={"sub_id": sub_ids[0]} if len(sub_ids) == 1 else {})
+                error="; ".join(errors) or None, fields=fields)

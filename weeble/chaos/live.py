@@ -20,6 +20,7 @@ from typing import Any
 from weeble.chaos.evidence import ChaosTrace
 from weeble.chaos.target import TargetError
 from weeble.codec.wire import message_to_envelope
+from weeble.core.events import network_id
 from weeble.core.messages import Message
 from weeble.core.rom import Rom
 from weeble.model.selectors import Tree
@@ -320,7 +321,8 @@ class LiveTarget:
         gone = stream not in after["client_streams"]
         if not (had and gone):
             raise TargetError(f"the client's stream was {'not open' if not had else 'kept'}")
-        entries = [e for t in after["core"]["tables"] for e in t if e["sub_id"] == c.sub_id]
+        held = network_id(c.client, c.sub_id)  # the id its broker's tables hold
+        entries = [e for t in after["core"]["tables"] for e in t if e["sub_id"] == held]
         return {"client": c.client, "sub_id": c.sub_id, "stream_before": had,
                 "stream_after": not gone, "entries_left": entries}
 

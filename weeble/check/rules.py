@@ -91,19 +91,20 @@ taken), not the header's: in a reconfigured run, the tree at that round. A subsc
 the broker its `subscribe` record names (`broker`); it is on D's side of V (a neighbour D of
 broker V) if its broker is reached from D without crossing V. A broker's entries are those of
 all its `tables` (each entry a `filter`, a destination `dest`, a `sub_id`; `flag` is not
-judged). (b) An entry towards a *local client* c (a destination that is not a neighbour) is
-judged by the pair (`sub_id`, `filter`) against c's own subscriptions at that broker (R1:
-another client's, whatever its id, never explains it): each entry must carry the id and the
-filter of one of c's allowed subscriptions, else it is spurious; each of c's required
-subscriptions needs an entry with its id and its filter, else it is missing, unless an entry
-with its id is spurious (holds a filter no allowed subscription of that id has: a corrupted
-filter counts once). One id may stand for two allowed subscriptions of c, one ended and one
-started after it with another filter. (c) Entries towards a neighbour are judged by filter;
-simple routing by the pair (`sub_id`, `filter`), as in (b) but over the subscriptions on D's
-side of every client together, since an entry does not name its client: two clients'
-subscriptions with the same id and the same filter on one side need one entry, with the same
-id and different filters one entry each. Filters are compared as sets of notifications (see
-"Filters"): two filters are
+judged). An entry's `sub_id` is a subscription's *network id*: its client's id qualified with
+the client by the broker it is attached to, `<client>/<sub_id>`, or the `sub_id` itself when it
+already starts with `<client>/` (a client id holds no `/`), so no two clients' subscriptions
+share one. (b) An entry towards a *local client* c (a destination that is not a neighbour) is
+judged by the pair (network id, `filter`) against c's own subscriptions at that broker: each
+entry must carry the network id and the filter of one of c's allowed subscriptions, else it is
+spurious; each of c's required subscriptions needs an entry with its network id and its
+filter, else it is missing, unless an entry with that id is spurious (holds a filter no
+allowed subscription of that id has: a corrupted filter counts once). One id may stand for two
+allowed subscriptions of c, one ended and one started after it with another filter. (c)
+Entries towards a neighbour are judged by filter; simple routing by the pair (network id,
+`filter`), as in (b) but over the subscriptions on D's side of every client together: two
+clients' subscriptions with the same `sub_id` on one side need one entry each. Filters are
+compared as sets of notifications (see "Filters"): two filters are
 *the same* if they match the same notifications, f *covers* g if f matches every notification
 g matches, and an entry is *covered by the union* of some filters if every notification it
 matches is matched by one of them. (d) A merger record (which constituents a broker merged,

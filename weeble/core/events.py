@@ -40,6 +40,28 @@ class Receive:
         self.message = message
 
 
+def network_id(client: str, sub_id: str) -> str:
+    """The id under which the brokers hold a client's subscription (or advertisement).
+
+    A client names its subscriptions uniquely among its own only (R1), so the access broker
+    qualifies the id with its client, `<client>/<sub_id>`, before it enters a table or a
+    message: routing, refresh, leases, unsubscription and merging then act per (client,
+    sub_id) everywhere. An id already of that form (the simulator's `<client>/<k>`) is its own
+    network id. Client ids hold no `/` (`valid_client`), so two clients never share one."""
+    n = len(client)
+    if sub_id.startswith(client) and sub_id[n:n + 1] == "/":
+        return sub_id
+    return f"{client}/{sub_id}"
+
+
+def valid_client(client: str) -> str | None:
+    """Why `client` cannot subscribe or advertise (a `/` would make `network_id` ambiguous:
+    client `a/b`'s id `c` and client `a`'s id `b/c`), or None."""
+    if "/" in client:
+        return f"client id {client!r} contains '/' (it qualifies the client's sub ids)"
+    return None
+
+
 @dataclass(slots=True)
 class ClientSubscribe:
     """A local client subscribes, or refreshes (SC-4) a subscription with the same sub_id."""

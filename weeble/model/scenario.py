@@ -69,6 +69,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from weeble.core.events import network_id, valid_client
 from weeble.core.filters import Filter, FilterSyntaxError
 from weeble.core.reconfig.exchange import supported as exchange_supported
 from weeble.core.reconfig.plan import (
@@ -204,7 +205,7 @@ class Workload(_Model):
 
 
 class Subscription(_Model):
-    client: str  # the client's id
+    client: str  # the client's id (no `/`: the brokers hold its sub ids as `<client>/<sub_id>`)
     broker: str  # the broker it is attached to
     filter: str  # e.g. 'class == 3 && price < 100' (the trace schema's Filters)
     start: float = Field(default=0.0, ge=0)  # s: when it subscribes
@@ -865,6 +866,9 @@ def _check(s: Scenario) -> None:
         known(f"subscriptions[{i}].broker", sub.broker)
         if sub.client in brokers:  # a broker would take it for a neighbour's message
             raise _Invalid(f"subscriptions[{i}].client", f"{sub.client!r} is a broker id")
+        why = valid_client(sub.client)
+        if why:
+            raise _Invalid(f"subscriptions[{i}].client", why)
         if _WORKLOAD_CLIENT.fullmatch(sub.client) or sub.client in {f"p{b}" for b in brokers}:
             raise _Invalid(f"subscriptions[{i}].client",
                            f"{sub.client!r} is reserved for workload clients (c<n>, p<broker>)")
@@ -913,19 +917,21 @@ def _check(s: Scenario) -> None:
 
 def _check_sub_ids(s: Scenario) -> None:
     """A sub_id is unique per client (R1): one client's subscriptions with the same id must not
-    overlap in time, or the second would be a refresh of the first."""
+    overlap in time, or the second would be a refresh of the first. Ids are compared as the
+    brokers hold them (`network_id`): a client's `s0` and `<client>/s0` are one."""
     held: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
     counts: dict[str, int] = {}
     for i, sub in enumerate(s.subscriptions):
         k = counts[sub.client] = counts.get(sub.client, -1) + 1
         sub_id = sub.sub_id or f"{sub.client}/{k}"  # as the workload names it
         end = math.inf if sub.end is None else sub.end
-        for start, until, j in held.get((sub.client, sub_id), []):
+        key = (sub.client, network_id(sub.client, sub_id))
+        for start, until, j in held.get(key, []):
             if sub.start < until and start < end:
                 raise _Invalid(f"subscriptions[{i}].sub_id",
                                f"{sub_id!r} of client {sub.client!r} is in use by"
                                f" subscriptions[{j}] then")
-        held.setdefault((sub.client, sub_id), []).append((sub.start, end, i))
+        held.setdefault(key, []).append((sub.start, end, i))
 
 
 def _check_reconfigurations(s: Scenario) -> None:

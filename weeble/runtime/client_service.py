@@ -44,7 +44,7 @@ from weeble.codec.wire import (
     sub_id_field,
     subscription_event,
 )
-from weeble.core.events import ClientSubscribe, ClientUnsubscribe, Event
+from weeble.core.events import ClientSubscribe, ClientUnsubscribe, Event, valid_client
 from weeble.core.filters import Filter, Value
 from weeble.core.messages import Notification
 from weeble.proto.v1 import client_pb2
@@ -525,7 +525,7 @@ class ClientService:
     async def _subscription(
         self, request: client_pb2.SubscribeRequest, context: grpc.aio.ServicerContext
     ) -> tuple[str, str, Filter]:
-        client = await self._client_id(request.client, context)
+        client = await self._subscriber(request.client, context)
         sub_id = await self._sub_id(request.sub_id, context)
         return client, sub_id, await self._filter(request.filter, context)
 
@@ -548,6 +548,14 @@ class ClientService:
                 self._metrics.client_request("refused")
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED,
                                     f"client {client!r}: the token is not this client's")
+        return client
+
+    async def _subscriber(self, client: str, context: grpc.aio.ServicerContext) -> str:
+        """A client that subscribes: its id also qualifies its sub ids (`network_id`)."""
+        client = await self._client_id(client, context)
+        why = valid_client(client)
+        if why:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"client: {why}")
         return client
 
     async def _sub_id(self, sub_id: str, context: grpc.aio.ServicerContext) -> str:

@@ -34,6 +34,8 @@ from weeble.core.events import (
     Receive,
     Start,
     Trace,
+    network_id,
+    valid_client,
 )
 from weeble.core.filters import Filter, Value
 from weeble.core.legitimacy import LiveSub, check
@@ -148,7 +150,10 @@ class Simulation:
         self.observers = Observers(self.header, sink, retention=retention)
         self.keep_history = keep_history
         self.rng = random.Random(f"{seed}:clients")
+        # by network id (core.events.network_id: unique per (client, sub_id), and the id the
+        # brokers' tables hold); a client's id reused after its end replaces the key's entry
         self.subscriptions: dict[str, Subscription] = {}
+        self.replaced: list[Subscription] = []  # ended ones whose key was reused since
         self.advertisements: dict[str, Subscription] = {}  # a publisher's (thesis §3.4.2)
         self.publications: dict[str, Publication] = {}
         self.traces: list[tuple[float, str, Trace]] = []
@@ -186,15 +191,40 @@ class Simulation:
 
     def subscribe(self, t: float, client: str, broker: str, f: Filter | str,
                   sub_id: str | None = None, phase: float | None = None) -> str:
-        """Subscribe at time t and refresh every ρ (first refresh after a random phase)."""
+        """Subscribe at time t and refresh every ρ (first refresh after a random phase).
+        Returns the subscription's key in `subscriptions`, its network id (the default id,
+        `<client>/<k>`, is one already)."""
         f = Filter.parse(f) if isinstance(f, str) else f
-        sub_id = sub_id or f"{client}/{len(self.subscriptions)}"
+        why = valid_client(client)
+        if why:
+            raise ValueError(why)
+        sub_id = sub_id or f"{client}/{len(self.subscriptions) + len(self.replaced)}"
+        key = network_id(client, sub_id)
         sub = Subscription(sub_id, f, client, broker, t)
-        self.subscriptions[sub_id] = sub
+        old = self.subscriptions.get(key)
+        if old is not None:  # the id reused: the old one stays judged (intervals, R3-R6)
+            self.replaced.append(old)
+        self.subscriptions[key] = sub
         self.engine.schedule(t, self._refresh, sub, "first")
         first = phase if phase is not None else self.rng.uniform(0, self.params.rho)
         self.engine.schedule(t + first, self._refresh, sub, "periodic")
-        return sub_id
+        return key
+
+    def subscription(self, sub_id: str, client: str | None = None) -> Subscription:
+        """The subscription `sub_id` names: a key `subscribe` returned, or a client's own id
+        with its `client` (ids are unique per client only)."""
+        if client is not None:
+            return self.subscriptions[network_id(client, sub_id)]
+        sub = self.subscriptions.get(sub_id)
+        if sub is not None:
+            return sub
+        found = [s for s in self.subscriptions.values() if s.sub_id == sub_id]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise KeyError(f"no subscription {sub_id!r}")
+        raise ValueError(f"sub_id {sub_id!r} is used by clients "
+                         f"{', '.join(sorted(s.client for s in found))}: name the client")
 
     def _refresh(self, now: float, sub: Subscription, why: str) -> None:
         if sub.end is not None and now >= sub.end:
@@ -211,8 +241,8 @@ class Simulation:
         if why == "periodic":
             self.engine.schedule(now + self.params.rho, self._refresh, sub, why)
 
-    def unsubscribe(self, t: float, sub_id: str) -> None:
-        sub = self.subscriptions[sub_id]
+    def unsubscribe(self, t: float, sub_id: str, client: str | None = None) -> None:
+        sub = self.subscription(sub_id, client)
         sub.end = t
         self.engine.schedule(t, self._unsubscribe, sub, None)
 
@@ -222,9 +252,9 @@ class Simulation:
             "client": sub.client, "broker": sub.broker, "sub_id": sub.sub_id})
         self.engine.inject(now, sub.broker, ClientUnsubscribe(sub.client, sub.sub_id, sub.filter))
 
-    def crash_client(self, t: float, sub_id: str) -> None:
+    def crash_client(self, t: float, sub_id: str, client: str | None = None) -> None:
         """F12: the client stops refreshing without unsubscribing."""
-        sub = self.subscriptions[sub_id]
+        sub = self.subscription(sub_id, client)
         sub.end, sub.crashed = t, True
         self.engine.schedule(t, self._crashed, sub, None)
 
@@ -239,11 +269,12 @@ class Simulation:
         f = Filter.parse(f) if isinstance(f, str) else f
         adv_id = adv_id or f"{client}/adv{len(self.advertisements)}"
         adv = Subscription(adv_id, f, client, broker, t)
-        self.advertisements[adv_id] = adv
+        key = network_id(client, adv_id)  # as `subscribe`
+        self.advertisements[key] = adv
         self.engine.schedule(t, self._readvertise, adv, None)
         first = phase if phase is not None else self.rng.uniform(0, self.params.rho)
         self.engine.schedule(t + first, self._readvertise, adv, "periodic")
-        return adv_id
+        return key
 
     def _readvertise(self, now: float, adv: Subscription, periodic: str | None) -> None:
         if adv.end is not None and now >= adv.end:
@@ -334,7 +365,7 @@ class Simulation:
         for s in (*self.subscriptions.values(), *self.advertisements.values()):
             if s.broker == broker and (s.end is None or s.end > t):
                 s.end = t
-                if s.sub_id in self.subscriptions:
+                if self.subscriptions.get(network_id(s.client, s.sub_id)) is s:
                     self.engine.schedule(t, self._left, s, None)
         self.brokers.pop(broker, None)
         for observer in self.retire_observers:
@@ -354,7 +385,7 @@ class Simulation:
         return self.engine.now
 
     def _intervals(self) -> Iterable[Interval]:
-        return (_interval(s) for s in self.subscriptions.values())
+        return (_interval(s) for s in (*self.replaced, *self.subscriptions.values()))
 
     def live(self, now: float, settle: float = 0.0, linger: float = 0.0) -> tuple[
             list[LiveSub], list[LiveSub]]:
@@ -385,7 +416,7 @@ class Simulation:
         d = Deliveries(activation=settle, deactivation=D, crash_linger=2 * self.params.pi + D,
                        detail=True)
         events: list[tuple[float, int, Any]] = []
-        for s in self.subscriptions.values():
+        for s in (*self.replaced, *self.subscriptions.values()):
             events.append((s.start, 0, ("sub", s)))
             if s.end is not None:
                 events.append((s.end, 1, ("end", s)))

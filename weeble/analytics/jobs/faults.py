@@ -29,8 +29,8 @@ EPS = 1e-9  # s: records of the same instant as a window's edge belong to it
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    cols = ("node", "fault_id", "type", "target", "field", "links", "sub_id", "ok", "error",
-            "before", "after", "took_effect")
+    cols = ("node", "fault_id", "type", "target", "field", "links", "client", "sub_id", "ok",
+            "error", "before", "after", "took_effect")
     begins = ctx.rows(ctx.events("fault_begin", *cols))
     ends = ctx.rows(ctx.events("fault_end", *cols))
     core = ctx.rows(ctx.events("fault", "node", "target", "before", "after", "fault_id"))
@@ -42,8 +42,8 @@ def run(ctx: Context) -> dict[str, Any]:
             "took_effect": None, "reported": None})
         f["nodes"].append(r["node"])
         f["target"] = merge_targets(f["target"], fault_target(r))
-        if r["sub_id"]:
-            f["sub_ids"].append(r["sub_id"])
+        if r["sub_id"]:  # (client, sub_id): ids are unique per client only (R1)
+            f["sub_ids"].append((r["client"], r["sub_id"]))
     applied: set[str] = set()
     for r in ends:
         f = faults.get(r["fault_id"])
@@ -116,17 +116,28 @@ def _json(text: str | None) -> Any:
         return text
 
 
+def crash_hits(crashed: list[tuple[str | None, str]],
+               seen: set[tuple[str | None, str | None, float]], begin: float,
+               until: float) -> list[tuple[str | None, str]]:
+    """The (client, sub_id) pairs a client-crash fault names that have a `crash` record
+    (client, sub_id, ts) inside its window. By client and id: ids are unique per client only,
+    so another client's crash of the same id is no evidence. A fault record without `client`
+    (an older trace) names its sub_id alone."""
+    return [(c, s) for c, s in crashed
+            if any(sid == s and (c is None or client == c) and begin - EPS <= ts <= until + EPS
+                   for client, sid, ts in seen)]
+
+
 def _client_and_link_evidence(ctx: Context, faults: dict[str, dict[str, Any]]) -> None:
     from pyspark.sql import functions as F
 
     pending = [f for f in faults.values() if f["took_effect"] is None]
     crashes = [f for f in pending if f["sub_ids"]]
     if crashes:
-        seen = {(r["sub_id"], r["ts"]) for r in ctx.rows(ctx.events("crash", "sub_id"))}
+        seen = {(r["client"], r["sub_id"], r["ts"])
+                for r in ctx.rows(ctx.events("crash", "client", "sub_id"))}
         for f in crashes:
-            hit = [s for s in f["sub_ids"]
-                   if any(sid == s and f["begin"] - EPS <= ts <= _until(f, ctx) + EPS
-                          for sid, ts in seen)]
+            hit = crash_hits(f["sub_ids"], seen, f["begin"], _until(f, ctx))
             if hit:
                 f["evidence"].append(f"crash records of {len(hit)} subscription(s)")
                 f["took_effect"] = True

@@ -38,6 +38,8 @@ from weeble.core.events import (
     Send,
     SetTimer,
     Trace,
+    network_id,
+    valid_client,
 )
 from weeble.core.filters import Filter
 from weeble.core.messages import Notify, Sub, Unsub
@@ -242,21 +244,29 @@ class ColouredRouting(Routing):
         ram = self.overlay
         if any(event.client in t.neighbors for t in ram.trees):
             return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
+        why = valid_client(event.client)
+        if why:
+            return [Trace("garbage", {"from": event.client, "why": why})]
+        sub_id = network_id(event.client, event.sub_id)  # as Routing.on_client_subscribe
         if ram.joining:
             # A broker that is not (yet) in the tree has no colours of its own: its first
             # accepted recolor sets them, so its clients' entries go into every table now.
             for c in range(COLOURS):
                 if c != ram.c_new:
-                    self._tables[c].refresh(event.sub_id, event.filter, event.client,
+                    self._tables[c].refresh(sub_id, event.filter, event.client,
                                             per_destination=True)
         tag = ram.c_cur if self._control_cur else ram.c_new
-        return self.scheme.subscribe(tag, event.client, event.sub_id, event.filter)
+        return self.scheme.subscribe(tag, event.client, sub_id, event.filter)
 
     def on_colour_unsubscribe(self, now: float, event: ClientUnsubscribe) -> list[Effect]:
         if any(event.client in t.neighbors for t in self.overlay.trees):
             return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
+        why = valid_client(event.client)
+        if why:
+            return [Trace("garbage", {"from": event.client, "why": why})]
         ram = self.overlay
-        return self.scheme.unsubscribe(event.client, event.sub_id, event.filter, remote=False,
+        return self.scheme.unsubscribe(event.client, network_id(event.client, event.sub_id),
+                                       event.filter, remote=False,
                                        tag=ram.c_cur if self._control_cur else ram.c_new)
 
     # ---- the recolor layer calls this after every rotation ----------------------------------

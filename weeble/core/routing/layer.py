@@ -27,6 +27,8 @@ from weeble.core.events import (
     Send,
     SetTimer,
     Trace,
+    network_id,
+    valid_client,
 )
 from weeble.core.filters import Filter, notification_index_keys
 from weeble.core.messages import Adv, Notify, Sub, Switch, Unadv, Unsub
@@ -348,31 +350,48 @@ class Routing:
 
     # ---- client requests --------------------------------------------------------------------
 
+    # A client's ids are unique among its own only: the tables and messages carry them
+    # qualified with the client (`network_id`), so two clients' same-named subscriptions stay
+    # two entries at every broker, and one's unsubscription leaves the other's alone.
+
     def on_client_subscribe(self, now: float, event: ClientSubscribe) -> list[Effect]:
-        if event.client in self.topo.neighbors:
-            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
+        bad = self._bad_client(event.client)
+        if bad:
+            return bad
         # A2: run R on the table being rebuilt
-        return self.subs.subscribe(self.ram.rebuild_bit, event.client, event.sub_id, event.filter)
+        return self.subs.subscribe(self.ram.rebuild_bit, event.client,
+                                   network_id(event.client, event.sub_id), event.filter)
 
     def on_client_unsubscribe(self, now: float, event: ClientUnsubscribe) -> list[Effect]:
-        if event.client in self.topo.neighbors:
-            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
-        return self.subs.unsubscribe(event.client, event.sub_id, event.filter, remote=False)
+        bad = self._bad_client(event.client)
+        if bad:
+            return bad
+        return self.subs.unsubscribe(event.client, network_id(event.client, event.sub_id),
+                                     event.filter, remote=False)
 
     def on_client_advertise(self, now: float, event: ClientAdvertise) -> list[Effect]:
         if self.adverts is None:
             return [Trace("garbage", {"from": event.client, "why": NO_ADVERTS})]
-        if event.client in self.topo.neighbors:
-            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
-        return self.adverts.subscribe(self.ram.rebuild_bit, event.client, event.adv_id,
-                                      event.filter)
+        bad = self._bad_client(event.client)
+        if bad:
+            return bad
+        return self.adverts.subscribe(self.ram.rebuild_bit, event.client,
+                                      network_id(event.client, event.adv_id), event.filter)
 
     def on_client_unadvertise(self, now: float, event: ClientUnadvertise) -> list[Effect]:
         if self.adverts is None:
             return [Trace("garbage", {"from": event.client, "why": NO_ADVERTS})]
-        if event.client in self.topo.neighbors:
-            return [Trace("garbage", {"from": event.client, "why": "client id is a neighbour"})]
-        return self.adverts.unsubscribe(event.client, event.adv_id, event.filter, remote=False)
+        bad = self._bad_client(event.client)
+        if bad:
+            return bad
+        return self.adverts.unsubscribe(event.client, network_id(event.client, event.adv_id),
+                                        event.filter, remote=False)
+
+    def _bad_client(self, client: str) -> list[Effect]:
+        if client in self.topo.neighbors:
+            return [Trace("garbage", {"from": client, "why": "client id is a neighbour"})]
+        why = valid_client(client)
+        return [Trace("garbage", {"from": client, "why": why})] if why else []
 
     # ---- advertisements ---------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ configuration says which (filter, destination) pairs each broker must hold and w
 hold, between the `required` and the `allowed` subscriptions (core/legitimacy.py).
 
 Per destination D of broker V, with R/A the required/allowed subscriptions on D's side of V:
-- local client c: entry (id, filter) pairs ⊆ A's pairs of c, ⊇ R's pairs of c (ids are
-  unique per client only; c may reuse one for another filter);
+- local client c: entry (id, filter) pairs ⊆ A's pairs of c, ⊇ R's pairs of c (an entry
+  carries the network id, `core.events.network_id`; c may reuse an id for another filter);
 - flooding: no remote entries at all; hierarchical: no entry towards the parent;
-- simple: entry (id, filter) pairs towards D between R's and A's pairs (every client's);
+- simple: entry (network id, filter) pairs towards D between R's and A's pairs;
 - identity: entry filters between R's and A's filters;
 - covering, merging: every filter of R is covered by an entry (complete), and every entry is
   covered by the union of A's filters (sound: every notification it matches, one of A's
@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from weeble.core.events import network_id
 from weeble.core.filters import Filter, merge
 from weeble.core.legitimacy_rules import Adverts, Broker, LiveSub, Rule
 from weeble.core.overlay.coloured_legitimacy import colours_of, root_colours
@@ -45,7 +46,8 @@ def tables(brokers: Mapping[str, Broker], required: set[LiveSub], allowed: set[L
     rom0 = next(iter(brokers.values())).rom
     alg, hierarchical = rom0.algorithm, rom0.hierarchical
     # Remote entries are judged by filter (by id for simple routing): project once, per broker.
-    key = (lambda s: (s.sub_id, s.filter)) if alg is Algorithm.SIMPLE else (lambda s: s.filter)
+    key = ((lambda s: (network_id(s.client, s.sub_id), s.filter)) if alg is Algorithm.SIMPLE
+           else (lambda s: s.filter))
     remote = alg is not Algorithm.FLOODING
     sides_req = _sides(brokers, required, key, up=not hierarchical) if remote else {}
     sides_all = _sides(brokers, allowed, key, up=not hierarchical) if remote else {}
@@ -136,7 +138,8 @@ def coloured_tables(brokers: Mapping[str, Any], required: set[LiveSub],
 def _by_client(subs: set[LiveSub]) -> dict[tuple[str, str], set[tuple[str, Filter]]]:
     out: dict[tuple[str, str], set[tuple[str, Filter]]] = {}
     for s in subs:
-        out.setdefault((s.broker, s.client), set()).add((s.sub_id, s.filter))
+        out.setdefault((s.broker, s.client), set()).add((network_id(s.client, s.sub_id),
+                                                         s.filter))
     return out
 
 
@@ -184,7 +187,7 @@ def _union_covers(filters: Iterable[Filter], f: Filter) -> bool:
 
 def _check_ids(where: str, held: list[tuple[str, Filter]], req: set[tuple[str, Filter]],
                alw: set[tuple[str, Filter]]) -> list[str]:
-    """Entries judged by (id, filter): ids are unique per client only, and one client may
+    """Entries judged by (network id, filter): one client may
     reuse an id for another filter once the first subscription ended, so one id can stand for
     two allowed subscriptions (R9b, c). A required one is missing when no entry carries its
     id and filter, unless an entry with its id holds a filter no allowed subscription of that
