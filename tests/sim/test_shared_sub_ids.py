@@ -82,3 +82,28 @@ def test_tables_hold_network_ids() -> None:
     ids = {b: {e.sub_id for t in sim.brokers[b].routing.tables() for e in t}
            for b in ("b0", "b2")}
     assert ids == {"b0": {"carol/s0", "bob/s0"}, "b2": {"carol/s0", "bob/s0"}}
+
+
+@pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY], ids=lambda a: a.value)
+def test_same_advertisement_id_of_two_publishers(alg: Algorithm) -> None:
+    """The advertisement plane the same way: pa (b0) and pb (b1) both advertise as `a0`,
+    different filters; b2 and b3 learn both from one neighbour and keep two entries; pa's
+    unadvertisement leaves pb's alone, so c's subscription at b3 still reaches pb."""
+    params = Params(pi=5.5, rho=5.0, delta_min=0.01, delta_max=0.05, d=3)
+    sim = Simulation(chain(4), algorithm=alg, params=params, adverts=True, seed=1)
+    pa = sim.advertise(0.0, "pa", "b0", "class == 1", adv_id="a0")
+    assert pa == "pa/a0"
+    sim.advertise(0.0, "pb", "b1", "class == 2", adv_id="a0")
+    sim.subscribe(0.0, "c", "b3", "class == 2")
+    sim.run(3.0)
+
+    def held(b: str) -> set[str]:
+        return {e.sub_id for _, e in sim.brokers[b].adv_entries()}
+
+    assert held("b2") == held("b3") == {"pa/a0", "pb/a0"}
+    sim.unadvertise(3.5, pa)
+    sim.run(14.0)  # beyond a lease, refreshes every ρ
+    assert held("b2") == held("b3") == {"pb/a0"}
+    assert any(e.dest == "b2" and str(e.filter) == "class == 2"
+               for _, e in sim.brokers["b1"].entries())  # the subscription reached pb's side
+    assert sim.legitimacy() == []
