@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from weeble.core.broker import FAULTS
 from weeble.core.reconfig.exchange import POINTERS
+from weeble.core.reconfig.plan import ExchangeLink, PlanError, apply, cycle, edge, random_exchange
 from weeble.core.reconfig.plan import Tree as PlanTree
-from weeble.core.reconfig.plan import apply, random_exchange
 from weeble.core.rom import MERGING, Mode
 from weeble.model.scenario import Scenario, parse_scenario
 
@@ -183,6 +184,51 @@ def fault_model(scenario: Scenario, reconfigures: bool) -> FaultModel:
     return FaultModel(inside=tuple(inside), outside=outside)
 
 
+# The coordinated link exchange (thesis 4.4.2, spec ch4 §3.1) assumes reliable links while it
+# runs and has no timeout: a coordination message lost on its cycle leaves the cycle locked for
+# good (docs/findings.md, "An exchange that loses a coordination message stays locked"). A
+# message-losing link fault on an exchange's cycle while it runs is outside its fault model.
+LOSING = ("drop", "garble", "cut", "flap", "partition")
+LOSS_DURING_EXCHANGE = "message loss on a link exchange's cycle while it runs"
+
+
+def exchange_span(scenario: Scenario) -> float:
+    """How long before and after a link exchange's start a message-losing fault on its cycle
+    counts as during it: a lease period π, many rounds of the cycle at δmax (conservative)."""
+    return max(1.0, scenario.params.pi)
+
+
+def losses_during_exchanges(scenario: Scenario, data: dict[str, Any]) -> list[str]:
+    """The message-losing faults of a run's data (by name, or f<i>) that fall on a link
+    exchange's cycle while it runs (LOSS_DURING_EXCHANGE): outside the exchange's model."""
+    faults = [f for f in (data.get("chaos") or {}).get("faults", []) if f["kind"] in LOSING]
+    ops = (data.get("reconfigurations") or {}).get("operations", [])
+    if not faults or not ops:
+        return []
+    t = scenario.build_topology()
+    tree = PlanTree.of([tuple(link) for link in t.links], list(t.brokers))
+    span = exchange_span(scenario)
+    hit: list[str] = []
+    for op in sorted(ops, key=lambda o: o.get("at", 0.0)):
+        if op.get("op") != "exchange":
+            continue
+        x = ExchangeLink(remove=edge(*op["remove"]), add=edge(*op["add"]))
+        try:
+            path = cycle(tree, x)
+            after = apply(tree, x)
+        except PlanError:
+            continue  # the scenario's own checks refuse it; not this function's business
+        links = {edge(a, b) for a, b in pairwise(path)} | {x.add}
+        for i, f in enumerate((data.get("chaos") or {}).get("faults", [])):
+            if f not in faults:
+                continue
+            on = f["kind"] == "partition" or edge(*f["link"]) in links
+            if on and f["at"] - span <= op["at"] <= f["at"] + f.get("duration", 0.0) + span:
+                hit.append(f.get("name") or f"f{i}")
+        tree = after
+    return sorted(set(hit))
+
+
 def targets_of(scenario: Scenario, reconfigures: bool, outside_model: bool = False
                ) -> list[str]:
     """The corruption targets a nemesis draws from for the scenario: those of its fault model
@@ -267,7 +313,28 @@ class _Draw:
             data.pop("chaos", None)
         if exchanges:
             self.reconfigure(data, sorted(exchanges))
+            if not self.n.outside_model:
+                self.keep_losses_off_exchanges(data)
         return data
+
+    def keep_losses_off_exchanges(self, data: dict[str, Any]) -> None:
+        """Drop the drawn exchanges whose cycle a message-losing fault hits while they run
+        (LOSS_DURING_EXCHANGE), the last first, until none is hit; the scenario's own stay."""
+        x = data.get("reconfigurations") or {}
+        ops = x.get("operations", [])
+        own = len(self.s.reconfigurations.operations)
+        while len(ops) > own and losses_during_exchanges(self.s, data):
+            for i in range(len(ops) - 1, own - 1, -1):
+                trial = {**data, "reconfigurations": {**x, "operations": ops[:i] + ops[i + 1:]}}
+                if len(losses_during_exchanges(self.s, trial)) < len(
+                        losses_during_exchanges(self.s, data)):
+                    ops = ops[:i] + ops[i + 1:]
+                    break
+            else:
+                ops = ops[:own]
+            x["operations"] = ops
+        if not ops:
+            data.pop("reconfigurations", None)
 
     # ---- one fault --------------------------------------------------------------------------
 
@@ -441,5 +508,6 @@ def draw(scenario: Scenario, seed: int, nemesis: Nemesis | None = None) -> dict[
     raise NemesisError(f"{scenario.name}: no valid nemesis schedule for seed {seed}: {last}")
 
 
-__all__ = ["DEFAULT_MIX", "FAMILIES", "OUTSIDE_ON_STATIC", "FaultModel", "Nemesis",
-           "NemesisError", "draw", "fault_model", "parse_mix", "targets_of", "window"]
+__all__ = ["DEFAULT_MIX", "FAMILIES", "LOSING", "LOSS_DURING_EXCHANGE", "OUTSIDE_ON_STATIC",
+           "FaultModel", "Nemesis", "NemesisError", "draw", "exchange_span", "fault_model",
+           "losses_during_exchanges", "parse_mix", "targets_of", "window"]

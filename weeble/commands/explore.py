@@ -46,10 +46,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--exclude", default="", metavar="TARGET,...",
                    help="corruption targets left out, by name or prefix (`entry.insert,adv.`)")
     p.add_argument("--outside-model", action="store_true",
-                   help="draw the corruption targets outside the configuration's fault model"
-                        " too (the static overlay's neighbour set and the link exchange's RAM,"
-                        " which no layer repairs; docs/findings.md); a seed that fails with"
-                        " one of them is reported apart, as outside the fault model")
+                   help="draw the faults outside the configuration's fault model too (the"
+                        " static overlay's neighbour set and the link exchange's RAM, which no"
+                        " layer repairs, and message loss on an exchange's cycle while it runs;"
+                        " docs/findings.md); a seed that fails with one of them is reported"
+                        " apart, as outside the fault model")
     p.add_argument("--duration", type=float, metavar="S",
                    help="run each seed this many simulated s instead of the scenario's")
     add_mode_option(p)
@@ -132,7 +133,7 @@ def render(r: dict[str, Any], out: Path) -> str:
              + f" ({r['wall_time']:.1f} s wall)"]
     lines += _groups(r["by_rule"], out)
     if r["outside_model_by_rule"]:
-        lines.append("outside the fault model (a fault no layer of this configuration repairs;"
+        lines.append("outside the fault model (a fault the configuration's model leaves out;"
                      " not held to the bound):")
         lines += _groups(r["outside_model_by_rule"], out)
     d = r.get("determinism")
