@@ -410,16 +410,18 @@ def test_a_run_that_reshapes_its_tree_admits_every_broker_and_follows_the_tree(
 
     # an exchange (b3's subtree from b1 to b2), as the manager or the optimizer makes it:
     # the ends' configs in the ConfigMap follow (a restarted pod boots with its neighbours
-    # of now); no policy changes, since every broker is admitted already
+    # and parent of now); no policy changes, since every broker is admitted already
     mark = len(recorder.log)
     bed.tree_changed(Tree.of([e for e in bed.edges if e != ("b1", "b3")] + [("b2", "b3")],
                              ["b0"]))
     changes = _changes(recorder, mark)
     assert [(m, p, sorted(b["data"])) for m, p, b in changes] == [
         ("PATCH", CM, ["broker-1.json", "broker-3.json", "topology.json"]),
-        ("PATCH", CM, ["broker-2.json", "broker-3.json", "topology.json"])]
+        ("PATCH", CM, ["broker-2.json", "broker-3.json", "topology.json"]),
+        ("PATCH", CM, ["broker-3.json", "topology.json"])]  # b3's parent: b2 now
     data = recorder.store[CM]["data"]
     assert json.loads(data["broker-3.json"])["neighbors"] == {"b2": _dns("broker-2")}
+    assert json.loads(data["broker-3.json"])["parent"] == "b2"
     assert "b3" not in json.loads(data["broker-1.json"])["neighbors"]
     edges = json.loads(data["topology.json"])["edges"]
     assert ["b2", "b3"] in edges and ["b1", "b3"] not in edges

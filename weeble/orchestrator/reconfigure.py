@@ -11,6 +11,9 @@ their `reconfig` trace records how it ended. `LiveNetwork` is the Network it dri
   book first, admin `SetPeers`), a leaving one is stopped once it has left the tree;
 - the brokers' trace files are tailed for `reconfig` records (the initiator's `done`, R's
   `activated`), which finish the operation;
+- an operation that is done changes the manager's tree, which the testbed records at once
+  (`Bed.tree_changed`: its state file, and the backend's configs, so a broker that restarts
+  boots with its neighbours and parent in the tree as it is now);
 - the manager's `reconfiguration` records (started, finished: the ones rule R15 judges each
   reconfiguration by) go to `RUN/trace/reconfigure.jsonl`.
 
@@ -176,6 +179,15 @@ class LiveNetwork:
     def retire_broker(self, _t: float, broker: str) -> None:
         self.brokers.pop(broker, None)
         self.steps.put_nowait(("retire", broker, None))
+
+    def tree_changed(self, _t: float, tree: Tree) -> None:
+        """The manager's tree after an operation that is done: the testbed records it (its
+        state file, and the backend's configs a restarted broker boots with), at once, so a
+        crash right after the operation restarts the broker with the tree as it is now."""
+        try:
+            self.bed.tree_changed(tree)
+        except Exception:  # the manager must go on with the next operation
+            log.exception("recording the new tree failed")
 
     def then(self, fn: Callable[[float, str], None]) -> None:
         """Call fn(now, why) once every step asked for so far is carried out."""
@@ -384,20 +396,8 @@ class LiveReconfigurator:
         # rids stay unique across every manager of the run (r1, r2, ...)
         self.manager._ids = itertools.count(1 + _started(self.bed.trace_dir / f"{NODE}.jsonl"))
         self.net.skip_to_end()
-        self._tree = self.manager.tree
-        self.net.on_tick.append(self._watch)
         self.net.start()
         return self
-
-    def _watch(self) -> None:
-        """Tell the testbed when the tree changed (its state file, the backend's links)."""
-        assert self.manager is not None
-        if self.manager.tree is not self._tree:
-            self._tree = self.manager.tree
-            try:
-                self.bed.tree_changed(self._tree)
-            except Exception:
-                log.exception("recording the new tree failed")
 
     async def __aexit__(self, *exc: object) -> None:
         if self._costs is not None:
@@ -481,7 +481,6 @@ class LiveReconfigurator:
         # left when its removal is active)
         assert self.net is not None
         await asyncio.wait_for(self.net.steps.join(), max(0.1, deadline - time.monotonic()))
-        self._watch()
         return record
 
     async def wait_all(self, timeout: float = 120.0) -> list[Record]:

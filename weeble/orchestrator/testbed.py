@@ -514,8 +514,9 @@ class Testbed:
         self.save_state()
 
     def tree_changed(self, tree: Tree) -> None:
-        """Record the tree a reconfiguration made: the state file, and the backend's links
-        (the neighbours a restarted broker boots with)."""
+        """Record the tree a reconfiguration made: the state file, and the backend's configs
+        (the neighbours and parent a restarted broker boots with: issue 28 found a broker
+        that crashed after an exchange back with the tree the run was configured with)."""
         old = {tuple(sorted(e)) for e in self.edges}
         new = set(tree.edges)
         for a, b in sorted(old - new):
@@ -523,9 +524,23 @@ class Testbed:
                 with contextlib.suppress(BackendError, KeyError):
                     self.backend.remove_link(a, b)
         for a, b in sorted(new - old):
-            if a in self.configs and b in self.configs and b not in self.configs[a].neighbors:
+            # the backend's config, not ours: a leaf add linked its broker already, and a link
+            # an earlier exchange removed is still in the config the run started with
+            if a in self.configs and b in self.configs \
+                    and b not in self.backend.config(a).neighbors:
                 with contextlib.suppress(BackendError, KeyError):
                     self.backend.add_link(a, b)
+        parents = tree.parents(self.root) if self.root in tree.nodes else {}
+        update = getattr(self.backend, "update_config", None)
+        for b in list(self.configs):
+            with contextlib.suppress(BackendError):
+                config = self.backend.config(b)
+                parent = parents.get(b, config.parent)
+                if update is not None and config.parent != parent:
+                    config = update(b, parent=parent)  # (the Kubernetes backend publishes it)
+                if config != self.configs[b]:  # a restart by another process reads the file
+                    self.configs[b] = config
+                    config.dump(self.backend.config_path(b))
         self.edges = sorted(new)  # type: ignore[arg-type]
         self.save_state()
 

@@ -9,6 +9,11 @@ and learns from their trace records when an exchange is done:
   of a at the same instant, SetParent where the parent changes; no coordination at all.
 - AddLeaf: a new broker joins (booted with `attach` as its only neighbour and parent), and
   `attach` gets AddNeighbor. RemoveLeaf: the leaf gets Leave, its clients leave with it.
+- Each operation that is done changes the manager's tree, and the Network learns it
+  (`tree_changed`): a broker that crashes and restarts boots with its neighbours and parent in
+  the tree as it is now (the administrator's word), not with the tree the run was configured
+  with. The simulator keeps them as the ROM a restart uses, a live testbed in the backend's
+  configs.
 - The 3-colour scheme (4.5, `colours=True`): every operation is a reconfiguration for the root,
   carried in its next recolor as per-broker parent pointers (`plan.moves`); done when the root
   says it is active (two recolors later). A whole target tree is one request (`move_to`). AddLeaf
@@ -70,6 +75,8 @@ class Network(Protocol):
     def add_broker(self, t: float, broker: str, attach: str) -> Any: ...
 
     def retire_broker(self, t: float, broker: str) -> None: ...
+
+    def tree_changed(self, t: float, tree: Tree) -> None: ...
 
 
 @dataclass(slots=True)
@@ -293,6 +300,9 @@ class Reconfigurator:
                 for gone in sorted(self.tree.nodes - after.nodes):
                     self.net.retire_broker(now, gone)
             self.tree = after
+            # the tree as it is now is what a broker that restarts boots with (not the
+            # configured one: issue 28, a crash after an exchange)
+            self.net.tree_changed(now, after)
 
     def _continue(self, now: float) -> None:
         self._current = None

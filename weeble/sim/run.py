@@ -124,7 +124,8 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
     fault_log: Callable[[], list[dict[str, Any]]] = list
     if faults is not None:
         target = SimTarget(engine=engine, brokers=brokers, clients=clients,
-                           tree=tree_of_scenario(scenario), params=params, trace=trace)
+                           tree=tree_of_scenario(scenario), params=params, trace=trace,
+                           roms=sim.roms)
         # the reconfiguration phases, for the faults scheduled `during` one: the brokers'
         # `reconfig` records and the manager's `reconfiguration` ones
         sim.trace_observers.append(

@@ -41,6 +41,7 @@ from weeble.core.filters import Filter, Value
 from weeble.core.legitimacy import LiveSub, check
 from weeble.core.legitimacy import overlay as overlay_check
 from weeble.core.messages import Message, Notification
+from weeble.core.reconfig.plan import Tree
 from weeble.core.rom import (
     Algorithm,
     AntiEntropy,
@@ -137,6 +138,9 @@ class Simulation:
         # one index cache for the tables of all the brokers of the run (core/table.py)
         self.keys = KeyCache()
         self.brokers: dict[str, Broker] = {b: Broker(rom, self.keys) for b, rom in roms.items()}
+        # the ROM each broker boots with now: its overlay follows the manager's tree
+        # (`tree_changed`), so a broker that restarts rejoins the tree as it is
+        self.roms: dict[str, Rom] = dict(roms)
         self.header = header or RunHeader(
             scenario="simulation", algorithm=algorithm, hierarchical=hierarchical,
             wrapper=wrapper, params=params, options=options,
@@ -352,6 +356,7 @@ class Simulation:
         """A new leaf `broker` of `attach`, with the ROM of the others, booted at t."""
         template = self.brokers[attach].rom
         rom = replace(template, broker_id=broker, neighbors=frozenset({attach}), parent=attach)
+        self.roms[broker] = rom
         self.brokers[broker] = Broker(rom, self.keys)
         self.engine.add_node(broker, self.brokers[broker])
         self.engine.schedule(t, self._boot, broker, None)
@@ -368,8 +373,20 @@ class Simulation:
                 if self.subscriptions.get(network_id(s.client, s.sub_id)) is s:
                     self.engine.schedule(t, self._left, s, None)
         self.brokers.pop(broker, None)
+        self.roms.pop(broker, None)
         for observer in self.retire_observers:
             observer(t, broker)
+
+    def tree_changed(self, t: float, tree: Tree) -> None:
+        """The manager's tree after a reconfiguration: each broker's boot ROM gets its
+        neighbours and parent there (what a restart boots with, weeble/sim/target.py); the
+        running brokers learnt the change from the reconfiguration itself."""
+        adjacency = tree.adjacency()
+        parents = tree.parents(self.root)
+        for b, rom in self.roms.items():
+            if b in adjacency:
+                self.roms[b] = replace(rom, neighbors=frozenset(adjacency[b]),
+                                       parent=parents.get(b))
 
     def _left(self, now: float, sub: Subscription, _: Any) -> None:
         self.observers.ended(now, _Started(sub))

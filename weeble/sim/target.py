@@ -10,7 +10,9 @@ delay, cuts, client crashes. What maps approximately, and says so in its evidenc
 - garble: there are no bytes; a garbled envelope usually no longer decodes and the receiver
   drops it, so it is a loss with the same probability;
 - a killed broker takes no events at all (messages to it, its timers, its clients' requests are
-  lost) until a restart gives it a fresh core (empty RAM, same ROM) and a Start;
+  lost) until a restart gives it a fresh core (empty RAM) and a Start; its ROM is the one it
+  boots with now (`roms`, the simulation's: its neighbours and parent in the tree as the
+  reconfigurations left it, as a live backend restarts a broker from its current config);
 - pause: every message to or from the broker is held for the pause (a link delay of the
   pause's length); the simulated broker itself keeps running its timers;
 - delay jitter is not simulated (the delay is delay_ms exactly).
@@ -18,7 +20,7 @@ delay, cuts, client crashes. What maps approximately, and says so in its evidenc
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Mapping
 from typing import Any, Protocol
 
 from weeble.core.broker import Broker
@@ -84,9 +86,12 @@ class SimTarget:
 
     def __init__(self, *, engine: Engine, brokers: dict[str, Broker], clients: Clients | None,
                  tree: Tree, params: Params, trace: TraceSink | None,
-                 start: float = 0.0) -> None:
+                 start: float = 0.0, roms: Mapping[str, Rom] | None = None) -> None:
         self.engine = engine
         self.brokers = brokers  # shared with the run's monitors: a restart replaces the value
+        # what a restart boots each broker with (shared with the simulation, which follows the
+        # reconfigurations); None: the ROM it was running with
+        self.roms = roms
         self.clients = clients
         self.tree = tree
         self.params = params
@@ -191,7 +196,8 @@ class SimTarget:
             raise SimTargetError("still running")
         self._down.discard(broker)
         old = self.brokers[broker]
-        fresh = Broker(old.rom, old.keys)  # same ROM, empty RAM; the run's index cache
+        rom = old.rom if self.roms is None else self.roms.get(broker, old.rom)
+        fresh = Broker(rom, old.keys)  # the ROM it boots with now, empty RAM; the run's cache
         self.brokers[broker] = fresh
         node = self._node(broker)
         node.broker, node.step = fresh, fresh.step
