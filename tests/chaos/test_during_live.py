@@ -22,8 +22,10 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def test_a_fault_during_a_live_exchange_strikes_while_its_broker_holds_the_lock(
         tmp_path: Path) -> None:
-    # 100 ms per hop: b0 holds r1's lock about 0.9 s, much longer than a trace flush takes
-    bed = start(scenario(delta_max=0.2, duration=60, live={"links": {"delay_ms": 100}}),
+    # 200 ms per hop: b0 holds r1's lock about 1.8 s, much longer than a trace flush and the
+    # runner's admin call take, also on a loaded machine (at 100 ms, 0.9 s was the margin)
+    bed = start(scenario(pi=3.0, delta_max=0.3, duration=60,
+                         live={"links": {"delay_ms": 200}}),
                 tmp_path)
     try:
         async def main() -> tuple[Any, Any]:
