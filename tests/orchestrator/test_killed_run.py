@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.orchestrator.leaks import leaked, snapshot
@@ -23,9 +24,11 @@ from weeble.check.status import BAD_INPUT, STATUSES
 DURATION = 8  # s of workload
 # (signal, when: a seeded random moment in a span of the run) for start-up (SIGTERM: the
 # issue's broker left behind), the workload (SIGKILL: the orchestrator cleans up nothing) and
-# the shut-down after it (Ctrl-C)
-MOMENTS = ((signal.SIGTERM, (0.3, 2.0)), (signal.SIGKILL, (4.0, 7.0)),
-           (signal.SIGINT, (DURATION + 0.5, DURATION + 2.0)))
+# the shut-down after it (Ctrl-C). The workload's moment counts from the testbed being up: a
+# loaded machine can take longer than 4 s to start one, and a SIGKILL before the state file
+# named any broker left `weeble clean` nothing to end
+MOMENTS = ((signal.SIGTERM, (0.3, 2.0), False), (signal.SIGKILL, (0.5, 3.0), True),
+           (signal.SIGINT, (DURATION + 0.5, DURATION + 2.0), False))
 
 
 def _listening(address: str) -> bool:
@@ -46,13 +49,24 @@ def _ours(marker: str) -> list[int]:
     return pids
 
 
+def _wait_up(state: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Until the run's testbed is up (a wait, not a figure: 180 s on a loaded machine)."""
+    deadline = time.monotonic() + 180
+    while proc.poll() is None:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(state.read_text()).get("state") == "up":
+                return
+        assert time.monotonic() < deadline, "the run's testbed never came up"
+        time.sleep(0.1)
+
+
 def test_a_run_killed_at_random_moments_leaves_nothing_behind(tmp_path: Path) -> None:
     rng = random.Random(23)
     runs = tmp_path / "runs"
     before = snapshot(str(tmp_path))
     try:
         killed = 0
-        for i, (sig, span) in enumerate(MOMENTS):
+        for i, (sig, span, after_up) in enumerate(MOMENTS):
             delay = rng.uniform(*span)
             proc = subprocess.Popen(  # judged below by weeble check, not by its analysis
                 [sys.executable, "-m", "weeble.cli", "run", str(REPO / "scenarios" /
@@ -60,6 +74,8 @@ def test_a_run_killed_at_random_moments_leaves_nothing_behind(tmp_path: Path) ->
                  "--runs-dir", str(runs), "--run-id", f"k{i}", "--base-host",
                  next_base_host(), "--any-ports", "--quiet"],
                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if after_up:
+                _wait_up(runs / f"k{i}" / "testbed.json", proc)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=delay)  # a fast machine may be done with the shut-down
             crashed = proc.poll() is None and sig == signal.SIGKILL
