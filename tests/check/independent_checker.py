@@ -1,8 +1,9 @@
 """An independent checker of weeble runs, written from docs/trace-schema.md alone.
 
 It imports nothing of weeble: it reads the JSON lines, parses the filters it meets with its own
-small parser, and applies rules R1-R12 and R15 (per reconfiguration, with the causal count
-of `ordering: causal`) as the document words them, by brute force
+small parser, and applies rules R1-R12, R14's per-episode losses (from the episode's
+begin − D) and R15 (per reconfiguration, with the causal count of `ordering: causal`; R12
+leaves out its state span) as the document words them, by brute force
 (every pair, every window) rather than by the streaming index of weeble.check. R9 works on
 filters as sets (a box of value sets per attribute), so covering and "covered by the union of
 the allowed filters" are decided exactly, without weeble's merging; in mode skip_ring, by its
