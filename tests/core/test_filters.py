@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
-import timeit
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -292,16 +291,6 @@ def test_parsing_a_conjunction_equals_intersecting_its_terms(preds: list[Pred]) 
     assert build(preds) == folded
 
 
-def test_parse_time_is_linear_in_the_terms() -> None:
-    # Issue 12, finding 1: `x != 0 && x != 1 && ...` rebuilt the excluded set per term, so
-    # 8x the terms took ~64x the time (4,000 terms: over a second on the broker's loop).
-    def seconds(n: int) -> float:
-        text = " && ".join(f"x != {i} && s != \"{i}\"" for i in range(n))
-        return min(timeit.repeat(lambda: P(text), number=1, repeat=3))
-
-    assert seconds(4000) / seconds(500) < 24  # linear: ~8; quadratic: ~64
-
-
 def test_term_limit_is_checked_while_parsing() -> None:
     text = " && ".join(f"x != {i}" for i in range(11))
     assert P(text, max_terms=11) == P(text)
@@ -392,12 +381,6 @@ def test_matching_agrees_with_direct_semantics(
     f = build(preds)
     for n in ns:
         assert f.matches(n) == ref_all(preds, n), (str(f), n)
-
-
-def test_matches_is_fast() -> None:
-    f, n = Filter.equals("class", 17), {"class": 17}
-    per_call = min(timeit.repeat(lambda: f.matches(n), number=20_000, repeat=3)) / 20_000
-    assert per_call < 5e-6  # ~0.2 µs on a laptop; generous for loaded CI machines
 
 
 # ---- identity ---------------------------------------------------------------------------------

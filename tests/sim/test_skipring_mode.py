@@ -93,6 +93,31 @@ def test_a_broker_refuses_a_content_filter_and_serves_a_topic() -> None:
     assert [e for e in out if isinstance(e, Deliver)] == [Deliver("alice", n)]
 
 
+def test_a_local_lease_that_ends_is_traced_as_the_contract_says() -> None:
+    """A client that stops refreshing (it crashed) loses its lease after π: the expire record
+    carries the contract's required `count` (a live run's trace once lacked it, and every
+    reader refused the trace: CI of 8632060, test_fifteen_brokers_on_skip_rings...)."""
+    from weeble.core.events import Receive, TimerFired
+    from weeble.core.overlay.skipring.node import MEMBER_TIMER
+    from weeble.trace.reader import validate
+    from weeble.trace.schema import VERSION
+
+    b0, b1 = Broker(rom("b0")), Broker(rom("b1"))
+    b0.step(0.0, Start())
+    b1.step(0.0, Start())
+    for sub in ("alice/1", "alice/2"):  # the first asks the supervisor b0 to join the topic
+        for send in b1.step(0.2, ClientSubscribe("alice", sub, Filter.parse('topic == "news"'))):
+            for reply in b0.step(0.3, Receive("b1", send.message)):
+                if isinstance(reply, Send) and reply.neighbor == "b1":
+                    b1.step(0.4, Receive("b0", reply.message))
+    expired = [e for e in b1.step(0.2 + PARAMS.pi + 0.1, TimerFired(MEMBER_TIMER))
+               if isinstance(e, Trace) and e.kind == "expire"]
+    assert len(expired) == 1 and expired[0].fields["count"] == 2
+    assert {e["sub_id"] for e in expired[0].fields["entries"]} == {"alice/1", "alice/2"}
+    validate({"v": VERSION, "t": 3_500_000_000, "node": "b1", "kind": "expire",
+              **expired[0].fields}, "b1")
+
+
 def test_a_member_announces_a_link_through_the_supervisor_before_its_first_message() -> None:
     """With `announce` (a live run: brokers admit link sessions only from neighbours and
     planned ones), a member's first message to a broker follows an Announce to the topic's

@@ -165,12 +165,14 @@ class SkipRingNode:
         """Leases not renewed within π end (the client crashed or left without a word)."""
         pi = self.rom.params.pi
         gone = [key for key, lease in self.local.items() if now - lease.renewed > pi]
-        out: list[Effect] = []
-        for key in gone:
-            lease = self.local.pop(key)
-            sub_id = key[1]
-            out.append(Trace("expire", {"entries": [{"sub_id": sub_id, "client": lease.client,
-                                                     "topic": lease.topic}]}))
+        if not gone:
+            return []
+        leases = [self.local.pop(key) for key in gone]
+        # the contract's expire record: `count` required, `entries` the leases that ended
+        out: list[Effect] = [Trace("expire", {"count": len(gone), "entries": [
+            {"sub_id": key[1], "client": lease.client, "topic": lease.topic}
+            for key, lease in zip(gone, leases, strict=True)]})]
+        for lease in leases:
             out += self._leave_if_unwanted(now, lease.topic)
         return out
 
