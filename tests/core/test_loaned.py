@@ -80,3 +80,45 @@ def test_a_handed_over_renewal_is_on_loan_and_withdrawn_if_the_heir_never_refres
     assert sorted(e.neighbor for e in unsubs) == ["p", "x"]
     assert all(e.message.filter == F for e in unsubs)
     assert "loaned" not in b.snapshot()
+
+
+def test_a_merger_the_expiries_re_form_outlives_the_overrun_that_formed_it() -> None:
+    """c expires at an overrun and dissolves x's merger; the rest merges again and goes out at
+    once. That new merger has flag 0 (its constituents' flags were just cleared) and the
+    records' second chance, run after the expiries, dropped it at once: never renewed nor
+    withdrawn, its entries upstream outlived it by 2π (merging1 on the tree of 15, seed 11)."""
+    b = make(Algorithm.MERGING1)
+    a, g, c = (Filter.parse(f"class range [{lo}, {hi}]") for lo, hi in ((0, 10), (5, 15), (10, 20)))
+    for sub_id, f in (("a", a), ("g", g), ("c", c)):
+        b.step(1.0, Receive("x", Sub(sub_id, f)))
+    assert [m["filter"] for m in b.snapshot()["mergers"][0]] == ["class range [0, 20]"]
+    b.step(10.0, TimerFired("overrun"))
+    b.step(12.0, Receive("x", Sub("a", a)))  # c is never refreshed again
+    b.step(12.0, Receive("x", Sub("g", g)))
+    effects = b.step(20.0, TimerFired("overrun"))
+    sent = {(e.neighbor, type(e.message).__name__, str(e.message.filter)) for e in effects
+            if isinstance(e, Send)}
+    assert ("p", "Sub", "class range [0, 15]") in sent  # the rest merged again, sent upstream
+    assert ("p", "Unsub", "class range [0, 20]") in sent  # the dissolved one withdrawn
+    assert [m["filter"] for m in b.snapshot()["mergers"][0]] == ["class range [0, 15]"]
+
+
+def test_an_uncovered_re_send_is_on_loan_and_withdrawn_if_never_refreshed() -> None:
+    """y's covering subscription ends, and x's covered one, held unrefreshed (a bogus entry,
+    a crashed client's), is re-sent to p at once (`Covering.uncovered`): the re-send gave it a
+    fresh lease at p, so when it expires here it is unsubscribed there (merging1 on the tree
+    of 15, seed 11: an `entry.dest` corruption's entry spurious upstream for 18.5 s)."""
+    b = Broker(Rom(broker_id="b", neighbors=frozenset({"p", "x", "y"}), root="p", parent="p",
+                   algorithm=Algorithm.COVERING1, params=P))
+    b.step(0.0, Start())
+    big, small = Filter.parse("class range [0, 50]"), Filter.parse("class range [30, 47]")
+    b.step(1.0, Receive("y", Sub("big", big)))
+    b.step(1.0, Receive("x", Sub("s", small)))  # covered by y's: goes to y alone
+    b.step(10.0, TimerFired("overrun"))
+    handed = b.step(12.0, Receive("y", Unsub("big", big)))
+    assert ("p", small) in {(e.neighbor, e.message.filter) for e in handed
+                            if isinstance(e, Send) and isinstance(e.message, Sub)}
+    effects = b.step(20.0, TimerFired("overrun"))  # s expires, never refreshed
+    unsubs = {(e.neighbor, e.message.filter) for e in effects
+              if isinstance(e, Send) and isinstance(e.message, Unsub)}
+    assert ("p", small) in unsubs

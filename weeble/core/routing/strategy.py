@@ -389,6 +389,12 @@ class Covering(Strategy):
         held was never forwarded, and identical ones that came after it counted it as a holder
         (i ≥ 2) and were not forwarded either. So each neighbour that has no renewer for the
         uncovered filter gets one now, and keeps it through sub_targets' renewal rule.
+
+        Each one re-sent is on loan until its destination refreshes it (`repaid`): the re-send
+        gives it a fresh lease upstream, and a stale one (a bogus entry, a crashed client's)
+        otherwise outlived its own lease there by up to 2π (merging1 on the tree of 15, seed 11:
+        an `entry.dest` corruption's entry uncovered 8.6 s after the fault, spurious upstream
+        18.5 s after it, Δ = 17.2 s).
         """
         table = plane.table
         effects: list[Effect] = []
@@ -406,6 +412,8 @@ class Covering(Strategy):
                             and self._towards(g, n)):
                         table.forwarded[g, n] = e.dest
                         targets.append(n)
+                if targets:
+                    table.loaned[e.dest, g] = None
                 effects.extend(Send(n, sub(e.sub_id, g, tag)) for n in targets)
         return effects
 
