@@ -122,3 +122,37 @@ def test_an_uncovered_re_send_is_on_loan_and_withdrawn_if_never_refreshed() -> N
     unsubs = {(e.neighbor, e.message.filter) for e in effects
               if isinstance(e, Send) and isinstance(e.message, Unsub)}
     assert ("p", small) in unsubs
+
+
+@pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1])
+def test_an_exchange_lends_the_far_side_what_the_relays_copied(alg: Algorithm) -> None:
+    """A link exchange adds a = (a, b) here (b is Bn of the cycle ⟨a, p, b⟩, r = (a, p)): the
+    relays give a this side's routes with a fresh lease. A route whose entry here expires
+    unrefreshed (a crashed client's) is withdrawn over a then; one refreshed is no longer on
+    loan (simple peer-to-peer seeds 45 and 381 of the issue-28 sweep: the relayed copy of a
+    crashed client's route lived 8.3 s after the crash, L = 6.1 s)."""
+    from weeble.core.events import ClientSubscribe
+    from weeble.core.messages import End, Lock, Separator, Unlock
+
+    b = Broker(Rom(broker_id="b", neighbors=frozenset({"p"}), root="p", parent="p",
+                   algorithm=alg, params=P))
+    b.step(0.0, Start())
+    g = Filter.equals("class", 2)
+    b.step(1.0, ClientSubscribe("c1", "c1/0", F))  # crashes: never refreshed
+    b.step(1.0, ClientSubscribe("c2", "c2/0", g))  # lives on
+    b.step(2.0, Receive("p", Lock("r1", ("a", "p", "b"), ("a", "p"))))  # the lock: a is added
+    # the rest of the exchange as b sees it: p (Br2) relays nothing of b's side, then its
+    # separator and End; the unlocks come from p and over a
+    for m in (Separator("r1", frozenset(), relayed=True), End("r1"), Unlock("r1")):
+        b.step(2.1, Receive("p", m))
+    b.step(2.2, Receive("a", Unlock("r1")))
+    assert not b.snapshot()["exchange"]["locked"] and "a" in b.snapshot()["neighbors"]
+    assert sorted(x["dest"] for x in b.snapshot()["loaned"][0]) == ["c1", "c2"]
+    b.step(10.0, TimerFired("overrun"))
+    b.step(11.0, ClientSubscribe("c2", "c2/0", g))  # c2 refreshes: repaid
+    assert b.snapshot()["loaned"] == [[{"dest": "c1", "filter": str(F)}]]
+    effects = b.step(20.0, TimerFired("overrun"))  # c1's entry expires, never refreshed
+    unsubs = [e for e in effects if isinstance(e, Send) and isinstance(e.message, Unsub)]
+    assert "a" in {e.neighbor for e in unsubs}
+    assert all(e.message.filter == F for e in unsubs)
+    assert "loaned" not in b.snapshot()

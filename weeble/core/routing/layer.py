@@ -420,10 +420,15 @@ class Routing:
         return effects
 
     def adopt(self, neighbor: str) -> None:
-        """A link the coordinated exchange added: renew over it what the relays transferred."""
+        """A link the coordinated exchange added: renew over it what the relays transferred,
+        and under leasing lend it (`Strategy.lend`): a route here that expires unrefreshed is
+        withdrawn from the far side, which the relays gave a fresh lease."""
         for scheme in self.schemes():
             for plane in scheme.planes:
                 scheme.strategy.adopt(plane, neighbor)
+        if isinstance(self.subs, Leasing):
+            for plane in self.subs.planes:
+                self.subs.strategy.lend(plane, neighbor)
 
     def withdraw_neighbor(self, neighbor: str) -> list[Effect]:
         """Act as if `neighbor` had withdrawn every (un)subscription and advertisement it made
