@@ -166,6 +166,12 @@ def test_message_loss_on_an_exchange_s_cycle_while_it_runs_is_outside_the_model(
     assert losses_during_exchanges(s, data) == ["f0"]  # not the delay, not the later cut
     data["reconfigurations"]["operations"][0]["at"] = 21.0  # span: π = 6.5 s
     assert losses_during_exchanges(s, data) == []
+    # an exchange started while a broker of its cycle is down (sweep seed 148) cannot run
+    data["chaos"]["faults"].append({"kind": "crash", "at": 20.0, "target": "b0",
+                                    "duration": 4.0})
+    assert losses_during_exchanges(s, data) == ["f3"]
+    data["chaos"]["faults"][-1]["target"] = "b3"  # not on the cycle b1-b0-b2
+    assert losses_during_exchanges(s, data) == []
     for seed in range(1, 60):  # the default nemesis keeps them apart, the option does not
         assert not losses_during_exchanges(s, draw(s, seed, Nemesis(rate=20)))
     assert any(losses_during_exchanges(s, draw(s, seed, Nemesis(rate=20, outside_model=True)))
