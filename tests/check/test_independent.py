@@ -129,8 +129,9 @@ def test_the_checkers_agree_in_the_skip_ring_mode(tmp_path: Path) -> None:
     data["chaos"]["faults"] = [f for f in data["chaos"]["faults"] if f["at"] < 125]
     run(data, tmp_path)
     ours, _ = agree(tmp_path)
-    # the faults leave illegitimate checks to agree on (21 since 238b08e re-places a corrupted
-    # ring slot at once; 50+ before)
+    # the faults leave illegitimate checks to agree on (20 since 238b08e re-places a corrupted
+    # ring slot at once and the members' edges are not judged inside joins' and leaves'
+    # windows; 50+ before)
     assert ours["legitimacy"]["checks"] > 250 and ours["legitimacy"]["illegitimate"] > 10
     assert len(ours["episodes"]) == 5
 

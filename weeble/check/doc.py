@@ -100,16 +100,20 @@ windows, with this mode's A and L), the round has a problem if:
 otherwise, the supervisor is the smallest broker id that has it, and its record decides:
 (2) `corrupted` is true (then nothing else of the topic is judged); (3) its `db`'s brokers, the
 *members*, do not satisfy need ⊆ members ⊆ may (then nothing else is judged); (4) a broker has
-the topic in `members`, not `leaving`, and is not a member; and for each entry i → v of a
-non-empty `db` (its labels are exactly 0 … n−1 when it is not corrupted): (5) v has no `members`
-entry for the topic, or (6) v's `label`, `left`, `right`, `ring` and `shortcuts` are not:
-label i; left [db[p], p], or null if i is the first in ring order; right [db[s], s], or null
-if i is the last; ring [db[p], p] if i is the first, [db[s], s] if i is the last, else null;
-shortcuts, for every SR(n) neighbour j of i other than p and s, "<j>" → db[j] (n = 1: left,
-right, ring null and no shortcuts). (7) Among the (`pubs`, `digest`) pairs of the members that
-have an entry: all `pubs` equal but two digests differ (tries of different sizes are not
-judged: publications are always on their way while clients publish, and a member that lacks
-one for good has local clients that miss it, which R3 counts)."""
+the topic in `members`, not `leaving`, and is neither a member nor in may (a joining broker is
+active one hop before the `db` has it); and, only when may = need (no broker of the topic is
+inside a join's A or a leave's L window: the paper promises the ring's closure only while no
+subscriber joins or leaves, and each join or leave leaves SR(n) unmet for a few member
+intervals), for each entry i → v of a non-empty `db` (its labels are exactly 0 … n−1 when it
+is not corrupted): (5) v has no `members` entry for the topic, or (6) v's `label`, `left`,
+`right`, `ring` and `shortcuts` are not: label i; left [db[p], p], or null if i is the first
+in ring order; right [db[s], s], or null if i is the last; ring [db[p], p] if i is the first,
+[db[s], s] if i is the last, else null; shortcuts, for every SR(n) neighbour j of i other
+than p and s, "<j>" → db[j] (n = 1: left, right, ring null and no shortcuts). (7) Among
+the (`pubs`, `digest`) pairs of the members that have an entry: all `pubs` equal but two
+digests differ (tries of different sizes are not judged: publications are always on their way
+while clients publish, and a member that lacks one for good has local clients that miss it,
+which R3 counts)."""
 
 
 def _fields(kind: schema.Kind) -> str:
