@@ -187,7 +187,10 @@ def test_a_colour_fault_during_a_recolor_reconfiguration_recovers_within_its_bou
     assert after["trees"][0]["parent"] == "b0"
     assert before["trees"][before["c_new"]]["parent"] == "b13"  # r5's move, being prepared
     after_fault, = summary["overlay"]["after_faults"]
-    assert after_fault["status"] == "stabilized" and after_fault["within_bound"] is True
+    # the fault strikes inside r5's state span, whose checks judge no episode (0026e75): what
+    # r5 reshapes after the fault may leave no illegitimate check outside the span ("stable")
+    assert after_fault["status"] in ("stable", "stabilized"), after_fault
+    assert after_fault["within_bound"] is True
     assert summary["verdict"]["status"] == "pass", summary["verdict"]["reasons"]
 
 

@@ -106,7 +106,7 @@ def test_the_timing_models_link_delays_are_emulated_on_every_link(tmp_path: Path
                              client_secret="c" * 32, tls=None,
                              trace_path=lambda b: tmp_path / b,
                              address_book=lambda b: places[b].listen)
-    want = LinkShape(delay_ms=30.0, jitter_ms=20.0)
+    want = LinkShape(delay_ms=25.0, jitter_ms=20.0)
     for b, config in configs.items():
         assert set(config.links) == set(brokers) - {b}  # neighbours and the address book
         assert set(config.links.values()) == {want}

@@ -25,7 +25,7 @@ from tests.runtime.helpers import (
 )
 from weeble.codec.wire import hello
 from weeble.core.broker import Broker
-from weeble.core.events import ClientPublish, Effect, Event
+from weeble.core.events import ClientPublish, Effect, Event, network_id
 from weeble.orchestrator.backend import AdminAccess
 from weeble.proto.v1 import client_pb2, client_pb2_grpc, link_pb2
 from weeble.runtime.admin_client import AdminClient
@@ -543,7 +543,8 @@ def test_unsubscribe_stops_delivery(configs: Configs) -> None:
             await pub.publish({"x": 3})
             assert (await sub.get(timeout=5)).notification.seq == 3
             assert sub.pending() == []
-            assert [e["sub_id"] for e in server.core_snapshot()["tables"][0]] == [keep]
+            held = [e["sub_id"] for e in server.core_snapshot()["tables"][0]]
+            assert held == [network_id("alice", keep)]
 
     run(scenario())
     assert "unsubscribe" in kinds(cfg.trace_path)

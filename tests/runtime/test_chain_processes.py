@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from tests.runtime.helpers import ADMIN_TOKEN, address, next_host, run
+from weeble.core.events import network_id
 from weeble.runtime.admin_client import AdminClient
 from weeble.runtime.client import Publisher, Subscriber
 from weeble.runtime.config import BrokerConfig
@@ -41,7 +42,8 @@ def test_chain_delivers_exactly_once_and_stops_cleanly(
             async with asyncio.timeout(10):
                 while True:
                     table = (await admin.snapshot())["core"]["tables"][0]
-                    if {far_id, mid_id} <= {e["sub_id"] for e in table}:
+                    if {network_id("far", far_id), network_id("mid", mid_id)} <= {
+                            e["sub_id"] for e in table}:
                         break
                     await asyncio.sleep(0.05)
             for i in range(N):

@@ -24,6 +24,7 @@ import pytest
 
 from tests.runtime.helpers import run
 from tests.runtime.livebed import legitimacy, live_sub, scenario, start, wait_for
+from weeble.core.events import network_id
 from weeble.core.filters import Filter
 from weeble.core.rom import Algorithm
 from weeble.orchestrator.testbed import Testbed
@@ -84,7 +85,7 @@ def test_tree_routes_each_notification_exactly_once(tree: Testbed) -> None:
     expired = [(r["t"] - at) / 1e9 for b in bed.brokers
                for r in read_trace(bed.run_dir / "trace" / f"{b}.jsonl")
                if r["kind"] == "expire" and r["t"] > at
-               and any(e["sub_id"] == erin for e in r.get("entries") or ())]
+               and any(e["sub_id"] == network_id("erin", erin) for e in r.get("entries") or ())]
     assert expired, "no broker's trace says it expired erin's entries"
     assert max(expired) <= CRASH_BOUND + SLACK, (
         f"erin's entries lived {expired} s after her crash")

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.runtime.helpers import run
 from tests.runtime.livebed import REPO, next_base_host, scenario, start, wait_for, weeble
 from weeble.check.status import STATUSES
+from weeble.core.events import network_id
 from weeble.orchestrator.backends.processes import pid_alive
 from weeble.orchestrator.local import free_ports
 from weeble.orchestrator.testbed import Testbed
@@ -39,9 +40,11 @@ def chain(tmp_path: Path) -> Iterator[Testbed]:
         bed.close()
 
 
-async def _table_at(bed: Testbed, broker: str, sub_id: str) -> bool:
+async def _table_at(bed: Testbed, broker: str, client: str, sub_id: str) -> bool:
+    """The brokers hold a client's subscription under its network id (`network_id`)."""
     snap = await bed.snapshot(broker)
-    return any(e["sub_id"] == sub_id for t in snap["core"]["tables"] for e in t)
+    held = network_id(client, sub_id)
+    return any(e["sub_id"] == held for t in snap["core"]["tables"] for e in t)
 
 
 async def _links(bed: Testbed, broker: str) -> dict[str, str]:
@@ -75,7 +78,7 @@ def test_kill_restart_cut_heal_shape(chain: Testbed) -> None:
                              for b, snap in (await bed.snapshots()).items()}
                     raise AssertionError(f"{stuck}; brokers: {views!r:.6000}") from None
 
-            await wait_for(lambda: _table_at(bed, "b0", sub_id), 10, "propagation to b0")
+            await wait_for(lambda: _table_at(bed, "b0", "sue", sub_id), 10, "propagation to b0")
             await delivered(0)
 
             # crash b1: its neighbours notice, the process is gone
@@ -89,7 +92,7 @@ def test_kill_restart_cut_heal_shape(chain: Testbed) -> None:
             assert bed.backend.handle("b1") != old_pid
             assert (await bed.snapshot("b1"))["now"] < 10
             await asyncio.to_thread(bed.backend.wait_healthy, "b1", 20, links=True)
-            await wait_for(lambda: _table_at(bed, "b0", sub_id), 10, "re-propagation via b1")
+            await wait_for(lambda: _table_at(bed, "b0", "sue", sub_id), 10, "re-propagation via b1")
             await delivered(1)
 
             # cut b0-b1: both ends drop everything; heal: deliveries resume
@@ -159,7 +162,8 @@ def test_admin_over_tls_needs_the_run_certificates(tmp_path: Path) -> None:
                               token=bed.client_token("pub")) as pub:
                 sub_id = await sub.subscribe("k >= 0")
                 # the publication at b0 is routed only once the subscription is in its table
-                await wait_for(lambda: _table_at(bed, "b0", sub_id), 30, "propagation to b0")
+                await wait_for(lambda: _table_at(bed, "b0", "alice", sub_id), 30,
+                               "propagation to b0")
                 await pub.publish({"k": 1})
                 assert (await sub.get(timeout=5)).notification.attributes == {"k": 1}
             async with Publisher(bed.address("b0").listen, "pub", timeout=3,
