@@ -92,6 +92,24 @@ def live_sub(sub_id: str, filter_text: str, client: str, broker: str) -> LiveSub
     return LiveSub(sub_id, Filter.parse(filter_text), client, broker)
 
 
+def run_and_check(data: dict[str, Any], tmp_path: Path, run_id: str,
+                  timeout: float = 150) -> tuple[Path, dict[str, Any]]:
+    """`weeble run` of a scenario given as data (its own loopback hosts, no analysis), then
+    the reference checker over its run directory: (run directory, check_run's report)."""
+    import yaml
+
+    from weeble.check.history import check_run
+
+    path = tmp_path / f"{run_id}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    runs = tmp_path / "runs"
+    done = weeble("run", str(path), "--no-analysis", "--quiet", "--runs-dir", str(runs),
+                  "--run-id", run_id, "--any-ports", "--base-host", next_base_host(16),
+                  timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return runs / run_id, check_run(runs / run_id)
+
+
 def weeble(*args: str, timeout: float = 120, cwd: Path | None = None) -> Any:
     """Run the `weeble` command line in a subprocess (as a user would)."""
     import subprocess

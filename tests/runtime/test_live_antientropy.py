@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.runtime.livebed import next_base_host, weeble
-from weeble.check.history import check_run
+from tests.runtime.livebed import run_and_check
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "anti-entropy.yaml"
 
@@ -30,14 +29,7 @@ def test_fifteen_brokers_in_the_anti_entropy_mode_pass_their_verdict(tmp_path: P
     data["chaos"]["faults"] = [
         {"name": "table", "kind": "corrupt", "field": "entry.filter", "target": "b1", "at": 3},
         {"name": "crash", "kind": "crash", "target": "b2", "at": 18, "duration": 1}]
-    path = tmp_path / "ae.yaml"
-    path.write_text(yaml.safe_dump(data))
-    runs = tmp_path / "runs"
-    done = weeble("run", str(path), "--no-analysis", "--quiet", "--runs-dir", str(runs),
-                  "--run-id", "ae", "--any-ports", "--base-host", next_base_host(16),
-                  timeout=150)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = check_run(runs / "ae")
+    _, report = run_and_check(data, tmp_path, "ae")
     verdict = report["verdict"]
     assert verdict["status"] == "pass", verdict["reasons"]
     assert report["run"]["bound"] == pytest.approx(13.5)

@@ -10,10 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
-from tests.runtime.livebed import next_base_host, weeble
-from weeble.check.history import check_run
+from tests.runtime.livebed import run_and_check
 
 UNSUBSCRIBE = 4.0  # alice's end, s (run time)
 
@@ -33,20 +30,13 @@ def test_two_clients_same_sub_id_live(tmp_path: Path) -> None:
                           "attributes": {"class": i % 3}} for i in range(48)],
         "trace": {"snapshots_every": 0.5},
     }
-    path = tmp_path / "shared.yaml"
-    path.write_text(yaml.safe_dump(data))
-    runs = tmp_path / "runs"
-    done = weeble("run", str(path), "--no-analysis", "--quiet", "--runs-dir", str(runs),
-                  "--run-id", "shared", "--any-ports", "--base-host", next_base_host(16),
-                  timeout=150)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = check_run(runs / "shared")
+    run_dir, report = run_and_check(data, tmp_path, "shared")
     assert report["verdict"]["status"] == "pass", report["verdict"]["reasons"]
     d = report["deliveries"]
     assert d["expected"] == d["delivered"] > 15, d
     assert (d["missing"], d["spurious"], d["duplicate"]) == (0, 0, 0), d
     assert report["legitimacy"]["checks"] > 0 and report["legitimacy"]["illegitimate"] == 0
-    records = [json.loads(line) for f in (runs / "shared").rglob("*.jsonl")
+    records = [json.loads(line) for f in run_dir.rglob("*.jsonl")
                for line in f.read_text().splitlines() if line.strip()]
     # carol and bob were served after alice left (the checker: every judged one, no other)
     (left,) = [r["t"] for r in records
