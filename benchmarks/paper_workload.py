@@ -213,6 +213,10 @@ def figures(run_dir: Path, samples: list[Sample], duration: float) -> dict[str, 
     out["deliveries"] = traces.get("deliveries", work.get("deliveries"))
     out["deliveries/s"] = (out["deliveries"] or 0) / duration
     out["client errors"] = work.get("errors")
+    # the plan's publications, and those its clients never got acknowledged: a scale whose
+    # clients fell behind did not carry the workload, whatever the verdict of what they sent
+    out["planned"] = work.get("publications")
+    out["unpublished"] = work.get("unpublished", 0)
     out["warm start s"] = work.get("warm_start_s", 0.0)  # before t = 0 (live.warm_start_rate)
     limits = dict(work.get("capped", {}))
     limits.update(traces.get("limits", {}))  # the brokers' (weeble run names them too)
@@ -300,6 +304,9 @@ def ran_out(samples: list[Sample], f: dict[str, Any], total: int) -> list[tuple[
         found.append((when, f"event loop lag: broker timers fired up to"
                             f" {f['timer late max s']:.3g} s late ({f['timers late']:,} over"
                             f" the tolerance)"))
+    if f.get("unpublished"):
+        found.append((float("inf"), f"the clients: {f['unpublished']:,} of {f['planned']:,}"
+                                    f" planned publications never acknowledged by a broker"))
     for name, count in f.get("limits", {}).items():
         found.append((float("inf"), f"a live limit: {name} cut {count:,}"))
     return sorted(found, key=lambda x: x[0])
@@ -307,13 +314,16 @@ def ran_out(samples: list[Sample], f: dict[str, Any], total: int) -> list[tuple[
 
 def passes(f: dict[str, Any]) -> bool:
     """The bar: the verdict passes, with its timing model kept (no hop, refresh, timer or
-    path over the model), nothing lost outside fault windows, nothing cut by a live limit."""
+    path over the model), nothing lost outside fault windows, nothing cut by a live limit,
+    and the plan carried out: every planned publication published, no client error."""
     return (f["verdict"] == "pass" and f["timing violations"] == 0
-            and f["lost outside faults"] == 0 and not f["limits"])
+            and f["lost outside faults"] == 0 and not f["limits"]
+            and not f.get("unpublished") and not f.get("client errors"))
 
 
-COLUMNS = ["phase", "brokers", "omega", "N_s", "verdict", "publications", "deliveries/s",
-           "expected", "missing", "lost outside faults", "hop max s", "δmax s", "hops over",
+COLUMNS = ["phase", "brokers", "omega", "N_s", "verdict", "planned", "publications",
+           "unpublished", "client errors", "deliveries/s", "expected", "missing",
+           "lost outside faults", "hop max s", "δmax s", "hops over",
            "refresh gap max s", "ρ s", "timer late max s", "delivery delay max s",
            "timing violations", "before t=0", "first Δ/10", "warm start s",
            "broker cpu % med", "broker cpu % max", "runner cpu cores med", "run cpu cores med",
@@ -322,7 +332,7 @@ COLUMNS = ["phase", "brokers", "omega", "N_s", "verdict", "publications", "deliv
 
 
 def report(f: dict[str, Any]) -> str:
-    lines = [table([f], COLUMNS[:10]), table([f], COLUMNS[10:22]), table([f], COLUMNS[22:])]
+    lines = [table([f], COLUMNS[:13]), table([f], COLUMNS[13:25]), table([f], COLUMNS[25:])]
     lines.append(f"pass: {passes(f)} (verdict {f['verdict']}, {f['timing violations']:,} timing"
                  f" violations, {f['lost outside faults']} lost outside fault windows)"
                  f"   run: {f['run_dir']}")

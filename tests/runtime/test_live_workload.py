@@ -64,7 +64,7 @@ def test_live_clients_carry_out_the_plan(tmp_path: Path,
             if r["kind"] in ("client_subscribe", "client_unsubscribe", "crash")}
     published = {(r["publisher"], r["seq"]) for r in records if r["kind"] == "client_publish"}
     assert done == planned
-    assert published == planned_pubs and stats.errors == 0
+    assert published == planned_pubs and stats.errors == 0 and stats.unpublished == 0
 
 
 def test_chaos_crashes_workload_subscribers_live(tmp_path: Path) -> None:

@@ -54,6 +54,9 @@ class WorkloadStats:
     # subscriptions, and the seconds it took (paced, acknowledged, then d·δmax)
     warm_start: int = 0
     warm_start_s: float = 0.0
+    # planned publications still in a publisher's outbox when the run ended: the clients fell
+    # behind the plan (counted in `publications`, never sent; said at the end, not hidden)
+    unpublished: int = 0
     last_error: str = ""
     # what a live limit cut from the scenario's plan: limit name -> actions not carried out
     capped: dict[str, int] = field(default_factory=dict)
@@ -312,8 +315,16 @@ class LiveWorkload:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5):
                 await asyncio.gather(*(outbox.join() for outbox, _ in senders))
-        for _, sender in senders:
+        for outbox, sender in senders:
             sender.cancel()
+            self.stats.unpublished += outbox.qsize()
+        # and what their brokers never acknowledged (closing the publishers drops it)
+        self.stats.unpublished += sum(c.publisher.pending for c in self._clients.values()
+                                      if c.publisher is not None)
+        if self.stats.unpublished:
+            log.warning("%d planned publications were never published (acknowledged by their"
+                        " broker): the clients or the brokers fell behind the plan",
+                        self.stats.unpublished)
         # closed at once, the subscribers missed what their brokers had in flight: 3 judged
         # deliveries of the paper workload's last 0.03 s, undeliverable for want of a stream
         if linger:
@@ -473,13 +484,27 @@ class LiveWorkload:
         c.outbox.put_nowait((seq, attributes))
 
     async def _send(self, c: _Client) -> None:
+        """Publish what the plan queued, in order: everything waiting goes out together and
+        is then waited for, so a round trip costs one wait per batch, not per notification
+        (one at a time, 27 publishers kept up ~40/s of a planned 1,000/s at 10,000
+        subscriptions)."""
         assert c.outbox is not None and c.publisher is not None
         while True:
-            seq, attributes = await c.outbox.get()
-            c.publisher.next_seq = seq  # the plan's: a publisher's seqs run on across brokers
+            batch = [await c.outbox.get()]
+            while not c.outbox.empty():
+                batch.append(c.outbox.get_nowait())
+            lost = c.publisher.unacknowledged
             try:
-                await c.publisher.publish(attributes)
-            except (grpc.aio.AioRpcError, TimeoutError) as e:
+                for seq, attributes in batch:
+                    # the plan's seq: a publisher's seqs run on across brokers
+                    c.publisher.next_seq = seq
+                    await c.publisher.send(attributes)
+                await c.publisher.flush()
+            except (grpc.aio.AioRpcError, TimeoutError, RuntimeError) as e:
                 self._error(c, "publish", e)
+            else:  # a stream that broke before the flush fails nothing the flush waits for
+                if c.publisher.unacknowledged > lost and c.publisher.last_error is not None:
+                    self._error(c, "publish", c.publisher.last_error)
             finally:
-                c.outbox.task_done()
+                for _ in batch:
+                    c.outbox.task_done()

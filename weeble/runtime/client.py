@@ -135,6 +135,10 @@ class Publisher:
         self._inflight: deque[tuple[int, list[Notification]]] = deque()  # (stream count, ...)
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()  # (count, future)
         self._enqueued = 0  # notifications handed to this publisher (since the last failure)
+        # notifications that broken streams left unacknowledged, and the last such error:
+        # `send` alone never raises for them, so a caller that only sends can still tell
+        self.unacknowledged = 0
+        self.last_error: BaseException | None = None
         self._acked = 0
         self._stream_base = 0  # self._acked when the current stream opened
         self._stream_sent = 0  # notifications written on the current stream
@@ -174,6 +178,11 @@ class Publisher:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_forever(), name="publish-writer")
         return n
+
+    @property
+    def pending(self) -> int:
+        """Notifications sent and not (yet) acknowledged."""
+        return self._enqueued - self._acked
 
     async def flush(self) -> None:
         """Wait until every notification sent so far is acknowledged (or raise the error that
@@ -254,6 +263,9 @@ class Publisher:
                       self.publisher_id, self._enqueued - self._acked, error)
         self._inflight.clear()
         self._queued.clear()
+        if self._enqueued > self._acked:
+            self.unacknowledged += self._enqueued - self._acked
+            self.last_error = error
         self._enqueued = self._acked
         while self._waiters:
             _, future = self._waiters.popleft()
