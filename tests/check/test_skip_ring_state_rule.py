@@ -79,9 +79,15 @@ def test_a_settled_ring_with_the_joiner_gone_is_legitimate() -> None:
     assert _judge(views, need, need) == ([], [])
 
 
-def test_tries_of_equal_size_that_differ_are_judged_inside_the_window_too() -> None:
+def test_tries_that_differ_at_an_instant_are_no_state_problem() -> None:
+    """Two members' tries of equal size and different content are what a correct run shows while
+    publications are on their way (sweep seed 501: b0's own publication flooded to b1 while b2's
+    went through the supervisor to r(0) = b1, each member holding one the other had yet to get
+    at the check), and a joining member's warm trie differs until anti-entropy has caught it up
+    (seed 638): the tries are judged at the service level, by the local clients' deliveries, not
+    at an instant of the state level, settled or not."""
     need = set(DB.values())
-    core, independent = _judge(_views(wrong_edge=False, tries_differ=True), need,
-                               need | {JOINER})
-    assert any("tries differ" in p for p in core), core
-    assert f"{TOPIC}: (7) tries of equal size differ" in independent
+    joining = _views(wrong_edge=False, tries_differ=True)
+    assert _judge(joining, need, need | {JOINER}) == ([], [])
+    del joining[JOINER]  # the join has settled
+    assert _judge(joining, need, need) == ([], [])

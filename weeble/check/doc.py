@@ -109,11 +109,13 @@ is not corrupted): (5) v has no `members` entry for the topic, or (6) v's `label
 `right`, `ring` and `shortcuts` are not: label i; left [db[p], p], or null if i is the first
 in ring order; right [db[s], s], or null if i is the last; ring [db[p], p] if i is the first,
 [db[s], s] if i is the last, else null; shortcuts, for every SR(n) neighbour j of i other
-than p and s, "<j>" → db[j] (n = 1: left, right, ring null and no shortcuts). (7) Among
-the (`pubs`, `digest`) pairs of the members that have an entry: all `pubs` equal but two
-digests differ (tries of different sizes are not judged: publications are always on their way
-while clients publish, and a member that lacks one for good has local clients that miss it,
-which R3 counts)."""
+than p and s, "<j>" → db[j] (n = 1: left, right, ring null and no shortcuts). The members'
+tries (`pubs`, `digest`) are not judged: the paper's publication convergence is for a fixed
+publication set, and while clients publish a publication is always on its way (flooded, or
+handed by the supervisor to r(0)), so two tries differ at an instant in a correct run, of equal
+size too (each holds one the other has yet to get), which a count and a digest cannot tell from
+a publication missing for good; a member that lacks one for good has local clients that miss
+it, which R3 counts."""
 
 
 def _fields(kind: schema.Kind) -> str:
