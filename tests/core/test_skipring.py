@@ -292,3 +292,25 @@ def test_a_hand_off_reaching_a_member_that_left_goes_back_to_the_supervisor() ->
     assert member.receive(PublishNew(topic=w.TOPIC, node="n9", pub=pub)) != []  # a member floods
     held = member.store.keys()
     assert pub.key in held
+
+
+def test_a_joining_members_publication_goes_through_the_supervisor() -> None:
+    """A member publishes before its Config has come (label still ⊥): it has no edge to flood
+    along, and when it leaves before anti-entropy runs its trie is the only one holding the
+    publication, lost for every other member (sweep seeds 285, 843, 932 of scenarios/explore/
+    sweep.yaml --mode skip_ring). It hands the publication to the supervisor as a non-member
+    does; once configured, it floods along its edges and the supervisor hears nothing."""
+    from weeble.core.events import Send
+    from weeble.core.overlay.skipring.member import Delivered, TopicMember
+    from weeble.core.overlay.skipring.messages import Publish
+
+    m = TopicMember(topic="t", me="b1", supervisor="s", rng=random.Random(0))
+    m.subscribe()
+    pub = Publication("pb1", 1, b"x")
+    assert m.publish(pub) == [Delivered("t", pub),
+                              Send("s", Publish(topic="t", node="b1", pub=pub))]  # type: ignore[arg-type]
+    w = legit_world(4, seed=1)
+    again = Publication("pb1", 2, b"y")
+    out = w.member("n1").publish(again)
+    assert out[0] == Delivered(w.TOPIC, again)
+    assert out[1:] and all(type(e) is Send and e.neighbor != "S" for e in out[1:]), out

@@ -153,7 +153,13 @@ class TopicMember:
         out = _Out()
         if self.store.insert(pub):
             out.sends.append(Delivered(self.topic, pub))
-            if self.params.flood:
+            if self.label is None:
+                # joining: no edge yet (the Config is on its way), so flooding reaches nobody,
+                # and a member that leaves before anti-entropy has run takes its publication
+                # along. Hand it to the supervisor as a non-member does, for r(0) to spread
+                # (sweep seeds 285, 843, 932: lost for every other member)
+                out.send(self.supervisor, Publish(topic=self.topic, node=self.me, pub=pub))
+            elif self.params.flood:
                 for nb in sorted(self.neighbours()):
                     out.send(nb, PublishNew(topic=self.topic, node=self.me, pub=pub))
         return out.sends
