@@ -156,3 +156,66 @@ def test_an_exchange_lends_the_far_side_what_the_relays_copied(alg: Algorithm) -
     assert "a" in {e.neighbor for e in unsubs}
     assert all(e.message.filter == F for e in unsubs)
     assert "loaned" not in b.snapshot()
+
+
+def _flags(b: Broker, dest: str) -> list[int]:
+    return [x["flag"] for x in b.snapshot()["tables"][0] if x["dest"] == dest]
+
+
+@pytest.mark.parametrize("alg", [Algorithm.SIMPLE, Algorithm.IDENTITY, Algorithm.COVERING1])
+def test_a_route_relayed_to_myself_keeps_its_flag(alg: Algorithm) -> None:
+    """b is both Br2 and Bn of the cycle ⟨a, p, b⟩ (r = (p, b)): at Begin it relays its routes
+    across r to itself as come over a. The copy keeps the flag of the entry it copies: a route
+    left to its lease (flag 0) goes at b's next overrun, as the copy's original does, not a
+    lease later (covering1 peer-to-peer seed 45 of the issue-28 sweep: an unsubscribed client's
+    route lived 7.1 s after its end, L = 6.1 s); a refreshed one keeps flag 1."""
+    from weeble.core.messages import Begin, Lock
+
+    b = Broker(Rom(broker_id="b", neighbors=frozenset({"p"}), root="p", parent="p",
+                   algorithm=alg, params=P))
+    b.step(0.0, Start())
+    g = Filter.equals("class", 2)
+    b.step(1.0, Receive("p", Sub("s1", F)))  # never refreshed
+    b.step(2.0, Receive("p", Sub("s2", g)))
+    b.step(10.0, TimerFired("overrun"))  # both at flag 0
+    b.step(11.0, Receive("p", Sub("s2", g)))  # s2 refreshed: flag 1
+    b.step(12.0, Receive("p", Lock("r1", ("a", "p", "b"), ("p", "b"))))  # the lock: a is added
+    b.step(12.1, Receive("a", Begin("r1")))
+    relayed = {x["sub_id"]: x["flag"] for x in b.snapshot()["tables"][0] if x["dest"] == "a"}
+    assert relayed == {"s1": 0, "s2": 1}
+    b.step(20.0, TimerFired("overrun"))
+    assert [x["sub_id"] for x in b.snapshot()["tables"][0] if x["dest"] == "a"] == ["s2"]
+
+
+@pytest.mark.parametrize(("lease", "flag"), [(5.0, 0), (7.9, 0), (8.5, 1), (15.0, 1)])
+def test_a_route_relayed_from_the_r_endpoint_keeps_flag_0_only_if_it_ends_no_earlier(
+        lease: float, flag: int) -> None:
+    """b is Bn of the cycle ⟨a, q, p, b⟩ (r = (q, p)): p relays its routes across r with the
+    time each had left there. b's next overrun is at 10.0: a copy whose original goes by then
+    keeps flag 0 (it goes at 10.0, up to π after its original, not 2π); one that lives longer
+    gets flag 1, since its refresh, now coming over a, may land after b's next overrun."""
+    from weeble.core.messages import Lock, Relayed
+
+    b = Broker(Rom(broker_id="b", neighbors=frozenset({"p"}), root="p", parent="p",
+                   algorithm=Algorithm.IDENTITY, params=P))
+    b.step(0.0, Start())
+    b.step(2.0, Receive("p", Lock("r1", ("a", "q", "p", "b"), ("q", "p"))))
+    b.step(2.1, Receive("p", Relayed("r1", Sub("s1", F, 0, True), reroute=True, lease=lease)))
+    assert _flags(b, "a") == [flag]
+    b.step(2.1, Receive("p", Relayed("r1", Sub("s2", F, 0, True), reroute=True)))
+    assert [x["flag"] for x in b.snapshot()["tables"][0] if x["sub_id"] == "s2"] == [1]
+
+
+def test_the_lease_of_a_relay_crosses_the_wire() -> None:
+    from weeble.codec.wire import WireError, envelope_to_message, message_to_envelope
+    from weeble.core.messages import Relayed
+    from weeble.proto.v1 import link_pb2
+
+    for lease in (None, 0.0, 2.75):
+        m = Relayed("r1", Sub("s1", F, 0, True), reroute=True, lease=lease)
+        env = link_pb2.Envelope.FromString(message_to_envelope(m, 1).SerializeToString())
+        assert envelope_to_message(env) == m
+    env = message_to_envelope(Relayed("r1", Sub("s1", F), reroute=True, lease=1.0), 1)
+    env.relayed.lease = float("nan")
+    with pytest.raises(WireError, match=r"relayed\.lease"):
+        envelope_to_message(env)

@@ -348,6 +348,8 @@ def message_to_envelope(message: Message, seq: int) -> link_pb2.Envelope:
         getattr(target.message, name).CopyFrom(pb)
         if t is Relayed:
             target.reroute = m.reroute
+            if m.lease is not None:
+                target.lease = m.lease
     elif t is Separator:
         m = message
         env.separator.CopyFrom(link_pb2.SeparatorMsg(rid=m.rid, brokers=sorted(m.brokers),
@@ -475,7 +477,10 @@ def envelope_to_message(env: link_pb2.Envelope, limits: Limits = DEFAULT_LIMITS)
             raise WireError(f"{kind}.message: no control message set")
         control = _control_from(inner, getattr(m.message, inner), limits)
         if kind == "relayed":
-            return Relayed(_rid(m.rid, kind), control, m.reroute)
+            lease = m.lease if m.HasField("lease") else None
+            if lease is not None and not math.isfinite(lease):
+                raise WireError(f"relayed.lease: {lease} is not a finite number of seconds")
+            return Relayed(_rid(m.rid, kind), control, m.reroute, lease)
         return Reroute(_rid(m.rid, kind), control)
     if kind == "separator":
         m = env.separator

@@ -168,11 +168,17 @@ class Relayed:
 
     `reroute`: one of the routes across r that Begin re-issues towards a (A3.4-10), as opposed
     to a client's (un)subscription that arrived over r while relaying (A7.7-9).
+
+    `lease` (ours; the thesis's relay carries the filter only, 4.4.2 has no leasing): on a
+    re-issued route under leasing, how long the entry it copies had left at the r-endpoint (to
+    its next overrun, one π more at flag 1), so that the copy keeps the second-chance flag
+    (`Routing.keep_lease`) and a stale route does not win a fresh lease; None: not given.
     """
 
     rid: str
     message: Control
     reroute: bool = False
+    lease: float | None = None
 
 
 @dataclass(slots=True)

@@ -448,7 +448,9 @@ class Exchange:
                     if e.dest == x.old:
                         cls = Adv if scheme is self.routing.adverts else Sub
                         msg = cls(e.sub_id, e.filter, 0, True)
-                        effects.append(Send(x.relay_to, Relayed(mb.rid, msg, reroute=True)))
+                        lease = self.routing.lease(now, e)  # the copy keeps it (ours)
+                        effects.append(Send(x.relay_to, Relayed(mb.rid, msg, reroute=True,
+                                                                lease=lease)))
         relayed = len(effects)
         effects.append(Send(x.relay_to, Separator(mb.rid, frozenset(), relayed=True)))
         x.begin_done = True
@@ -470,7 +472,10 @@ class Exchange:
         if not x.locked or mr.rid != x.rid or x.new is None or sender != x.awaiting_end:
             return [Trace("garbage", {"from": sender, "why": f"relay {mr.rid!r} not for me"})]
         if mr.reroute:
-            return self._rerouted(now, x.new, mr.message, True)
+            effects = self._rerouted(now, x.new, mr.message, True)
+            if mr.lease is not None:
+                self.routing.keep_lease(now, x.new, mr.message, mr.lease)
+            return effects
         if self.options.hold_relays and not _released(x):
             x.qrel.append((x.new, mr.message))
             return []

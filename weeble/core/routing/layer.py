@@ -31,7 +31,7 @@ from weeble.core.events import (
     valid_client,
 )
 from weeble.core.filters import Filter, notification_index_keys
-from weeble.core.messages import Adv, Notify, Sub, Switch, Unadv, Unsub
+from weeble.core.messages import Adv, Control, Notify, Sub, Switch, Unadv, Unsub
 from weeble.core.overlay import Topology
 from weeble.core.rom import Algorithm, ConfigError, Mode, Rom
 from weeble.core.routing.edges import Edges
@@ -39,7 +39,7 @@ from weeble.core.routing.leasing import ControlRam, Leasing
 from weeble.core.routing.merging import Merging, loans
 from weeble.core.routing.rebuild import Rebuild
 from weeble.core.routing.strategy import Covering, Flooding, Identity, Simple, Strategy
-from weeble.core.table import KeyCache, RoutingTable
+from weeble.core.table import Entry, KeyCache, RoutingTable
 
 OVERRUN = "overrun"  # SC-2 clock overrun, every π at every broker (leased algorithms)
 SWITCH = "switch"  # A5 rebuild switch, every π at the root (wrapper)
@@ -429,6 +429,39 @@ class Routing:
         if isinstance(self.subs, Leasing):
             for plane in self.subs.planes:
                 self.subs.strategy.lend(plane, neighbor)
+
+    def lease(self, now: float, entry: Entry) -> float | None:
+        """How long `entry` of a leased table has left here: to my next overrun at flag 0 (or
+        without the second chance), one π more at flag 1. None when no lease applies."""
+        if not isinstance(self.subs, Leasing):
+            return None
+        left = self.ram.next_timer - now
+        if entry.flag and self.rom.options.second_chance:
+            left += self.rom.params.pi
+        return left
+
+    def keep_lease(self, now: float, source: str, msg: Control, lease: float) -> None:
+        """A route the link exchange re-issued (`Relayed.lease`) has just been installed
+        towards `source` with a fresh lease (flag 1): it keeps flag 0 when my next overrun
+        comes no earlier than the copied entry's expiry at the r-endpoint, so it goes when the
+        copy would have, or up to π later, not up to 2π (found by the issue-28 sweep, covering1
+        peer-to-peer seed 45: an unsubscribed client's route, left to its lease at b2, relayed
+        by b2 to itself with a fresh lease, lived 7.1 s after the client ended, L = 6.1 s).
+        Flag 1 otherwise: a live route's refresh, which reached the r-endpoint before that
+        expiry, reaches me over a within the leasing slack (π > ρ + d·(δmax − δmin)), not
+        necessarily before an earlier overrun of mine. Exact when I am that r-endpoint."""
+        if not isinstance(self.subs, Leasing) or self.ram.next_timer < now + lease - 1e-9:
+            return
+        if isinstance(msg, Sub):
+            ram, sub_id = self.ram.subs, msg.sub_id
+        elif isinstance(msg, Adv) and self.ram.adverts is not None:
+            ram, sub_id = self.ram.adverts, msg.adv_id
+        else:
+            return
+        for table in ram.tables:
+            for e in table.with_id(sub_id):
+                if e.dest == source and e.filter == msg.filter:
+                    e.flag = 0
 
     def withdraw_neighbor(self, neighbor: str) -> list[Effect]:
         """Act as if `neighbor` had withdrawn every (un)subscription and advertisement it made

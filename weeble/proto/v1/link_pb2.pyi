@@ -218,14 +218,16 @@ class BeginMsg(_message.Message):
     def __init__(self, rid: _Optional[str] = ...) -> None: ...
 
 class RelayedMsg(_message.Message):
-    __slots__ = ("rid", "message", "reroute")
+    __slots__ = ("rid", "message", "reroute", "lease")
     RID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REROUTE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
     rid: str
     message: ControlMsg
     reroute: bool
-    def __init__(self, rid: _Optional[str] = ..., message: _Optional[_Union[ControlMsg, _Mapping]] = ..., reroute: _Optional[bool] = ...) -> None: ...
+    lease: float
+    def __init__(self, rid: _Optional[str] = ..., message: _Optional[_Union[ControlMsg, _Mapping]] = ..., reroute: _Optional[bool] = ..., lease: _Optional[float] = ...) -> None: ...
 
 class RerouteMsg(_message.Message):
     __slots__ = ("rid", "message")
