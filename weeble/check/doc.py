@@ -227,8 +227,8 @@ def render() -> str:
         "to the path rule R13(d), and per-publisher FIFO (R7) is counted but not judged: the "
         "mode does not promise it. State legitimacy (R8) is spec seed23 §A.12 per topic: a clean "
         "supervisor database holding the brokers with required subscriptions and none without "
-        "an allowed one, each member storing exactly its SR(n) label and edges, and tries of "
-        "equal size holding the same publications; precisely:",
+        "an allowed one, and each member storing exactly its SR(n) label and edges (its trie "
+        "is judged by the service level); precisely:",
         "",
         SKIP_RING_STATE,
         "",
