@@ -170,9 +170,9 @@ class Relayed:
     to a client's (un)subscription that arrived over r while relaying (A7.7-9).
 
     `lease` (ours; the thesis's relay carries the filter only, 4.4.2 has no leasing): on a
-    re-issued route under leasing, how long the entry it copies had left at the r-endpoint (to
-    its next overrun, one π more at flag 1), so that the copy keeps the second-chance flag
-    (`Routing.keep_lease`) and a stale route does not win a fresh lease; None: not given.
+    re-issued route under leasing whose entry had missed its refresh at the r-endpoint, the
+    time to the overrun that removes it there (`Routing.lease`), so that the copy keeps flag 0
+    (`Routing.keep_lease`) and a stale route does not win a fresh lease; None: a fresh lease.
     """
 
     rid: str

@@ -431,25 +431,30 @@ class Routing:
                 self.subs.strategy.lend(plane, neighbor)
 
     def lease(self, now: float, entry: Entry) -> float | None:
-        """How long `entry` of a leased table has left here: to my next overrun at flag 0 (or
-        without the second chance), one π more at flag 1. None when no lease applies."""
-        if not isinstance(self.subs, Leasing):
+        """What a relay of `entry` tells the a-endpoint (`Relayed.lease`): the time to my next
+        overrun, which removes it, when the entry has missed its refresh: flag 0, and longer
+        since my last overrun than a live subscription goes between two refreshes here (ρ +
+        d·(δmax − δmin), which π exceeds). None otherwise: a route that may be live gets a
+        fresh lease over a, as in the thesis, since the exchange may drop its next refresh (a
+        black one routed towards a; sweep seed 127 with exchanges drawn often: a live route
+        kept at flag 0 lost a notification)."""
+        params = self.rom.params
+        if (not isinstance(self.subs, Leasing) or entry.flag
+                or not self.rom.options.second_chance):
             return None
         left = self.ram.next_timer - now
-        if entry.flag and self.rom.options.second_chance:
-            left += self.rom.params.pi
-        return left
+        gap = params.rho + params.d * (params.delta_max - params.delta_min)
+        return left if params.pi - left > gap else None
 
     def keep_lease(self, now: float, source: str, msg: Control, lease: float) -> None:
-        """A route the link exchange re-issued (`Relayed.lease`) has just been installed
-        towards `source` with a fresh lease (flag 1): it keeps flag 0 when my next overrun
-        comes no earlier than the copied entry's expiry at the r-endpoint, so it goes when the
-        copy would have, or up to π later, not up to 2π (found by the issue-28 sweep, covering1
+        """A route the link exchange re-issued from an entry that had missed its refresh
+        (`Relayed.lease`: the time that entry had left at the r-endpoint) has just been
+        installed towards `source` with a fresh lease (flag 1): it keeps flag 0 when my next
+        overrun comes no earlier than the entry's removal there, so it goes when the entry
+        would have, or up to π later, not up to 2π (found by the issue-28 sweep, covering1
         peer-to-peer seed 45: an unsubscribed client's route, left to its lease at b2, relayed
         by b2 to itself with a fresh lease, lived 7.1 s after the client ended, L = 6.1 s).
-        Flag 1 otherwise: a live route's refresh, which reached the r-endpoint before that
-        expiry, reaches me over a within the leasing slack (π > ρ + d·(δmax − δmin)), not
-        necessarily before an earlier overrun of mine. Exact when I am that r-endpoint."""
+        Flag 1 otherwise. Exact when I am that r-endpoint."""
         if not isinstance(self.subs, Leasing) or self.ram.next_timer < now + lease - 1e-9:
             return
         if isinstance(msg, Sub):
