@@ -314,3 +314,30 @@ def test_a_joining_members_publication_goes_through_the_supervisor() -> None:
     out = w.member("n1").publish(again)
     assert out[0] == Delivered(w.TOPIC, again)
     assert out[1:] and all(type(e) is Send and e.neighbor != "S" for e in out[1:]), out
+
+
+def test_a_node_that_left_is_not_re_inserted_by_a_neighbours_stale_reference() -> None:
+    """Action (iii) about a node that has unsubscribed (a ring neighbour still holds it) gets
+    NotMember, as one about a crashed node does; re-inserting it made the leaver answer with
+    another Unsubscribe and relabelled the ring at each round, and a publication handed to r(0)
+    meanwhile was flooded to the leaver alone (explore seed 186 of the flag-rule shape under
+    --mode skip_ring: a member missed it for 2.25 s, over the path window). The node's own
+    Subscribe takes it back."""
+    from weeble.core.events import Send
+    from weeble.core.overlay.skipring.messages import (
+        ConfigRequestFor,
+        NotMember,
+        Subscribe,
+        Unsubscribe,
+    )
+    from weeble.core.overlay.skipring.supervisor import TopicSupervisor
+
+    sup = TopicSupervisor("t")
+    for v in ("a", "b", "c"):
+        sup.receive(Subscribe(topic="t", node=v))
+    sup.receive(Unsubscribe(topic="t", node="c"))
+    out = sup.receive(ConfigRequestFor(topic="t", node="a", about="c"))
+    assert Send("a", NotMember(topic="t", node="c")) in out  # type: ignore[arg-type]
+    assert sup.members() == {"a": 0, "b": 1}
+    sup.receive(Subscribe(topic="t", node="c"))
+    assert sup.members() == {"a": 0, "b": 1, "c": 2}

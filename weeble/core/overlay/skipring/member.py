@@ -23,8 +23,9 @@ Choices where the paper is silent or lost (spec seed23 §A.13, D.4), all paramet
   §A.13-3 default; `linearize_foreign_shortcuts=False` drops it, also safe under a supervisor), and
   so is a slot holder displaced by a new introduction (the paper's rule);
 - a node that is not (or no longer) a member answers an Introduce with RemoveMe and a Config with
-  Unsubscribe. The second is our equivalent of the NotMember fix for nodes that *left*: the
-  supervisor may re-insert a node on action (iii), and the node itself says it is not subscribed;
+  Unsubscribe. The supervisor answers action (iii) about a node that left with NotMember, as
+  about a crashed one; the Unsubscribe covers a re-insertion all the same (a corrupted database,
+  a request on its way before the leave), and the node itself says it is not subscribed;
 - push_hints (spec seed23 §A.11 improvements): a CheckTrie reply names its parent node, so the
 receiver can
   push what the sender lacks, and an empty trie asks for everything; off = the paper's pull-only

@@ -17,7 +17,8 @@ Choices where the paper is silent or lost (spec seed23 §A.13): R2 keeps the low
 reported by the failure detector is handled like an unsubscribe without the grant (the newest
 tuple takes the freed label and is told at once: 1 message, instead of waiting up to n Timeouts
 for R3 and the round robin); ConfigRequestFor about a node the detector holds dead is answered with
-NotMember (spec seed23 §A.8).
+NotMember (spec seed23 §A.8), and so is one about a node that unsubscribed (a stale reference as
+a crashed node's is; its own Subscribe or ConfigRequest takes it back).
 """
 
 from __future__ import annotations
@@ -230,6 +231,12 @@ class TopicSupervisor:
                 return [Send(entry, PublishNew(topic=self.topic, node=v, pub=pub))]
             case Unsubscribe(node=v):
                 out = self._remove(v)
+                # a node that left is a stale reference at its ring neighbours, as a crashed one
+                # is: their action (iii) about it gets NotMember, not a re-insertion (which the
+                # leaver answers with another Unsubscribe, relabelling the ring at each round:
+                # a publication flooded meanwhile reached only the leaver, explore seed 186 of
+                # the flag-rule shape); its own Subscribe or ConfigRequest clears this
+                self.dead.add(v)
                 out.append(Send(v, Config(topic=self.topic, label=None, pred=None, succ=None)))
                 return out
         raise ValueError(f"not a supervisor message: {type(msg).__name__}")
