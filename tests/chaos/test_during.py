@@ -160,6 +160,38 @@ def test_a_fault_during_an_exchange_strikes_while_its_broker_is_locked(tmp_path:
     assert summary["overlay"]["last_illegitimate"] <= last  # locked only while exchanging
 
 
+def test_a_link_fault_after_an_exchange_is_resolved_against_the_tree_it_made(
+        tmp_path: Path) -> None:
+    """Selectors are resolved against the overlay as it is when the fault strikes (issue 28):
+    r1 exchanges b1-b5 for b5-b7, so leaf b5's one link is b1-b5 before r1 and b5-b7 after it.
+    A delay on b5's links before r1 hits b1-b5; the same selector once r1 is finished hits the
+    new link b5-b7 (resolved against the configured tree, it named b1-b5, which no longer
+    carries anything); a cut of the removed link named outright says there is no such link."""
+    scenario = _scenario(EXCHANGE, [
+        {"name": "before", "kind": "delay", "link": {"of": "b5"}, "delay_ms": 5, "at": 5,
+         "duration": 1},
+        {"name": "after", "kind": "delay", "link": {"of": "b5"}, "delay_ms": 5, "duration": 1,
+         "during": {"reconfiguration": 1, "phase": "finished"}},
+        {"name": "drawn", "kind": "delay", "link": {"random": 2, "of": ["b5", "b7"]},
+         "delay_ms": 5, "duration": 1,
+         "during": {"reconfiguration": 1, "phase": "finished", "delay": 0.5}},
+        {"name": "gone", "kind": "cut", "link": ["b1", "b5"], "duration": 1,
+         "during": {"reconfiguration": 1, "phase": "finished", "delay": 1.5}},
+    ])
+    summary, _trace = _run(scenario, tmp_path)
+    faults = {f["id"]: f for f in summary["faults"]}
+    assert (faults["before"]["targets"], faults["before"]["took_effect"]) == (["b1-b5"], True)
+    assert (faults["after"]["targets"], faults["after"]["took_effect"]) == (["b5-b7"], True)
+    # b5 and b7 have two links after r1 (b5-b7, b2-b7), where they had b1-b5 and b2-b7
+    assert sorted(faults["drawn"]["targets"]) == ["b2-b7", "b5-b7"], faults["drawn"]
+    assert faults["drawn"]["took_effect"] is True
+    gone = faults["gone"]
+    assert gone["took_effect"] is False
+    assert "b1 and b5 are not neighbours" in gone["error"], gone
+    r1 = summary["reconfigurations"][0]
+    assert r1["outcome"] == "done" and r1["end"] <= faults["after"]["began"]
+
+
 def test_a_colour_fault_during_a_recolor_reconfiguration_recovers_within_its_bound(
         tmp_path: Path) -> None:
     """The 3-colour scheme: 50 ms after R disseminated r5 (b8 moves under b13 in the tree

@@ -1,6 +1,7 @@
 """Chaos during a live reconfiguration (issue 10, item 4, live): a fault scheduled `during` a
 link exchange of a running testbed strikes while the broker it names holds the exchange's lock,
-keyed on the phases the brokers write to the run's trace; the exchange still finishes."""
+keyed on the phases the brokers write to the run's trace; the exchange still finishes. A link
+fault after it is resolved against the tree the exchange made (issue 28)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ def test_a_fault_during_a_live_exchange_strikes_while_its_broker_holds_the_lock(
         async def main() -> tuple[Any, Any]:
             exp = parse_experiment({"faults": [
                 {"name": "in-r1", "kind": "clock", "target": "b0",
-                 "during": {"reconfiguration": 1, "phase": "lock", "broker": "b0"}}]})
+                 "during": {"reconfiguration": 1, "phase": "lock", "broker": "b0"}},
+                # leaf b4's one link: b1-b4 before r1, b4-b5 after it
+                {"name": "after-r1", "kind": "delay", "link": {"of": "b4"}, "delay_ms": 5,
+                 "duration": 0.5, "during": {"reconfiguration": 1, "phase": "finished"}}]})
             runner = ChaosRunner(bed, exp)
             chaos = asyncio.ensure_future(runner.run())
             await asyncio.sleep(0.3)
@@ -42,8 +46,9 @@ def test_a_fault_during_a_live_exchange_strikes_while_its_broker_holds_the_lock(
 
         record, outcomes = asyncio.run(main())
         assert record.outcome == "done", record.why
-        fault, = outcomes
+        fault, after = sorted(outcomes, key=lambda o: o.fault_id != "in-r1")
         assert fault.took_effect is True and fault.during == "r1 lock at b0"
+        assert (after.targets, after.took_effect) == (["b4-b5"], True), after
     finally:
         bed.close()
     b0 = _records(bed.trace_dir / "b0.jsonl")
@@ -51,7 +56,8 @@ def test_a_fault_during_a_live_exchange_strikes_while_its_broker_holds_the_lock(
              and r["phase"] == "lock"]
     unlocked, = [r["t"] for r in b0 if r["kind"] == "reconfig" and r["rid"] == "r1"
                  and r["phase"] == "unlocked"]
-    begin, = [r for r in _records(bed.trace_dir / TRACE_FILE) if r["kind"] == "fault_begin"]
+    begin, = [r for r in _records(bed.trace_dir / TRACE_FILE) if r["kind"] == "fault_begin"
+              and r["fault_id"] == "in-r1"]
     assert (begin["rid"], begin["phase"]) == ("r1", "lock")
     assert lock <= begin["t"] < unlocked, (lock, begin["t"], unlocked)
     assert {tuple(sorted(e)) for e in bed.edges} >= {("b4", "b5")}

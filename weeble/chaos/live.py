@@ -120,7 +120,7 @@ class LiveTarget:
         client_crash with `clients:` crashes; None: there are none (`weeble chaos`)."""
         self.bed = bed
         self.kind = bed.backend.name
-        self.tree = Tree(bed.brokers, bed.edges, bed.root)
+        self._tree = Tree(bed.brokers, bed.edges, bed.root)
         self.params = next(iter(bed.configs.values())).params_obj()
         self.trace = trace
         self.workload = clients
@@ -132,6 +132,15 @@ class LiveTarget:
         self.until: float | None = None  # s from the start: `during` waits end there
         self._spawned: set[asyncio.Task[None]] = set()
         self._phases = PhaseWatch(bed.trace_dir, skip=trace.path.name)
+
+    @property
+    def tree(self) -> Tree:
+        """The testbed's tree as it is now: a reconfiguration's manager records each tree it
+        makes in the testbed (`Testbed.tree_changed`, its brokers and edges), so a fault's
+        selector is resolved against the overlay it strikes (as the simulator's target does,
+        the same `Tree.follow`)."""
+        self._tree = self._tree.follow(self.bed.brokers, self.bed.edges)
+        return self._tree
 
     # ---- the clock --------------------------------------------------------------------------
 

@@ -30,9 +30,14 @@ class TargetError(Exception):
 
 
 class Target(Protocol):
-    tree: Tree
     params: Params
     kind: str  # "sim", or the live backend's name ("local", ...)
+
+    @property
+    def tree(self) -> Tree:
+        """The broker tree as it is now (it follows the reconfigurations): what a fault's
+        selector is resolved against when the fault strikes."""
+        ...
 
     # ---- the experiment's clock -------------------------------------------------------------
 

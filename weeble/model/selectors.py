@@ -19,9 +19,10 @@ A selector is data, written in an experiment the way Chaos Mesh writes its selec
     clients: [alice, c7]             # several
     clients: {random: 20}            # k of the clients subscribed at that moment (seeded)
 
-Resolution takes a `Tree` (built from a live testbed or from a scenario's topology) and a
-`random.Random`; the experiment gives every injection its own stream, derived from the seed, so
-a live run and its replay in simulation hit the same brokers.
+Resolution takes a `Tree` (built from a live testbed or from a scenario's topology, then
+following its reconfigurations: `Tree.follow`) and a `random.Random`; the experiment gives
+every injection its own stream, derived from the seed, so a live run and its replay in
+simulation hit the same brokers.
 """
 
 from __future__ import annotations
@@ -58,6 +59,21 @@ class Tree:
                 if n not in self._parent:
                     self._parent[n] = b
                     order.append(n)
+
+    def follow(self, brokers: Iterable[str], links: Iterable[Iterable[str]]) -> Tree:
+        """The tree a reconfiguration left (a link exchange, a leaf added or removed, an
+        optimizer's exchange): a fault's selector is resolved against the overlay as it is when
+        the fault strikes, not as the run was configured (issue 28: a link fault named a link
+        an exchange had removed). `self` when nothing changed; else what stays keeps its place
+        and what is new comes after it, sorted, so a seeded draw stays reproducible."""
+        now = set(brokers)
+        pairs = {_key(link) for link in links}
+        if now == set(self.brokers) and pairs == {_key(link) for link in self.links}:
+            return self
+        kept = [link for link in self.links if _key(link) in pairs]
+        added = sorted(pairs - {_key(link) for link in kept})
+        return Tree([*(b for b in self.brokers if b in now), *sorted(now - set(self.brokers))],
+                    [*kept, *added], self.root)
 
     def neighbors(self, broker: str) -> list[str]:
         return list(self._adjacency[broker])
@@ -99,6 +115,11 @@ class Tree:
     def check(self, broker: str) -> None:
         if broker not in self.brokers:
             raise SelectorError(f"unknown broker {broker!r} (brokers: {listing(self.brokers)})")
+
+
+def _key(link: Iterable[str]) -> tuple[str, str]:
+    a, b = link
+    return (a, b) if a <= b else (b, a)
 
 
 def listing(names: Iterable[str]) -> str:

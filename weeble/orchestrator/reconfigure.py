@@ -10,10 +10,13 @@ their `reconfig` trace records how it ended. `LiveNetwork` is the Network it dri
 - a new broker is a new process of the backend (its address pushed into every broker's address
   book first, admin `SetPeers`), a leaving one is stopped once it has left the tree;
 - the brokers' trace files are tailed for `reconfig` records (the initiator's `done`, R's
-  `activated`), which finish the operation;
-- an operation that is done changes the manager's tree, which the testbed records at once
+  `activated`), which finish the operation (its record waits `hold` s for the other brokers'
+  sends that count for it);
+- an operation that is done changes the manager's tree as soon as its `done` is read (not
+  after the hold: `Reconfigurator.ended`), and the testbed records it at once
   (`Bed.tree_changed`: its state file, and the backend's configs, so a broker that restarts
-  boots with its neighbours and parent in the tree as it is now);
+  boots with its neighbours and parent in the tree as it is now; and its edges, which a
+  fault's selector is resolved against);
 - the manager's `reconfiguration` records (started, finished: the ones rule R15 judges each
   reconfiguration by) go to `RUN/trace/reconfigure.jsonl`.
 
@@ -166,6 +169,9 @@ class LiveNetwork:
         self._held: collections.deque[tuple[float, str, dict[str, Any]]] = collections.deque()
         self.hold = 0.5  # s, > the brokers' trace flush interval (0.2 s)
         self.priced = False  # a cost monitor watches: notification sends and optimize records
+        # fn(now, rid) as soon as a broker's record says reconfiguration rid is done (the
+        # manager's `ended`: the tree changes then, not after the hold)
+        self.on_done: list[Callable[[float, str], None]] = []
 
     def now(self) -> float:
         return self.loop.time() - self.t0
@@ -334,6 +340,9 @@ class LiveNetwork:
             if record.get("kind") != kind:
                 continue
             if kind != "send":
+                if kind == "reconfig" and record.get("phase") in ("done", "activated"):
+                    for done in self.on_done:
+                        done(self.now(), str(record.get("rid")))
                 # held a little: the other brokers' sends of this reconfiguration may still be
                 # in their trace buffers (a flush interval), and they count for it
                 self._held.append((self.loop.time() + self.hold, broker, record))
@@ -393,6 +402,7 @@ class LiveReconfigurator:
                                       colours=settings.get("colours", False),
                                       gap=settings.get("gap", 0.0),
                                       seed=settings.get("seed", 0))
+        self.net.on_done.append(self.manager.ended)
         # rids stay unique across every manager of the run (r1, r2, ...)
         self.manager._ids = itertools.count(1 + _started(self.bed.trace_dir / f"{NODE}.jsonl"))
         self.net.skip_to_end()

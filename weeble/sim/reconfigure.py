@@ -116,6 +116,8 @@ class Reconfigurator:
     _current: Record | None = None  # the plan's operation under way
     _rids: dict[str, Record] = field(default_factory=dict)
     _leaving: dict[str, Record] = field(default_factory=dict)  # leaf -> its RemoveLeaf
+    # rid -> the brokers it took away: operations whose tree was adopted before they finished
+    _adopted: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.net.trace_observers.append(self._observe)
@@ -290,19 +292,38 @@ class Reconfigurator:
         record.why = why
         self._write(now, record, "finished")
         if outcome == "done":
-            op = record.op
-            try:
-                after = op if isinstance(op, Tree) else apply(self.tree, op)
-            except PlanError:  # requests overlapped: the root moved to what it was asked for
-                assert record.target is not None
-                after = record.target
+            gone = self._adopted.pop(record.rid, None)
+            if gone is None:
+                gone = self._adopt(now, record)
             if self.colours:  # the leaves that left stop with their clients now
-                for gone in sorted(self.tree.nodes - after.nodes):
-                    self.net.retire_broker(now, gone)
-            self.tree = after
-            # the tree as it is now is what a broker that restarts boots with (not the
-            # configured one: issue 28, a crash after an exchange)
-            self.net.tree_changed(now, after)
+                for leaf in sorted(gone):
+                    self.net.retire_broker(now, leaf)
+
+    def _adopt(self, now: float, record: Record) -> frozenset[str]:
+        """The tree `record` made becomes the manager's; the brokers it took away."""
+        op = record.op
+        try:
+            after = op if isinstance(op, Tree) else apply(self.tree, op)
+        except PlanError:  # requests overlapped: the root moved to what it was asked for
+            assert record.target is not None
+            after = record.target
+        gone = frozenset(self.tree.nodes - after.nodes)
+        self.tree = after
+        # the tree as it is now is what a broker that restarts boots with (not the
+        # configured one: issue 28, a crash after an exchange), and what a fault's selector
+        # is resolved against
+        self.net.tree_changed(now, after)
+        return gone
+
+    def ended(self, now: float, rid: str) -> None:
+        """A broker's word that `rid` is done (the initiator's `done`, R's `activated`), read
+        before the manager finishes it: live, its `finished` record waits a little for the
+        other brokers' sends that count for it (LiveNetwork.hold), but the tree it made is the
+        tree from now on (issue 28: learnt at the finish, up to ~0.7 s late, a broker that
+        crashed in between restarted with the tree from before the exchange)."""
+        record = self._running.get(rid)
+        if record is not None and rid not in self._adopted:
+            self._adopted[rid] = self._adopt(now, record)
 
     def _continue(self, now: float) -> None:
         self._current = None

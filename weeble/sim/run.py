@@ -131,6 +131,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
         sim.trace_observers.append(
             lambda now, node, effect: target.observe(now, node.id, effect.kind, effect.fields))
         observers.listeners.append(target.observe)
+        sim.tree_observers.append(target.tree_changed)  # what a selector resolves against
         fault_log = faults(target)
     if scenario.check_every is not None:
         observers.watch(engine, brokers, period=scenario.check_every, until=scenario.duration)

@@ -165,6 +165,9 @@ class Simulation:
         self.trace_observers: list[Any] = []  # more observers(now, node, trace), e.g. a driver
         self.deliver_observers: list[Any] = []  # observers(now, broker, client, notification)
         self.retire_observers: list[Any] = []  # observers(now, broker) of a broker that left
+        # observers(now, tree) of the manager's tree after each reconfiguration (the fault
+        # target: a selector is resolved against the tree as it is when the fault strikes)
+        self.tree_observers: list[Any] = []
         self._seq: dict[str, int] = {}
         self._observe_delivery = self.observers.deliver_observer()
         self.engine = Engine(
@@ -387,6 +390,8 @@ class Simulation:
             if b in adjacency:
                 self.roms[b] = replace(rom, neighbors=frozenset(adjacency[b]),
                                        parent=parents.get(b))
+        for observer in self.tree_observers:
+            observer(t, tree)
 
     def _left(self, now: float, sub: Subscription, _: Any) -> None:
         self.observers.ended(now, _Started(sub))

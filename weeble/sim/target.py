@@ -27,6 +27,7 @@ from weeble.core.broker import Broker
 from weeble.core.events import Corrupt, Receive, Start
 from weeble.core.filters import Filter
 from weeble.core.messages import Message
+from weeble.core.reconfig.plan import Tree as PlanTree
 from weeble.core.rom import Params, Rom
 from weeble.model.selectors import Tree
 from weeble.sim.engine import Engine, Node
@@ -93,7 +94,7 @@ class SimTarget:
         # reconfigurations); None: the ROM it was running with
         self.roms = roms
         self.clients = clients
-        self.tree = tree
+        self.tree = tree  # as it is now: it follows the reconfigurations (`tree_changed`)
         self.params = params
         self.trace = trace
         self.start = start  # the experiment's t = 0 in virtual time
@@ -103,6 +104,12 @@ class SimTarget:
         self._down: set[str] = set()
         self._phases: list[tuple[float, str, str, str]] = []  # (t, rid, phase, node) seen
         self._waiting: list[tuple[_Phase, Coroutine[Any, Any, Any]]] = []
+
+    def tree_changed(self, _t: float, tree: PlanTree) -> None:
+        """The manager's tree after a reconfiguration: the faults that strike from now on
+        resolve their selectors against it (the live target reads its testbed's, the same
+        `Tree.follow`)."""
+        self.tree = self.tree.follow(tree.nodes, tree.edges)
 
     # ---- the clock --------------------------------------------------------------------------
 
