@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.runtime.livebed import scenario, start
-from weeble.chaos.evidence import TRACE_FILE
+from weeble.chaos.evidence import TRACE_FILE, ChaosTrace
+from weeble.chaos.live import LiveTarget
 from weeble.chaos.runner import ChaosRunner
 from weeble.core.reconfig.plan import ExchangeLink
 from weeble.model.experiment import parse_experiment
+from weeble.orchestrator.testbed import Testbed
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -38,9 +40,21 @@ def test_a_fault_during_a_live_exchange_strikes_while_its_broker_holds_the_lock(
                  "duration": 0.5, "during": {"reconfiguration": 1, "phase": "finished"}}]})
             runner = ChaosRunner(bed, exp)
             chaos = asyncio.ensure_future(runner.run())
-            await asyncio.sleep(0.3)
-            # b1-b4 for b4-b5: the cycle b4 b1 b0 b2 b5
-            record = await bed.reconfigure(ExchangeLink(remove=("b1", "b4"), add=("b4", "b5")))
+            # `weeble chaos` in another process: the tree it resolves against comes from the
+            # run's state file, which the manager rewrites
+            other = Testbed.attach(bed.run_dir)
+            try:
+                elsewhere = LiveTarget(other, ChaosTrace(tmp_path / "elsewhere.jsonl"))
+                assert ("b1", "b4") in {tuple(sorted(x)) for x in elsewhere.tree.links}
+                await asyncio.sleep(0.3)
+                # b1-b4 for b4-b5: the cycle b4 b1 b0 b2 b5
+                record = await bed.reconfigure(ExchangeLink(remove=("b1", "b4"),
+                                                            add=("b4", "b5")))
+                links = {tuple(sorted(x)) for x in elsewhere.tree.links}
+                assert ("b4", "b5") in links and ("b1", "b4") not in links, links
+                elsewhere.trace.close()
+            finally:
+                other.backend.close()  # attached: closing leaves the brokers running
             outcomes = await asyncio.wait_for(chaos, 30)
             return record, outcomes
 

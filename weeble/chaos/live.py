@@ -24,7 +24,8 @@ from weeble.core.events import network_id
 from weeble.core.messages import Message
 from weeble.core.rom import Rom
 from weeble.model.selectors import Tree
-from weeble.orchestrator.testbed import Testbed
+from weeble.orchestrator.backend import BackendError
+from weeble.orchestrator.testbed import Testbed, read_state
 
 
 class PhaseWatch:
@@ -136,10 +137,17 @@ class LiveTarget:
     @property
     def tree(self) -> Tree:
         """The testbed's tree as it is now: a reconfiguration's manager records each tree it
-        makes in the testbed (`Testbed.tree_changed`, its brokers and edges), so a fault's
-        selector is resolved against the overlay it strikes (as the simulator's target does,
-        the same `Tree.follow`)."""
-        self._tree = self._tree.follow(self.bed.brokers, self.bed.edges)
+        makes in the testbed (`Testbed.tree_changed`: its brokers and edges, and the run's
+        state file, which a manager in another process, `weeble reconfigure`, writes too), so
+        a fault's selector is resolved against the overlay it strikes (as the simulator's
+        target does, the same `Tree.follow`)."""
+        brokers, edges = self.bed.brokers, self.bed.edges
+        try:
+            state = read_state(self.bed.run_dir)
+            brokers, edges = list(state["brokers"]), [tuple(e) for e in state["edges"]]
+        except (BackendError, KeyError, TypeError):
+            pass  # (no state file written yet: this process's testbed is all there is)
+        self._tree = self._tree.follow(brokers, edges)
         return self._tree
 
     # ---- the clock --------------------------------------------------------------------------
