@@ -6,7 +6,8 @@
     python scripts/compile.py --if-needed  # build unless the build in place is current
 
 The modules of `MODULES` (the engine, the broker's notification and subscription path, the
-online checker's delivery rules) are compiled together, so calls and attribute reads between
+online checker's delivery rules, the coordinated link exchange and the cost/interest optimizer
+of `weeble reproduce ch5`) are compiled together, so calls and attribute reads between
 them are native. There is one source: the compiled modules are the .py files, translated to C;
 the pure-Python modules stay the fallback and give the same runs event for event
 (`tests/sim/test_compiled.py` builds a copy and holds it to the golden trace digests recorded
@@ -64,6 +65,12 @@ MODULES: tuple[str, ...] = (
     "weeble/core/events.py",
     "weeble/core/messages.py",
     "weeble/core/broker.py",
+    "weeble/core/reconfig/exchange.py",
+    "weeble/core/reconfig/membership.py",
+    "weeble/core/optimize/cost.py",
+    "weeble/core/optimize/interest.py",
+    "weeble/core/optimize/layer.py",
+    "weeble/core/optimize/messages.py",
 )
 
 # The modules above are checked; what they import is read for its types only (follow_imports

@@ -64,7 +64,15 @@ def tree_cost(edges: Iterable[tuple[str, str]], p: Mapping[str, float],
                 nodes.add(v)
                 links.add(link(u, v))
                 v = u
-        total += count * (sum(p[v] for v in nodes) + sum(c(a, b) for a, b in links))
+        # two float sums in sum()'s order: compiled, sum() over a generator failed with "int
+        # object expected; got float" when a Mapping[str, float] held ints (tests/core/test_ci)
+        processing = 0.0
+        for v in nodes:
+            processing += p[v]
+        links_cost = 0.0
+        for a, b in links:
+            links_cost += c(a, b)
+        total += count * (processing + links_cost)
     return total
 
 

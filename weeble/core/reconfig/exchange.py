@@ -285,7 +285,7 @@ class Exchange:
             if type(e) is not Send:
                 out.append(e)
                 continue
-            m = e.message
+            m: Any = e.message  # Notify or a CONTROL message: both carry gray
             kind = type(m)
             if kind is not Notify and kind not in CONTROL:
                 out.append(e)  # switch, coordination: exempt
