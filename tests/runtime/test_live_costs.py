@@ -71,7 +71,9 @@ def test_a_delayed_link_measures_dearer_and_the_optimizer_removes_it(tmp_path: P
     cheap = [c for b, costs in measured.items() for x, c in costs.items()
              if {b, x} != {"b1", "b2"}]
     assert all(c % 5 == 0 for c in cheap)  # rounded up to the resolution (5 ms)
-    assert max(cheap) < 40, measured  # loopback round trips: a few ms on a busy machine
+    # loopback round trips take a few ms, but a loaded machine can stretch one to 75 ms (CI at
+    # load 14: b1 -> b3); what l-MST needs, and what is asserted, is the delayed link dearest
+    assert max(cheap) < min(measured["b1"]["b2"], measured["b2"]["b1"]), measured
     decided = [r for b in (f"b{i}" for i in range(N))
                for r in read_trace(bed.trace_dir / f"{b}.jsonl")
                if r["kind"] == "optimize" and r["phase"] == "decide"]
