@@ -526,8 +526,9 @@ def test_weeble_reconfigure_reaches_the_pods_by_their_dns_names(
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "weeble.cli", "reconfigure", "--run", "Run_1",
-                               "--runs-dir", str(tmp_path / "runs"), "--timeout", "20", *args],
-                              capture_output=True, text=True, timeout=120, env=env, cwd=REPO,
+                               "--runs-dir", str(tmp_path / "runs"), *args],
+                              # the CLI's own --timeout (120 s): 20 s ran out at load 30
+                              capture_output=True, text=True, timeout=300, env=env, cwd=REPO,
                               check=False)
 
     out = cli("remove-leaf", "b3")  # refused before b3 leaves the tree
