@@ -44,6 +44,18 @@ def variants() -> dict[str, dict[str, Any]]:
                                 "timing": {"delay": "uniform"}}
     out["identity-adversarial"] = {"routing": {"algorithm": "identity", "hierarchical": True},
                                    "timing": {"delay": "adversarial"}}
+    # the coordinated link exchange (thesis ch. 4) and the Cost-and-Interest optimizer (ch. 5):
+    # compiled too, so these hold the compiled exchange and optimizer to the pure-Python runs
+    out["identity-exchange"] = {"timing": {"d": 4}, "reconfigurations": {
+        "ordering": "fifo", "start": 8, "gap": 2, "operations": [
+            {"op": "exchange", "remove": ["b1", "b3"], "add": ["b3", "b2"]},
+            {"op": "exchange", "remove": ["b0", "b2"], "add": ["b2", "b4"]}]}}
+    out["simple-optimizer"] = {"routing": {"algorithm": "simple"}, "timing": {"d": 6},
+                               "optimizer": {"heuristic": "ci", "broadcast_interval": 2.5,
+                                             "start": 6, "cost_every": 5,
+                                             "link_costs": {"model": "plane", "max": 10},
+                                             "processing_costs": {"model": "uniform",
+                                                                  "max": 10}}}
     return out
 
 
@@ -70,7 +82,7 @@ def scenario(name: str) -> Scenario:
         ]},
     }
     for key, value in change.items():
-        base[key] = {**base[key], **value}
+        base[key] = {**base.get(key, {}), **value}
     return Scenario.model_validate(base)
 
 

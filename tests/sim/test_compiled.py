@@ -35,8 +35,10 @@ warnings.simplefilter("error")  # a stale build would warn: fail loudly instead
 from weeble.sim import engine
 from weeble.core import broker, events, filters, messages, table
 from weeble.check import deliveries
+from weeble.core.reconfig import exchange
+from weeble.core.optimize import layer
 from tests.sim.sim_golden import digest, stored, variants
-modules = (engine, table, deliveries, filters, events, messages, broker)
+modules = (engine, table, deliveries, filters, events, messages, broker, exchange, layer)
 compiled = [m.__name__ for m in modules if not m.__file__.endswith(".py")]
 differ = [name for name in variants() if digest(name) != stored()[name]]
 print(json.dumps({"compiled": compiled, "differ": differ}))
@@ -112,7 +114,8 @@ def test_the_compiled_simulator_gives_the_recorded_runs(build: Path, tmp_path: P
     assert result["compiled"] == ["weeble.sim.engine", "weeble.core.table",
                                   "weeble.check.deliveries", "weeble.core.filters",
                                   "weeble.core.events", "weeble.core.messages",
-                                  "weeble.core.broker"]
+                                  "weeble.core.broker", "weeble.core.reconfig.exchange",
+                                  "weeble.core.optimize.layer"]
     assert result["differ"] == []
 
 

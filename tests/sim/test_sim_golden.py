@@ -1,9 +1,9 @@
 """The simulator gives the same runs, event for event, as before it was sped up (issue 15).
 
 Every variant of `tests/sim/sim_golden.py` (each routing algorithm, hierarchical and peer-to-peer,
-the rebuild wrapper, the three delay models, state and link faults) is run with a complete trace
-(sends, receives, snapshots) and compared with the digest stored from the simulator before the
-speed-up.
+the rebuild wrapper, the three delay models, state and link faults, the link exchange and the
+optimizer) is run with a complete trace (sends, receives, snapshots) and compared with the digest
+stored from the simulator before the speed-up.
 """
 
 from __future__ import annotations
