@@ -46,6 +46,14 @@ def test_notebook_runs_on_a_run(handmade_run: Path, handmade_summary: dict) -> N
                                             "WEEBLE_SPARK_MASTER": "local[1]"})
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 3  # correctness, stabilization, latency
+    # the notebook says the verdict in the contract's statuses, as `weeble check` does (issue
+    # 23: it said PASS or FAIL, so "not judged" or "no checks observed" printed as FAIL)
+    from weeble.check.history import check_run
+
+    status = check_run(handmade_run)["verdict"]["status"]
+    said = [line for o in outputs if o.get("output_type") == "stream"
+            for line in o.get("text", "").splitlines() if line.startswith("verdict:")]
+    assert said and said[0].startswith(f"verdict: {status} ["), (status, said)
 
 
 def test_state_level_checks_from_snapshots_match_the_simulator(spark: Any,

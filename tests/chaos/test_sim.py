@@ -124,3 +124,26 @@ def test_a_restart_that_fails_ends_its_crash_alone(tmp_path: Path, monkeypatch: 
     rows = {r["fault_id"]: r for r in report["verdict"]["faults"]}
     assert rows["clear"]["episode"] == 1 and rows["clear"]["end"] is not None
     assert rows["down"]["end"] is not None and rows["down"]["status"] != "not judged"
+
+
+def test_a_repeated_experiment_names_its_faults_readably(tmp_path: Path) -> None:
+    """Issue 23 item 5: an experiment run again on the same run (its ids already in the chaos
+    trace) prefixes its fault ids with `NAME#n.`: restart-b3#2.up, then #3, never the
+    unreadable restart-b32.up, and never an id an earlier run of it holds."""
+    from weeble.chaos.evidence import ChaosTrace
+    from weeble.chaos.runner import repeat_prefix
+
+    trace = ChaosTrace(tmp_path / TRACE_FILE)
+    ids = ["down", "up"]
+    made: list[str] = []
+    for n, expect in enumerate(["", "restart-b3#2.", "restart-b3#3."]):
+        prefix = repeat_prefix("restart-b3", ids, trace.known_ids())
+        assert prefix == expect
+        for i in ids:
+            trace.write("fault_begin", 10**9 * (n + 1), {"fault_id": prefix + i,
+                                                         "type": "crash", "target": "b3"})
+            made.append(prefix + i)
+    trace.close()
+    assert made[-1] == "restart-b3#3.up" and len(set(made)) == len(made)
+    # another experiment shares none of these ids: its own stay bare
+    assert repeat_prefix("every-kind", ["slow", "cut"], set(made)) == ""

@@ -121,3 +121,23 @@ def test_a_fault_s_lost_counts_what_was_in_flight_when_it_struck(tmp_path: Path)
     assert [(f["fault_id"], f["lost"]) for f in ours["verdict"]["faults"]] == [
         ("f1", 2), ("f2", 1)]
     assert ours["verdict"]["status"] == "pass"  # a fault may lose: shown, not judged
+
+
+def test_a_fault_names_each_target_once_and_took_effect_if_any_record_says_so(
+        tmp_path: Path) -> None:
+    """R10 (issue 23 item 5: `weeble analyze` showed `b0,b6,b0,b6` and "took effect: unknown"
+    where the trace said it took effect): a fault recorded by several records names each target
+    once, in order of first appearance, and took effect if any record says so. The Spark twin
+    reads targets through the same `episodes.merge_targets` (tests/analytics/test_differential.py
+    holds both equal)."""
+    begins = [rec(20.0, node, "fault_begin", fault_id="p", type="partition", target="b1,b2",
+                  took_effect=effect) for node, effect in (("b1", None), ("b2", True))]
+    begins.append(rec(20.0, "sim", "fault_begin", fault_id="p", type="partition",
+                      links=["b2-b1"]))
+    ends = [rec(21.0, node, "fault_end", fault_id="p", type="partition", target="b1,b2",
+                ok=True) for node in ("b1", "b2")]
+    ours, _ = agree(build(tmp_path, pubs=[(t, True) for t in (10.0, 30.0, 40.0)],
+                          faults=[begins, ends], checks=[(25.0, True), (35.0, True)]))
+    [row] = ours["verdict"]["faults"]
+    assert (row["fault_id"], row["target"], row["took_effect"]) == ("p", "b1,b2,b2-b1", True)
+    assert ours["verdict"]["status"] == "pass"

@@ -277,6 +277,19 @@ def _summary_entry(o: Outcome) -> dict[str, Any]:
 # ---- live -----------------------------------------------------------------------------------
 
 
+def repeat_prefix(name: str, ids: list[str], taken: set[str]) -> str:
+    """The prefix of the fault ids of experiment `name` (its injections' `ids`) on a run whose
+    trace already holds the fault ids `taken`: none the first time; on a repeat `name#n.`, the
+    first n ≥ 2 that clashes with nothing, so the ids stay readable (restart-b3#2.up, not
+    restart-b32.up) and distinct."""
+    if not any(i in taken for i in ids):
+        return ""
+    n = 2
+    while any(f"{name}#{n}.{i}" in taken for i in ids):
+        n += 1
+    return f"{name}#{n}."
+
+
 class ChaosRunner:
     """An experiment against a live Testbed, through its Backend and the brokers' admin API."""
 
@@ -301,15 +314,9 @@ class ChaosRunner:
         self.target = LiveTarget(bed, self.trace, clients=clients)
         self.target.until = until  # a `during` phase is not waited for beyond it
         experiment.check(self.target.tree, self.target.params, until=None)
-        taken = self.trace.known_ids()
-        prefix = ""
-        timeline = experiment.timeline(until=until)
-        if any(inj.id in taken for inj in timeline):  # an earlier experiment on this run
-            n = 2
-            # readable on repeats: restart-b3#2.up, not restart-b32.up
-            while any(f"{experiment.name}#{n}.{inj.id}" in taken for inj in timeline):
-                n += 1
-            prefix = f"{experiment.name}#{n}."
+        prefix = repeat_prefix(experiment.name, [inj.id for inj in
+                                                 experiment.timeline(until=until)],
+                               self.trace.known_ids())
         self.executor = Executor(experiment, self.target, seed=self.seed, until=until,
                                  prefix=prefix, say=on_event)
         self.timeline = self.executor.timeline
