@@ -427,6 +427,37 @@ def test_a_link_session_is_admitted_only_from_a_current_or_planned_neighbour(
     assert len(refused) == 1 and "'b2'" in refused[0], refused
 
 
+@pytest.mark.parametrize("degree", [0, 2])
+def test_a_rejoining_broker_reaches_the_coloured_trees_root_and_its_walk(
+        configs: Configs, degree: int) -> None:
+    # The coloured overlay (4.5): a broker that missed a recolor (a late ACK) is dropped and,
+    # after ξ′, walks from R (A14: AskPlace, then its join request to R), and with a degree
+    # bound b down R's c_new children (A15). It is nobody's neighbour then. R, refusing it,
+    # left it out for good: a loaded run of test_live_reconfig's colour-scheme test lost 378
+    # deliveries, b0.log "refused a link session from 'b5'". A dialer that is no broker of the
+    # run (not in the address book, which a leaf add extends) stays out.
+    colours = {"xi": 1.2, "height": 4, "degree": degree}
+    book = {"b5": address(next_host())}
+    root = configs("b0", neighbors={"b1": address(next_host())}, trace=False,
+                   run_brokers=["b0", "b1", "b5"], peers=book, overlay="coloured",
+                   colours=colours)
+    inner = configs("b1", neighbors={"b0": address(next_host())}, root="b0", parent="b0",
+                    trace=False, run_brokers=["b0", "b1", "b5"], peers=book,
+                    overlay="coloured", colours=colours)
+
+    async def scenario() -> None:
+        async with BrokerServer(root) as server:
+            await _admitted(server, root, "b5")
+            assert (await _refused(root, "zz")).code() == grpc.StatusCode.NOT_FOUND
+        async with BrokerServer(inner) as server:
+            if degree:  # A15 may point the walk here
+                await _admitted(server, inner, "b5")
+            else:  # the walk ends at R: b1 has no reason to talk to b5
+                assert (await _refused(inner, "b5")).code() == grpc.StatusCode.NOT_FOUND
+
+    run(scenario())
+
+
 def test_a_planned_link_is_admitted_while_its_lease_runs(configs: Configs) -> None:
     # Mode skip_ring: b2 and b3 are about to link to b1 (ring edges they learned of), so each
     # announces its link through the topic's supervisor b0, which relays the Announce to b1.

@@ -43,6 +43,7 @@ from weeble.core.events import (
     Trace,
 )
 from weeble.core.messages import Message, Notification, Notify
+from weeble.core.rom import OverlayKind
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, link_pb2
 from weeble.runtime.admin import ADMIN_SERVICE, AdminService, BearerTokenInterceptor
 from weeble.runtime.admin import server_credentials as admin_credentials
@@ -430,6 +431,15 @@ class BrokerServer:
         run (a join reaches it first, seed 003). The rest are refused, even from the address
         book: whoever holds the link token could otherwise open a session as any of them."""
         if peer in self.wanted_links():
+            return True
+        rom = self.broker.rom
+        if rom.overlay is OverlayKind.COLOURED and self.is_broker(peer) and (
+                rom.is_root or rom.colours.degree > 0):
+            # a broker that lost its place in the coloured tree (A13) walks from R (A14:
+            # AskPlace; its join request goes to R too), and with a degree bound down the
+            # c_new tree to wherever A15 points it: none of them is its neighbour yet. Refused,
+            # a child dropped for one late ACK never came back (a loaded test run lost
+            # 378 deliveries). A broker added at run time is one too (its address pushed)
             return True
         node = getattr(self.broker, "skip_ring_node", None)
         if node is None:
