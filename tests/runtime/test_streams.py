@@ -6,6 +6,7 @@ gRPC over 127.0.0.x."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import subprocess
@@ -148,6 +149,58 @@ def test_publisher_pipelines_and_fails_what_was_not_acknowledged(configs: Config
             async with Publisher(cfg.listen_address, "pub2", timeout=3) as pub:
                 with pytest.raises((grpc.aio.AioRpcError, TimeoutError)):
                     await pub.publish({"n": 1})
+
+    run(scenario())
+
+
+def test_publisher_holds_what_is_sent_while_a_request_is_unacknowledged() -> None:
+    """Nagle's batching: the first request leaves at once; what is sent while it is
+    unacknowledged leaves as one request when its acknowledgement comes, and a full batch
+    leaves without waiting. A stub broker that acknowledges only when told."""
+    listen = address(next_host())
+    requests: asyncio.Queue[list[int]] = asyncio.Queue()
+    acks: asyncio.Queue[int] = asyncio.Queue()  # what the stub may acknowledge, in turn
+
+    async def publish_stream(request_iterator: object, context: grpc.aio.ServicerContext
+                             ) -> None:
+        async def acknowledge() -> None:
+            while True:
+                accepted = await acks.get()
+                await context.write(client_pb2.PublishAck(accepted=accepted).SerializeToString())
+
+        writer = asyncio.create_task(acknowledge())
+        try:
+            async for data in request_iterator:  # type: ignore[attr-defined]
+                request = client_pb2.PublishRequest.FromString(data)
+                requests.put_nowait([n.seq for n in request.notifications])
+        finally:
+            writer.cancel()
+
+    async def scenario() -> None:
+        server = grpc.aio.server(options=[("grpc.http2.max_ping_strikes", 0)])
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "weeble.v1.Client", {"PublishStream": grpc.stream_stream_rpc_method_handler(
+                publish_stream)}),))
+        server.add_insecure_port(listen)
+        await server.start()
+        try:
+            async with Publisher(listen, "pub", max_batch=4) as pub:
+                await pub.send({"n": 1})
+                assert await requests.get() == [1]  # an idle stream: at once
+                for i in (2, 3):  # each given time to leave on its own, were it not held
+                    await pub.send({"n": i})
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(0.2):
+                            assert await requests.get() == [], "written while unacknowledged"
+                acks.put_nowait(1)  # the acknowledgement of [1]: what waited leaves together
+                assert await requests.get() == [2, 3]
+                for i in range(4, 8):  # [2, 3] unacknowledged: a full batch leaves anyway
+                    await pub.send({"n": i})
+                assert await requests.get() == [4, 5, 6, 7]
+                acks.put_nowait(7)
+                await pub.flush()
+        finally:
+            await server.stop(None)
 
     run(scenario())
 

@@ -107,6 +107,14 @@ class Publisher:
     acknowledgements complete them (see PublishAck in proto/weeble/v1/client.proto for what
     an acknowledgement promises).
 
+    Batching is Nagle's, with the broker's acknowledgement as TCP's ACK: a request goes out
+    at once when every request before it is acknowledged, and what is sent meanwhile waits
+    for that acknowledgement and leaves as one request (a full batch leaves at once). No
+    timer holds anything: an idle stream costs no latency, and a broker that falls behind
+    gets fewer, larger requests, whose batches its links and streams carry on (at 1,000/s
+    through a chain of 3 one request per notification kept every hop at one gRPC message per
+    notification and the chain saturated: docs/performance.md, issue 25 item 2, stop 36).
+
     `publish`/`publish_many` wait for the acknowledgement; `send` only queues (at most
     `window` notifications may be unacknowledged) and `flush` waits for everything sent. A
     broken stream fails every notification not yet acknowledged with its error (they may or
@@ -132,6 +140,7 @@ class Publisher:
         self._trace = trace
         self._channel: grpc.aio.Channel | None = None
         self._queued: deque[tuple[Notification, bytes]] = deque()  # not yet written
+        self._queued_bytes = 0  # their size in a request
         self._inflight: deque[tuple[int, list[Notification]]] = deque()  # (stream count, ...)
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()  # (count, future)
         self._enqueued = 0  # notifications handed to this publisher (since the last failure)
@@ -173,6 +182,7 @@ class Publisher:
         wire = notification_to_pb(n).SerializeToString()
         self.next_seq += 1
         self._queued.append((n, wire))
+        self._queued_bytes += len(wire) + 6  # as a request frames it
         self._enqueued += 1
         self._wake.set()
         if self._writer is None or self._writer.done():
@@ -211,7 +221,10 @@ class Publisher:
 
     async def _write_forever(self) -> None:
         while True:
-            while not self._queued:
+            # Nagle: wait for something to write, and while a request is unacknowledged, for
+            # its acknowledgement or a full batch
+            while not self._queued or (self._inflight and len(self._queued) < self.max_batch
+                                       and self._queued_bytes < self.max_batch_bytes):
                 self._wake.clear()
                 await self._wake.wait()
             call = self._call or self._open()
@@ -223,6 +236,7 @@ class Publisher:
                     break
                 size += n
                 batch.append(self._queued.popleft())
+            self._queued_bytes -= sum(len(w) + 6 for _, w in batch)
             self._stream_sent += len(batch)
             self._inflight.append((self._stream_sent, [n for n, _ in batch]))
             try:
@@ -252,6 +266,8 @@ class Publisher:
             if not future.done():
                 future.set_result(None)
         self._room.set()
+        if not self._inflight and self._queued:
+            self._wake.set()  # what waited for this acknowledgement goes now
 
     def _fail(self, call: Any, error: BaseException) -> None:
         """The stream `call` broke: nothing unacknowledged on it will be; start afresh."""
@@ -263,6 +279,7 @@ class Publisher:
                       self.publisher_id, self._enqueued - self._acked, error)
         self._inflight.clear()
         self._queued.clear()
+        self._queued_bytes = 0
         if self._enqueued > self._acked:
             self.unacknowledged += self._enqueued - self._acked
             self.last_error = error
