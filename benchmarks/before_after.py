@@ -76,8 +76,10 @@ def figures(bench: str, out: str) -> dict[str, float]:
             if system is None:  # throughput: one row per (brokers, batch)
                 found[f"{column} ({row['brokers']} brokers, batch {row['batch']})"] = \
                     number(row[column])
-            elif row.get("system") == system:  # latency: one row per (rate, system)
-                found[f"{system} {column} at {row['rate/s']}/s"] = number(row[column])
+            elif row.get("system") == system:  # latency: one row per (rate, publisher, system)
+                publisher = row.get("publisher", "one")  # before stop 36: one per request
+                label = system if publisher == "library" else f"{system} ({publisher})"
+                found[f"{label} {column} at {row['rate/s']}/s"] = number(row[column])
     return found
 
 

@@ -7,10 +7,12 @@
 A publisher at b0 publishes at a steady rate (open loop) on a PublishStream; a subscriber at
 the end of a chain of 1 or 3 brokers timestamps each arrival. Two publishers (--publishers):
 "library", the client library's `Publisher` (weeble/runtime/client.py; `send` per
-notification): what a user gets, one request per notification while the stream keeps up,
-and what piled up while a request was being written in the next one (as TCP_NODELAY with
-Nagle-like coalescing: never a timer); and "one", one request per notification whatever
-piles up (issue 13's "unbatched": the benchmark's only publisher before issue 25).
+notification): what a user gets, a request at once while the broker has acknowledged every
+request before it, and what was sent meanwhile in one request when the acknowledgement comes
+(Nagle's algorithm with the PublishAck as the ACK: never a timer); "nodelay", the same
+library with `nodelay=True`: what piled up while the previous request was being written
+(the library before stop 36); and "one", one request per notification whatever piles up
+(issue 13's "unbatched": the benchmark's only publisher before stop 36).
 End-to-end latency = arrival - publish time (one machine, one clock; the publish time is
 stamped when the publisher's loop publishes it, so what this process's own loop is late by
 is not in it, what its writer queue holds is).
@@ -126,10 +128,10 @@ class OnePerRequest:
 class Library:
     """The client library's Publisher: `send` queues, its writer writes what is waiting."""
 
-    def __init__(self, address: str, publisher_id: str) -> None:
+    def __init__(self, address: str, publisher_id: str, *, nodelay: bool = False) -> None:
         # its stream opens at the first send (the warm-up round), so the broker's hello
         # timeout cannot end it while the other chains' tables fill
-        self.pub = client.Publisher(address, publisher_id)
+        self.pub = client.Publisher(address, publisher_id, nodelay=nodelay)
 
     async def publish(self, seq: int) -> None:
         await self.pub.send({"class": 0})  # waits only with `window` unacknowledged
@@ -138,7 +140,7 @@ class Library:
         await self.pub.close()
 
 
-PUBLISHERS = {"library": Library, "one": OnePerRequest}
+PUBLISHERS = ("library", "nodelay", "one")
 
 
 async def one_round(watch: Stopwatch, pub: OnePerRequest | Library, rate: float, count: int,
@@ -180,7 +182,8 @@ class Pipe:
         # each publisher its own publisher id: the brokers see two independent sources
         for name in publishers:
             self._pubs[name] = (OnePerRequest(pub_ch) if name == "one"
-                                else Library(self.pub_address, f"src-{name}"))
+                                else Library(self.pub_address, f"src-{name}",
+                                             nodelay=name == "nodelay"))
 
     async def round(self, publisher: str, rate: float,
                     count: int) -> tuple[float, float, float]:
@@ -256,14 +259,15 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,5000", help="notifications/s (default: both)")
     parser.add_argument("--seconds", type=float, default=3.0, help="per round")
     parser.add_argument("--repeat", type=int, default=3, help="measured rounds (median)")
-    parser.add_argument("--publishers", default="library,one",
-                        help="library (the client library's Publisher), one (a request per"
-                             " notification), or both, comma-separated (default: both)")
+    parser.add_argument("--publishers", default="library,nodelay,one",
+                        help="library (the client library's Publisher), nodelay (it with"
+                             " nodelay=True), one (a request per notification), comma-separated"
+                             " (default: all three)")
     args = parser.parse_args()
     publishers = args.publishers.split(",")
     for name in publishers:
         if name not in PUBLISHERS:
-            parser.error(f"--publishers: unknown publisher {name!r} (library, one)")
+            parser.error(f"--publishers: unknown publisher {name!r} (library, nodelay, one)")
     load0 = os.getloadavg()[0]
     rates = [float(x) for x in args.rates.split(",")]
     measured = asyncio.run(measure(rates, args.seconds, args.repeat, publishers))

@@ -154,6 +154,9 @@ class Pipe:
         self.pub_address, self.sink_address, self.batch = pub_address, sink_address, batch
         self.pids = pids  # the brokers' or relays' processes, for their CPU time
         self.cpu: list[float] = []  # µs of CPU (all of them) per notification, each round
+        # µs of CPU per notification of each process (the chain's, first first, then this
+        # one: the publisher and the subscriber), each round
+        self.cpu_each: list[list[float]] = []
         self.sink = Sink()
         self.seq = 1
         self._channels: list[grpc.aio.Channel] = []
@@ -171,10 +174,13 @@ class Pipe:
         assert self._stream is not None, "open() first"
         reqs = requests(count, self.seq, self.batch)
         self.seq += count
-        before = sum(cpu_seconds(p) for p in self.pids)
+        procs = [*self.pids, os.getpid()]
+        before = [cpu_seconds(p) for p in procs]
         rate = await closed_loop(self._stream, reqs, self.batch, self.sink, outstanding,
                                  timeout=180)
-        self.cpu.append((sum(cpu_seconds(p) for p in self.pids) - before) / count * 1e6)
+        each = [(cpu_seconds(p) - b) / count * 1e6 for p, b in zip(procs, before, strict=True)]
+        self.cpu.append(sum(each[:-1]))
+        self.cpu_each.append(each)
         return rate
 
     async def close(self) -> None:
@@ -202,7 +208,8 @@ def routed_at(bed: Testbed, broker: str = "b0") -> Callable[[], Awaitable[None]]
 
 async def measure(length: int, batch: int, count: int, repeat: int, outstanding: int, *,
                   raw: bool = True, tracing: str = "both",
-                  profile_dir: Path | None = None) -> dict[str, tuple[list[float], float]]:
+                  profile_dir: Path | None = None
+                  ) -> dict[str, tuple[list[float], float, list[float]]]:
     """Rounds through the broker chain(s) -- untraced ("broker") and traced ("traced"), or
     one of them (`tracing`: both, on, off) -- and (with `raw`) the relay chain, alternating:
     all are up at once and take turns, so a change in the machine's load hits each alike."""
@@ -248,7 +255,10 @@ async def measure(length: int, batch: int, count: int, repeat: int, outstanding:
         if profile is not None:
             print(f"\nprofile, {length} broker(s), batch {batch}:\n{profile.summary()}",
                   file=sys.stderr, flush=True)
-        return {name: (rates[name], median(pipes[name].cpu[cpu_from:])) for name in pipes}
+        return {name: (rates[name], median(pipes[name].cpu[cpu_from:]),
+                       [median(list(x)) for x in zip(*pipes[name].cpu_each[cpu_from:],
+                                                     strict=True)])
+                for name in pipes}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -302,6 +312,30 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
+def ceilings(each: dict[tuple[int, int, str], list[float]]) -> str:
+    """What the CPU time measured allows on this machine's cores: a chain (its processes
+    and this one: the publisher and the subscriber) carries at most cores / (their CPU µs
+    per notification together) and 1 / (its busiest process's), whatever its pipelining."""
+    cores = os.cpu_count() or 1
+    lines = [f"CPU µs per notification of each process (median of the rounds) and the"
+             f" throughput it allows on {cores} cores:"]
+    ceiling: dict[tuple[int, int, str], float] = {}
+    for (length, batch, name), cpu in each.items():
+        if not cpu or min(cpu) <= 0:
+            continue
+        ceiling[length, batch, name] = top = min(cores * 1e6 / sum(cpu), 1e6 / max(cpu))
+        procs = ", ".join(f"{'r' if name == 'raw' else 'b'}{i} {c:.1f}"
+                          for i, c in enumerate(cpu[:-1]))
+        lines.append(f"  {name}, {length} x batch {batch}: {procs}, client {cpu[-1]:.1f};"
+                     f" at most {top:,.0f} n/s")
+    for (length, batch, name), top in ceiling.items():
+        one = ceiling.get((1, batch, name))
+        if length > 1 and one:
+            lines.append(f"  {name}, batch {batch}: chain of {length} / one, at most"
+                         f" {top / one:.2f} (the CPU ceiling of the ratio)")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chains", default="1,3", help="chain lengths (default: 1,3)")
@@ -324,6 +358,7 @@ def main() -> None:
                              " untraced brokers")
     args = parser.parse_args()
     rows = []
+    each: dict[tuple[int, int, str], list[float]] = {}  # CPU µs/n of each process
     load0 = os.getloadavg()[0]
     traced = args.trace != "off"
     batches = (args.batch,) if args.skip_unbatched else (1, args.batch)
@@ -333,6 +368,7 @@ def main() -> None:
             rates = asyncio.run(measure(length, batch, count, args.repeat, args.outstanding,
                                         raw=not args.skip_raw, tracing=args.trace,
                                         profile_dir=args.profile))
+            each |= {(length, batch, name): r[2] for name, r in rates.items()}
             # "broker": the untraced chain, or the only one measured (--trace on)
             main_name = "broker" if "broker" in rates else "traced"
             broker = median(rates[main_name][0])
@@ -357,6 +393,7 @@ def main() -> None:
           f" rounds{what}; {cpu_model()}, {os.cpu_count()} cores; load average {load0:.1f}"
           f" before, {os.getloadavg()[0]:.1f} after")
     print(table(rows, list(rows[0])))
+    print(ceilings(each))
     batched = [r for r in rows if r["batch"] > 1]
     one = [r for r in batched if r["brokers"] == 1]
     if one:

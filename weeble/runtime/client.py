@@ -114,6 +114,8 @@ class Publisher:
     gets fewer, larger requests, whose batches its links and streams carry on (at 1,000/s
     through a chain of 3 one request per notification kept every hop at one gRPC message per
     notification and the chain saturated: docs/performance.md, issue 25 item 2, stop 36).
+    `nodelay=True` (TCP_NODELAY's name) writes what is waiting as soon as the previous
+    request is written, acknowledged or not (this class before stop 36).
 
     `publish`/`publish_many` wait for the acknowledgement; `send` only queues (at most
     `window` notifications may be unacknowledged) and `flush` waits for everything sent. A
@@ -125,7 +127,8 @@ class Publisher:
     def __init__(self, target: str, publisher_id: str, *, token: str | None = None,
                  start_seq: int = 1, trace: LiveSink | None = None, timeout: float = 10.0,
                  max_batch: int = 256, max_batch_bytes: int = MAX_MESSAGE_BYTES,
-                 window: int = 10_000, tls: ClientTls | None = None) -> None:
+                 window: int = 10_000, tls: ClientTls | None = None,
+                 nodelay: bool = False) -> None:
         if max_batch < 1 or window < 1:
             raise ValueError("max_batch and window: must be >= 1")
         self.target = target
@@ -137,6 +140,7 @@ class Publisher:
         self.max_batch = max_batch
         self.max_batch_bytes = max(1, max_batch_bytes - _REQUEST_SLACK)
         self.window = window
+        self.nodelay = nodelay
         self._trace = trace
         self._channel: grpc.aio.Channel | None = None
         self._queued: deque[tuple[Notification, bytes]] = deque()  # not yet written
@@ -223,7 +227,8 @@ class Publisher:
         while True:
             # Nagle: wait for something to write, and while a request is unacknowledged, for
             # its acknowledgement or a full batch
-            while not self._queued or (self._inflight and len(self._queued) < self.max_batch
+            while not self._queued or (self._inflight and not self.nodelay
+                                       and len(self._queued) < self.max_batch
                                        and self._queued_bytes < self.max_batch_bytes):
                 self._wake.clear()
                 await self._wake.wait()
