@@ -102,7 +102,12 @@ def serve_relay(listen: str, next_hop: str | None, batch: int) -> None:
                         batch=client_pb2.NotificationBatch(notifications=items))
                 yield event.SerializeToString()
 
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *_SIZES])
+        # the keepalive pings of the client library's channels (weeble/runtime/client.py), as a
+        # broker allows them (server.py): gRPC's default answers them with a GOAWAY
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *_SIZES,
+                                          ("grpc.http2.min_recv_ping_interval_without_data_ms",
+                                           5_000),
+                                          ("grpc.http2.max_ping_strikes", 0)])
         server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler("weeble.v1.Link", {
                 "Connect": grpc.stream_stream_rpc_method_handler(connect)}),
