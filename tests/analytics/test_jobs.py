@@ -147,3 +147,11 @@ def test_report_and_summary_written(handmade_run: Path, handmade_summary: dict) 
         assert (out / png).stat().st_size > 1000, png
         assert f"]({png})" in text
     assert (out / "summary.json").exists()
+    # each fault's row ends with its status as `weeble check` prints it (a fault that never
+    # ended is "not judged", not a failed "NO")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| f")}
+    faults = handmade_summary["faults"]
+    assert {f["status"] for f in faults} - {"pass", "fail"}, faults
+    for f in faults:
+        assert rows[f["fault_id"]].endswith(f"| {f['status']} |"), rows

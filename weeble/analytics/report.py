@@ -482,7 +482,7 @@ def verdict_table(faults: list[dict[str, Any]]) -> str:
     if not faults:
         return "No faults in this run."
     head = ("| fault | kind | target | took effect | stabilization (service / state) | bound | "
-            "ratio | lost | duplicated | reordered | pass |")
+            "ratio | lost | duplicated | reordered | status |")
     rows = [head, "|---|---|---|---|---|---:|---:|---:|---:|---:|---|"]
     for f in faults:
         rows.append(
@@ -490,7 +490,7 @@ def verdict_table(faults: list[dict[str, Any]]) -> str:
             f"{_effect(f['took_effect'])} | {_time(f['service_time'], f['service_status'])} / "
             f"{_time(f['state_time'], f['state_status'])} | {f['bound']:.3g} s | "
             f"{_num(f['ratio'])} | {f['lost']:,} | {f['duplicated']:,} | {f['reordered']:,} | "
-            f"{'yes' if f['pass'] else 'NO'} |")
+            f"{f['status']} |")  # the row's status as `weeble check` prints it, not pass yes/no
     return "\n".join(rows)
 
 
