@@ -393,7 +393,7 @@ def main() -> None:
           f" rounds{what}; {cpu_model()}, {os.cpu_count()} cores; load average {load0:.1f}"
           f" before, {os.getloadavg()[0]:.1f} after")
     print(table(rows, list(rows[0])))
-    print(ceilings(each))
+    print(f"\n{ceilings(each)}")  # after a blank line: before_after.py reads the table above
     batched = [r for r in rows if r["batch"] > 1]
     one = [r for r in batched if r["brokers"] == 1]
     if one:
