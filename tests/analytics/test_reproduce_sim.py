@@ -56,6 +56,25 @@ def test_the_steady_window_of_the_summary_counts_what_it_says(tmp_path: Path) ->
     assert rates["saved"] == pytest.approx(rates["flooding"] - counts["notify"] / span)
     assert steady["entries"]["samples"] == 4
     assert 0 < steady["entries"]["remote"] <= 10 * tree.n_links
+    # the first messages of new subscriptions, flag-1 forwards apart: part of `sub`
+    new = steady["new_subscriptions"]
+    assert new["flag1"] > 0 and new["toggle"] > 0
+    assert sum(new.values()) <= counts["sub"]
+    assert rates["flag1"] == pytest.approx(new["flag1"] / span)
+    assert rates["relayed"] == pytest.approx(new["relayed"] / span)
+
+
+def test_no_flag1_forwards_without_new_subscriptions(tmp_path: Path) -> None:
+    """Subscriptions that outlive the run: none is new in the window, so the control traffic
+    is refreshes alone, and nothing is counted as a flag-1 forward."""
+    from weeble.sim.run import simulate
+
+    tree = CompleteTree(m=2, k=3)
+    scenario = ch3.sim_scenario(tree=tree, z=10, omega=50.0, mu_inv=1e9, rho=5.0, n=40.0)
+    steady = simulate(scenario, tmp_path, progress=False).steady
+    assert steady is not None
+    assert steady["messages"]["sub"] > 0 and steady["messages"]["unsub"] == 0
+    assert steady["new_subscriptions"] == {"flag1": 0, "relayed": 0, "toggle": 0, "other": 0}
 
 
 class NoSubscriptions(ch3.SimulationColumn):

@@ -30,6 +30,7 @@ from weeble.core.broker import Broker
 from weeble.core.events import Trace
 from weeble.core.messages import Message
 from weeble.core.reconfig.plan import Tree
+from weeble.core.routing.leasing import Leasing, NewSubscriptionTally
 from weeble.model.experiment import tree_of_scenario
 from weeble.model.scenario import Scenario
 from weeble.sim.engine import MESSAGE_KINDS, Engine, Node
@@ -207,7 +208,13 @@ class Steady:
 
     `entries.remote` counts distinct (filter, neighbour) pairs per broker, summed: the routing
     configuration that forwards notifications between brokers, whatever the subscription ids
-    (thesis §3.5's x); `entries.local` the entries towards local clients."""
+    (thesis §3.5's x); `entries.local` the entries towards local clients.
+
+    `new_subscriptions` counts the subscription messages of new subscriptions sent in the
+    window by what sent them (weeble.core.routing.leasing.NewSubscriptionTally): `flag1` those
+    only the flag-1 rule forwarded (thesis §3.3.1), `relayed` their onward hops, `toggle` the
+    model's toggles; `per_second` has the first two as `flag1` and `relayed` (all are part of
+    `sub`, so of `control`)."""
 
     def __init__(self, scenario: Scenario, engine: Engine, brokers: dict[str, Broker],
                  clients: Clients) -> None:
@@ -218,6 +225,14 @@ class Steady:
         self.sent_before: dict[type, int] = {}
         self.publications_before = 0
         self.samples: list[tuple[int, int]] = []
+        # the first messages of new subscriptions, by what sent them (flag-1 forwards apart);
+        # counted from the start, so that a subscription made before the window is still known
+        self.tally = NewSubscriptionTally()
+        for broker in brokers.values():
+            scheme = getattr(getattr(broker, "routing", None), "subs", None)
+            if isinstance(scheme, Leasing):
+                scheme.tally = self.tally
+        self.tally_before: dict[str, int] = {}
         engine.schedule(self.start, self._open)
         n = scenario.measure.table_samples
         span = self.until - self.start
@@ -227,6 +242,7 @@ class Steady:
     def _open(self, _t: float, _a: object, _b: object) -> None:
         self.sent_before = dict(self.engine.sent)
         self.publications_before = self.clients.publications
+        self.tally_before = self.tally.counts()
 
     def _sample(self, _t: float, _a: object, _b: object) -> None:
         remote = local = 0
@@ -246,11 +262,15 @@ class Steady:
         flooding = publications * self.links
         control = sent.get("sub", 0) + sent.get("unsub", 0)
         n = len(self.samples)
+        new_subs = {k: v - self.tally_before.get(k, 0) for k, v in self.tally.counts().items()}
         return {
             "from": self.start, "until": self.until, "messages": sent,
             "publications": publications,
+            "new_subscriptions": new_subs,
             "per_second": {**{k: v / span for k, v in sent.items()},
-                           "control": control / span, "publications": publications / span,
+                           "control": control / span, "flag1": new_subs["flag1"] / span,
+                           "relayed": new_subs["relayed"] / span,
+                           "publications": publications / span,
                            "flooding": flooding / span,
                            "saved": (flooding - sent.get("notify", 0)) / span},
             "entries": {"samples": n,

@@ -46,6 +46,73 @@ def withdraw(planes: Sequence[Plane], sub_id: str, f: Filter, source: str, remot
             table.remove_id(sub_id)
 
 
+class NewSubscriptionTally:
+    """What the subscription messages of new subscriptions are, counted at every broker that
+    shares one tally (the simulator's steady window, weeble.sim.run.Steady; brokers without one
+    count nothing). It only counts: no routing decision reads it.
+
+    A new subscription is fresh from its client's first subscribe at its access broker until
+    its client's first refresh (or its unsubscription) reaches that broker; every forward of a
+    fresh id is one of its first messages, on its way up. Each such forward (one per message
+    sent) is one of:
+
+    - `flag1`: another destination held an identical entry here, and each of those had flag 0
+      (cleared by the last overrun): counting every entry, Algorithm 1 would not forward it.
+      The flag-1 rule of the self-stabilizing identity routing (thesis §3.3.1) sent it; a
+      model that counts one message per hop where an entry toggles does not;
+    - `relayed`: nobody else held f here but the source did, under another id: its interest in f
+      was already routed here (no toggle), and the source forwarded this id again (typically its
+      own flag-1 forward), so this broker passes it on (the source is never a holder);
+    - `toggle`: nobody held f here (the model's toggle: this broker starts routing f);
+    - `other`: any other forward (peer-to-peer Algorithm 1 with one holder, renew_forwarded).
+    """
+
+    def __init__(self) -> None:
+        self.fresh: set[str] = set()
+        self.flag1 = 0
+        self.relayed = 0
+        self.toggle = 0
+        self.other = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"flag1": self.flag1, "relayed": self.relayed, "toggle": self.toggle,
+                "other": self.other}
+
+    def subscribed(self, plane: Plane, source: str, sub_id: str, f: Filter, renewal: bool,
+                   sent: int) -> None:
+        fresh = self.fresh
+        if source not in plane.topo.neighbors:  # from a client: its subscribe or a refresh
+            if renewal:
+                fresh.discard(sub_id)
+                return
+            fresh.add(sub_id)
+        elif renewal or sub_id not in fresh:
+            return
+        if not sent:
+            return
+        source_held = others = flagged = False
+        for e in plane.table.identical(f):
+            if e.sub_id == sub_id and e.dest == source:
+                continue  # this subscription's own entry, just inserted
+            if e.dest == source:
+                source_held = True
+            else:
+                others = True
+                if e.flag:
+                    flagged = True
+        if others and not flagged:
+            self.flag1 += sent
+        elif others:
+            self.other += sent
+        elif source_held:
+            self.relayed += sent
+        else:
+            self.toggle += sent
+
+    def unsubscribed(self, sub_id: str) -> None:
+        self.fresh.discard(sub_id)
+
+
 class Leasing:
     wrapper = False
 
@@ -55,13 +122,20 @@ class Leasing:
         self.second_chance = second_chance  # False: the ablation of Options.second_chance
         self.ram = ram
         self.planes = [Plane(ram.tables[0], 0, topo)]
+        self.tally: NewSubscriptionTally | None = None  # the simulator's steady window only
 
     def subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
         plane = self.planes[0]
-        plane.table.refresh(sub_id, f, source, per_destination=True)  # SC-1
-        return self.strategy.on_subscribe(plane, source, sub_id, f)
+        removed = plane.table.refresh(sub_id, f, source, per_destination=True)  # SC-1
+        effects = self.strategy.on_subscribe(plane, source, sub_id, f)
+        tally = self.tally
+        if tally is not None:
+            tally.subscribed(plane, source, sub_id, f, bool(removed), len(effects))
+        return effects
 
     def unsubscribe(self, source: str, sub_id: str, f: Filter, remote: bool) -> list[Effect]:
+        if self.tally is not None:
+            self.tally.unsubscribed(sub_id)
         withdraw(self.planes, sub_id, f, source, remote)
         return self.strategy.on_unsubscribe(self.planes, 0, source, sub_id, f, remote)
 
