@@ -2,16 +2,18 @@
 the first messages of a new subscription only the flag-1 rule of the self-stabilizing identity
 routing (thesis §3.3.1) sent, counted apart for `weeble reproduce ch3`'s control traffic bc.
 
-A chain leaf b -> p -> root r, hierarchical identity routing, one tally shared by the three."""
+A chain leaf b -> p -> root r, hierarchical identity routing as ch3 simulates it (the thesis's
+algorithm: renew_forwarded off), one tally shared by the three."""
 
 from weeble.core.broker import Broker
 from weeble.core.events import ClientSubscribe, ClientUnsubscribe, Receive, Send, Start, TimerFired
 from weeble.core.filters import Filter
-from weeble.core.rom import Algorithm, Params, Rom
+from weeble.core.rom import Algorithm, Options, Params, Rom
 from weeble.core.routing.leasing import Leasing, NewSubscriptionTally
 
 P = Params(pi=10.0, rho=5.0, delta_min=0.01, delta_max=0.1, d=4)
 F = Filter.equals("class", 1)
+ZERO = {"repeat_new": 0, "repeat_refresh": 0}
 CHAIN = {"b": (("p",), "p"), "p": (("b", "y", "r"), "r"), "r": (("p",), None)}
 
 
@@ -28,6 +30,7 @@ def chain() -> tuple[dict[str, Broker], NewSubscriptionTally]:
                 algorithm=Algorithm.IDENTITY,
                 params=P,
                 hierarchical=True,
+                options=Options(renew_forwarded=False),
             )
         )
         b.step(0.0, Start())
@@ -60,18 +63,27 @@ def test_a_new_subscription_after_an_overrun_is_a_counted_flag1_forward() -> Non
     brokers, tally = chain()
     # the first subscription for f toggles both brokers on the way up
     assert run(brokers, 0, "b", ClientSubscribe("c1", "s1", F)) == [("b", "p"), ("p", "r")]
-    assert tally.counts() == {"flag1": 0, "relayed": 0, "toggle": 2, "other": 0}
+    assert tally.counts() == {"flag1": 0, "relayed": 0, "toggle": 2, "other": 0, **ZERO}
     overrun(brokers, 10.0)  # every flag is 0 now
     # c2's new subscription: b already routes f (c1's entry, flag 0), yet forwards it (flag 1
     # counting); p holds f only from b, so it passes it on (relayed)
     assert run(brokers, 11, "b", ClientSubscribe("c2", "s2", F)) == [("b", "p"), ("p", "r")]
-    assert tally.counts() == {"flag1": 1, "relayed": 1, "toggle": 2, "other": 0}
-    # c1's refresh now stays at b (c2's entry has flag 1), and refreshes are never counted
-    assert run(brokers, 12, "b", ClientSubscribe("c1", "s1", F)) == []
+    FIRST = {"flag1": 1, "relayed": 1, "toggle": 2, "other": 0}
+    assert tally.counts() == {**FIRST, **ZERO}
+    # c2 refreshes within the same overrun period (π > ρ): b and p hold no flagged entry of
+    # another destination, so both send f up a second time in the period: two repeats
+    assert run(brokers, 12, "b", ClientSubscribe("c2", "s2", F)) == [("b", "p"), ("p", "r")]
+    assert tally.counts() == {**FIRST, "repeat_new": 0, "repeat_refresh": 2}
+    # c2, whose entry is f's only flagged one here, leaves: c1 still holds f, so nothing goes
+    # up; c1's next refresh finds no flagged entry and sends f up again: two more repeats
+    assert run(brokers, 13, "b", ClientUnsubscribe("c2", "s2", F)) == []
+    assert run(brokers, 14, "b", ClientSubscribe("c1", "s1", F)) == [("b", "p"), ("p", "r")]
+    assert tally.counts() == {**FIRST, "repeat_new": 0, "repeat_refresh": 4}
+    # after an overrun the first refresh is no repeat
     overrun(brokers, 20.0)
-    assert run(brokers, 21, "b", ClientSubscribe("c2", "s2", F)) == [("b", "p"), ("p", "r")]
-    assert tally.counts() == {"flag1": 1, "relayed": 1, "toggle": 2, "other": 0}
-    assert not tally.fresh  # both refreshed: neither is new any more
+    assert run(brokers, 21, "b", ClientSubscribe("c1", "s1", F)) == [("b", "p"), ("p", "r")]
+    assert tally.counts() == {**FIRST, "repeat_new": 0, "repeat_refresh": 4}
+    assert not tally.fresh  # c1 refreshed, c2 gone: neither is new any more
 
 
 def test_no_flag1_forward_while_a_flag_is_set() -> None:
@@ -83,7 +95,7 @@ def test_no_flag1_forward_while_a_flag_is_set() -> None:
     # after it, c1 refreshes first (forwarded: a refresh, not counted), then c3 subscribes
     assert run(brokers, 11, "b", ClientSubscribe("c1", "s1", F)) == [("b", "p"), ("p", "r")]
     assert run(brokers, 12, "b", ClientSubscribe("c3", "s3", F)) == []
-    assert tally.counts() == {"flag1": 0, "relayed": 0, "toggle": 2, "other": 0}
+    assert tally.counts() == {"flag1": 0, "relayed": 0, "toggle": 2, "other": 0, **ZERO}
     run(brokers, 13, "b", ClientUnsubscribe("c3", "s3", F))
     assert tally.fresh == {"c2/s2"}  # c2 has not refreshed yet; c3 is gone
 

@@ -213,8 +213,9 @@ class Steady:
     `new_subscriptions` counts the subscription messages of new subscriptions sent in the
     window by what sent them (weeble.core.routing.leasing.NewSubscriptionTally): `flag1` those
     only the flag-1 rule forwarded (thesis §3.3.1), `relayed` their onward hops, `toggle` the
-    model's toggles; `per_second` has the first two as `flag1` and `relayed` (all are part of
-    `sub`, so of `control`)."""
+    model's toggles; and, of every subscription, the `repeat_*` ones sent for a filter to a
+    neighbour a second time in one overrun period. `per_second` has `flag1`, `relayed` and
+    `repeats` (both kinds), all part of `sub`, so of `control`."""
 
     def __init__(self, scenario: Scenario, engine: Engine, brokers: dict[str, Broker],
                  clients: Clients) -> None:
@@ -270,6 +271,8 @@ class Steady:
             "per_second": {**{k: v / span for k, v in sent.items()},
                            "control": control / span, "flag1": new_subs["flag1"] / span,
                            "relayed": new_subs["relayed"] / span,
+                           "repeats": (new_subs["repeat_new"] + new_subs["repeat_refresh"])
+                           / span,
                            "publications": publications / span,
                            "flooding": flooding / span,
                            "saved": (flooding - sent.get("notify", 0)) / span},

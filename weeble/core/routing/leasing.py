@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from weeble.core.events import Effect
+from weeble.core.events import Effect, Send
 from weeble.core.filters import Filter
 from weeble.core.overlay import Topology
 from weeble.core.routing.plane import Plane
@@ -47,9 +47,9 @@ def withdraw(planes: Sequence[Plane], sub_id: str, f: Filter, source: str, remot
 
 
 class NewSubscriptionTally:
-    """What the subscription messages of new subscriptions are, counted at every broker that
-    shares one tally (the simulator's steady window, weeble.sim.run.Steady; brokers without one
-    count nothing). It only counts: no routing decision reads it.
+    """What the subscription messages are, counted at every broker that shares one tally (the
+    simulator's steady window, weeble.sim.run.Steady; brokers without one count nothing). It
+    only counts: no routing decision reads it.
 
     A new subscription is fresh from its client's first subscribe at its access broker until
     its client's first refresh (or its unsubscription) reaches that broker; every forward of a
@@ -58,13 +58,22 @@ class NewSubscriptionTally:
 
     - `flag1`: another destination held an identical entry here, and each of those had flag 0
       (cleared by the last overrun): counting every entry, Algorithm 1 would not forward it.
-      The flag-1 rule of the self-stabilizing identity routing (thesis §3.3.1) sent it; a
-      model that counts one message per hop where an entry toggles does not;
+      The flag-1 rule of the self-stabilizing identity routing (thesis §3.3.1) sent it;
     - `relayed`: nobody else held f here but the source did, under another id: its interest in f
       was already routed here (no toggle), and the source forwarded this id again (typically its
       own flag-1 forward), so this broker passes it on (the source is never a holder);
     - `toggle`: nobody held f here (the model's toggle: this broker starts routing f);
     - `other`: any other forward (peer-to-peer Algorithm 1 with one holder, renew_forwarded).
+
+    A flag-1 forward is often the one message per overrun period that renews f upstream (the
+    refresh it stands in for is then not forwarded), so it is not by itself traffic beyond a
+    model that counts one refresh per entry and period. What is beyond it is counted apart:
+
+    - `repeat_new`, `repeat_refresh`: a subscription for f sent to a neighbour that this broker
+      already sent one for f in the same overrun period (and no unsubscription since), by a
+      fresh id or by a refresh: typically after the one flagged entry of f here was withdrawn
+      (its client left) while the rest kept flag 0, or after a refresh from the destination
+      of the one flagged entry (π > ρ: a client may refresh twice in a period).
     """
 
     def __init__(self) -> None:
@@ -73,22 +82,46 @@ class NewSubscriptionTally:
         self.relayed = 0
         self.toggle = 0
         self.other = 0
+        self.repeat_new = 0
+        self.repeat_refresh = 0
 
     def counts(self) -> dict[str, int]:
-        return {"flag1": self.flag1, "relayed": self.relayed, "toggle": self.toggle,
-                "other": self.other}
+        return {
+            "flag1": self.flag1,
+            "relayed": self.relayed,
+            "toggle": self.toggle,
+            "other": self.other,
+            "repeat_new": self.repeat_new,
+            "repeat_refresh": self.repeat_refresh,
+        }
 
-    def subscribed(self, plane: Plane, source: str, sub_id: str, f: Filter, renewal: bool,
-                   sent: int) -> None:
+    def subscribed(
+        self, scheme: Leasing, source: str, sub_id: str, f: Filter, renewal: bool,
+        effects: list[Effect],
+    ) -> None:
+        plane = scheme.planes[0]
         fresh = self.fresh
         if source not in plane.topo.neighbors:  # from a client: its subscribe or a refresh
             if renewal:
                 fresh.discard(sub_id)
-                return
-            fresh.add(sub_id)
-        elif renewal or sub_id not in fresh:
-            return
-        if not sent:
+            else:
+                fresh.add(sub_id)
+        new = not renewal and sub_id in fresh
+        sent = 0
+        period = scheme.period
+        last_sent = scheme.last_sent
+        for effect in effects:
+            if isinstance(effect, Send):
+                sent += 1
+                key = (f, effect.neighbor)
+                if last_sent.get(key) == period:
+                    if new:
+                        self.repeat_new += 1
+                    else:
+                        self.repeat_refresh += 1
+                else:
+                    last_sent[key] = period
+        if not new or not sent:
             return
         source_held = others = flagged = False
         for e in plane.table.identical(f):
@@ -109,8 +142,13 @@ class NewSubscriptionTally:
         else:
             self.toggle += sent
 
-    def unsubscribed(self, sub_id: str) -> None:
+    def unsubscribed(self, scheme: Leasing, sub_id: str, f: Filter, effects: list[Effect]) -> None:
         self.fresh.discard(sub_id)
+        unsub = scheme.strategy.unsub_cls
+        for effect in effects:
+            # (not a subscription an heir re-sends, Strategy._hand_over: renew_forwarded only)
+            if isinstance(effect, Send) and type(effect.message) is unsub:
+                scheme.last_sent.pop((f, effect.neighbor), None)
 
 
 class Leasing:
@@ -122,7 +160,11 @@ class Leasing:
         self.second_chance = second_chance  # False: the ablation of Options.second_chance
         self.ram = ram
         self.planes = [Plane(ram.tables[0], 0, topo)]
-        self.tally: NewSubscriptionTally | None = None  # the simulator's steady window only
+        # The simulator's steady window only (NewSubscriptionTally): the count of overruns,
+        # and per (filter, neighbour) the overrun period of the last subscription sent
+        self.tally: NewSubscriptionTally | None = None
+        self.period = 0
+        self.last_sent: dict[tuple[Filter, str], int] = {}
 
     def subscribe(self, tag: int, source: str, sub_id: str, f: Filter) -> list[Effect]:
         plane = self.planes[0]
@@ -130,14 +172,16 @@ class Leasing:
         effects = self.strategy.on_subscribe(plane, source, sub_id, f)
         tally = self.tally
         if tally is not None:
-            tally.subscribed(plane, source, sub_id, f, bool(removed), len(effects))
+            tally.subscribed(self, source, sub_id, f, bool(removed), effects)
         return effects
 
     def unsubscribe(self, source: str, sub_id: str, f: Filter, remote: bool) -> list[Effect]:
-        if self.tally is not None:
-            self.tally.unsubscribed(sub_id)
         withdraw(self.planes, sub_id, f, source, remote)
-        return self.strategy.on_unsubscribe(self.planes, 0, source, sub_id, f, remote)
+        effects = self.strategy.on_unsubscribe(self.planes, 0, source, sub_id, f, remote)
+        tally = self.tally
+        if tally is not None:
+            tally.unsubscribed(self, sub_id, f, effects)
+        return effects
 
     def overrun(self) -> tuple[list[Entry], list[Effect]]:
         """SC-2 on the table, what the expiries set off (merging dissolves the mergers an
@@ -145,6 +189,7 @@ class Leasing:
         plane = self.planes[0]
         table = plane.table
         second_chance = self.second_chance
+        self.period += 1
         expired = table.overrun(second_chance)
         mergers = table.mergers
         held = dict(mergers)
