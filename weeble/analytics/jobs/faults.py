@@ -31,9 +31,7 @@ EPS = 1e-9  # s: records of the same instant as a window's edge belong to it
 def run(ctx: Context) -> dict[str, Any]:
     cols = ("node", "fault_id", "type", "target", "field", "links", "client", "sub_id", "ok",
             "error", "before", "after", "took_effect")
-    begins = ctx.rows(ctx.events("fault_begin", *cols))
-    ends = ctx.rows(ctx.events("fault_end", *cols))
-    core = ctx.rows(ctx.events("fault", "node", "target", "before", "after", "fault_id"))
+    begins, ends, core = _records(ctx, cols)
     faults: dict[str, dict[str, Any]] = {}
     for r in sorted(begins, key=lambda r: (r["ts"], r["ord"])):
         f = faults.setdefault(r["fault_id"], {
@@ -96,6 +94,21 @@ def run(ctx: Context) -> dict[str, Any]:
     return {"faults": table, "episodes": episodes}
 
 
+def _records(ctx: Context, cols: tuple[str, ...]) -> tuple[list[dict[str, Any]], ...]:
+    """The fault_begin, fault_end and core `fault` records, collected in one Spark action (each
+    action costs a fixed overhead; these kinds are a few records each)."""
+    from pyspark.sql import functions as F
+
+    kinds = ("fault_begin", "fault_end", "fault")
+    frames = [ctx.events(kind, *cols).withColumn("_kind", F.lit(i))
+              for i, kind in enumerate(kinds)]
+    union = frames[0].unionByName(frames[1]).unionByName(frames[2])
+    out: tuple[list[dict[str, Any]], ...] = ([], [], [])
+    for r in ctx.rows(union):
+        out[r.pop("_kind")].append(r)
+    return out
+
+
 def _until(f: dict[str, Any], ctx: Context) -> float:
     return f["end"] if f["end"] is not None else ctx.end
 
@@ -141,12 +154,16 @@ def _client_and_link_evidence(ctx: Context, faults: dict[str, dict[str, Any]]) -
             if hit:
                 f["evidence"].append(f"crash records of {len(hit)} subscription(s)")
                 f["took_effect"] = True
-    for f in pending:
-        if f["type"] != "drop" or f["took_effect"] is not None:
-            continue
-        drops = ctx.events("drop").where(
-            (F.col("ts") >= f["begin"] - EPS) & (F.col("ts") <= _until(f, ctx) + EPS)
-        ).count()
+    links = [f for f in pending if f["type"] == "drop" and f["took_effect"] is None]
+    if not links:
+        return
+    # the drop records in each link fault's window, counted in one pass over the drops
+    ts = F.col("ts")
+    row = ctx.events("drop").agg(*[
+        F.count(F.when((ts >= f["begin"] - EPS) & (ts <= _until(f, ctx) + EPS), 1))
+        for f in links]).first()
+    assert row is not None
+    for f, drops in zip(links, row, strict=True):
         if drops:
             f["evidence"].append(f"{drops} drop records")
             f["took_effect"] = True

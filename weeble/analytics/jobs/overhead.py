@@ -25,22 +25,36 @@ def run(ctx: Context) -> dict[str, Any]:
 
     sends = ctx.events("send", "msg").select(ctx.bins(), F.coalesce("msg", F.lit("?")).alias("msg"))
     drops = ctx.events("drop").select(ctx.bins(), F.lit("dropped").alias("msg"))
-    table = ctx.write("overhead", sends.unionByName(drops).groupBy("bin", "msg")
-                      .agg(F.count(F.lit(1)).alias("messages")).orderBy("bin", "msg"))
-    totals = {r["msg"]: int(r["n"]) for r in ctx.rows(
-        table.groupBy("msg").agg(F.sum("messages").alias("n")))}
-    sent = sum(n for msg, n in totals.items() if msg != "dropped")
-    per_node: dict[str, dict[str, int]] = {k: {} for k in (
-        "messages", "bytes", "control_messages", "control_bytes")}
+    ctx.write("overhead", sends.unionByName(drops).groupBy("bin", "msg")
+              .agg(F.count(F.lit(1)).alias("messages")).orderBy("bin", "msg"))
+    # the totals by kind and by node, the drops and the unwanted records: one action (each
+    # Spark action costs a fixed overhead) over the sends grouped by (node, msg), a few rows
     control = F.col("msg").isNull() | (F.col("msg") != F.lit(NOTIFY))
     size = F.coalesce(F.col("bytes"), F.lit(0))
-    for r in ctx.rows(ctx.events("send", "node", "msg", "bytes").groupBy("node").agg(
-            F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes"),
-            F.sum(F.when(control, 1).otherwise(0)).alias("control_messages"),
-            F.sum(F.when(control, size).otherwise(0)).alias("control_bytes"))):
-        for k in per_node:
-            per_node[k][r["node"]] = int(r[k] or 0)
-    unwanted = ctx.events("unwanted").count()
+    per_pair = ctx.events("send", "node", "msg", "bytes").groupBy("node", "msg").agg(
+        F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes"),
+        F.sum(F.when(control, 1).otherwise(0)).alias("control_messages"),
+        F.sum(F.when(control, size).otherwise(0)).alias("control_bytes"))
+    counts = [ctx.events(kind).agg(F.count(F.lit(1)).alias("messages"))
+              .withColumn("kind", F.lit(kind)) for kind in ("drop", "unwanted")]
+    rows = ctx.rows(per_pair.withColumn("kind", F.lit("send")).unionByName(
+        counts[0], allowMissingColumns=True).unionByName(counts[1], allowMissingColumns=True))
+    totals: dict[str, int] = {}
+    per_node: dict[str, dict[str, int]] = {k: {} for k in (
+        "messages", "bytes", "control_messages", "control_bytes")}
+    unwanted = 0
+    for r in rows:
+        if r["kind"] == "unwanted":
+            unwanted = int(r["messages"])
+        elif r["kind"] == "drop":
+            if r["messages"]:
+                totals["dropped"] = totals.get("dropped", 0) + int(r["messages"])
+        else:
+            msg = r["msg"] if r["msg"] is not None else "?"
+            totals[msg] = totals.get(msg, 0) + int(r["messages"])
+            for k in per_node:
+                per_node[k][r["node"]] = per_node[k].get(r["node"], 0) + int(r[k] or 0)
+    sent = sum(n for msg, n in totals.items() if msg != "dropped")
     by_kind = {msg: n for msg, n in totals.items() if msg != "dropped"}
     return {"source": "send records" if totals else "none (run without send tracing)",
             "by_kind": totals, "total": sent, "bin": ctx.bin,

@@ -54,6 +54,9 @@ def run(ctx: Context) -> dict[str, Any]:
     pubs = ctx.table("publications").where(F.col("judged"))
     bound = ctx.header.bound
     D = ctx.header.deactivation
+    ended = [e for e in episodes if e["end"] is not None]
+    tails = dict(zip((e["episode"] for e in ended), service_tails(
+        pubs, [(e["end"], e["observed_until"]) for e in ended], D), strict=True))
     rows = []
     for e in episodes:
         row: dict[str, Any] = {"episode": e["episode"], "faults": e["faults"],
@@ -64,7 +67,7 @@ def run(ctx: Context) -> dict[str, Any]:
                        state_time=None, state_status="fault never ended",
                        state_last_failing=None)
         else:
-            time, status = service_tail(pubs, e["end"], e["observed_until"], D)
+            time, status = tails[e["episode"]]
             row.update(service_time=time, service_status=status)
             time, status, failing = _state(check_rows, e["end"], e["observed_until"])
             row.update(state_time=time, state_status=status, state_last_failing=failing)
@@ -82,19 +85,42 @@ def service_tail(pubs: DataFrame, end: float, until: float,
     `stabilization_tail`) at scale, over the judged publications (`ts`, `correct`) of an
     episode that ended at `end`, observed until `until`: a few aggregations, no publication
     collected. tests/analytics/test_differential.py holds the two equal."""
+    return service_tails(pubs, [(end, until)], deactivation)[0]
+
+
+def service_tails(pubs: DataFrame, episodes: list[tuple[float, float]],
+                  deactivation: float) -> list[tuple[float | None, str]]:
+    """`service_tail` of every (end, until) of `episodes` in two actions in all (each Spark
+    action costs a fixed overhead): the last bad publication of each and whether it observed
+    any, then the first good one after the last bad."""
     from pyspark.sql import functions as F
 
-    window = pubs.where((F.col("ts") >= end - EPS) & (F.col("ts") + deactivation <= until + EPS))
-
-    last_bad = window.where(~F.col("correct")).agg(F.max("ts")).first()[0]  # type: ignore[index]
-    if last_bad is None:
-        seen = window.limit(1).count()
-        return (0.0, "stable") if seen else (None, "no publications observed")
-    first_good = (window.where(F.col("correct") & (F.col("ts") > last_bad + EPS))
-                  .agg(F.min("ts")).first()[0])  # type: ignore[index]
-    if first_good is None:
-        return None, "not stabilized"
-    return max(0.0, first_good - end), "stabilized"
+    if not episodes:
+        return []
+    ts, correct = F.col("ts"), F.col("correct")
+    windows = [(ts >= end - EPS) & (ts + deactivation <= until + EPS) for end, until in episodes]
+    row = pubs.agg(*[F.max(F.when(w & ~correct, ts)) for w in windows],
+                   *[F.count(F.when(w, 1)) for w in windows]).first()
+    assert row is not None
+    n = len(episodes)
+    last_bad, seen = list(row[:n]), list(row[n:])
+    bad = [i for i in range(n) if last_bad[i] is not None]
+    first_good: dict[int, float | None] = {}
+    if bad:
+        good = pubs.agg(*[F.min(F.when(windows[i] & correct & (ts > last_bad[i] + EPS), ts))
+                          for i in bad]).first()
+        assert good is not None
+        first_good = dict(zip(bad, good, strict=True))
+    out: list[tuple[float | None, str]] = []
+    for i, (end, _) in enumerate(episodes):
+        good_ts = first_good.get(i)
+        if last_bad[i] is None:
+            out.append((0.0, "stable") if seen[i] else (None, "no publications observed"))
+        elif good_ts is None:
+            out.append((None, "not stabilized"))
+        else:
+            out.append((max(0.0, good_ts - end), "stabilized"))
+    return out
 
 
 def _state(checks: list[tuple[float, bool]], end: float,
@@ -117,16 +143,20 @@ def _checks(ctx: Context) -> DataFrame:
         "ts", "ok", F.col("problems").cast("long"), F.lit("legitimacy").alias("source"))
     snapshots = ctx.events("snapshot", "node", "round", "broker", "tables", "neighbors", "root",
                            "parent", "algorithm", "hierarchical", "colours")
-    if ctx.header.adverts or snapshots.limit(1).count() == 0:
+    if ctx.header.adverts:
         return recorded  # R8(b): with advertisements the trace cannot judge a round
-    derived = ctx.spark.createDataFrame(_snapshot_checks(ctx, snapshots), schema)
+    taken = ctx.rows(snapshots)  # one action: none taken, nothing to check
+    if not taken:
+        return recorded
+    derived = ctx.spark.createDataFrame(_snapshot_checks(ctx, taken), schema)
     return recorded.unionByName(derived)
 
 
-def _snapshot_checks(ctx: Context, snapshots: DataFrame) -> list[tuple[float, bool, int, str]]:
+def _snapshot_checks(ctx: Context,
+                     snapshots: list[dict[str, Any]]) -> list[tuple[float, bool, int, str]]:
     """Group snapshots into rounds (`round`, else equal time) and check each complete round."""
     rounds: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    for r in ctx.rows(snapshots):
+    for r in snapshots:
         rounds[r["round"] if r["round"] is not None else r["ts"]].append(r)
     header = ctx.header
     brokers = set(header.topology.brokers)  # R8(b): one record per broker of the header
