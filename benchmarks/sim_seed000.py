@@ -112,6 +112,10 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
     results = summary.as_dict()
     results.pop("performance")
     digest = hashlib.sha256(json.dumps(results, sort_keys=True).encode()).hexdigest()
+    # per part of the summary, so that sides whose results differ say where (a baseline
+    # revision's checker may count differently while its brokers do the same)
+    parts = {key: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+             for key, value in results.items()}
     return {
         "duration": scenario.duration,
         "events": perf["events"],
@@ -129,6 +133,7 @@ def one_run(scenario_path: Path, duration: float | None) -> dict[str, Any]:
         "peak_rss_mb": perf["peak_rss_mb"],
         "compiled": float(not engine.__file__.endswith(".py")),
         "digest": digest,  # the summary without `performance`: the run's results
+        "parts": parts,
     }
 
 
@@ -241,7 +246,8 @@ def main() -> int:
                   f"wall s, {r['sim_s_per_cpu_s']:.3f} per CPU s (load "
                   f"{os.getloadavg()[0]:.1f})", file=sys.stderr)
     load.append(os.getloadavg()[0])
-    medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "digest"}
+    medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]
+                      if k not in ("digest", "parts")}
                for side, rs in runs.items()}
     digests = {side: {r["digest"] for r in rs} for side, rs in runs.items()}
     first = next(iter(medians.values()))
@@ -279,6 +285,11 @@ def main() -> int:
         f"{(next(iter(d))[:12] if len(d) == 1 else 'DIFFER'):>22}" for d in digests.values()))
     same = len(set.union(*digests.values())) == 1
     print(f"{'same results':22}{'yes: every run of every side' if same else 'NO'}")
+    if not same:  # which parts of the summary differ between the sides, and which agree
+        keys = sorted({k for rs in runs.values() for r in rs for k in r["parts"]})
+        values = {k: {r["parts"].get(k) for rs in runs.values() for r in rs} for k in keys}
+        print(f"{'  differ in':22}{', '.join(k for k in keys if len(values[k]) > 1)}")
+        print(f"{'  the same':22}{', '.join(k for k in keys if len(values[k]) == 1)}")
     return 0 if all(len(d) == 1 for d in digests.values()) else 1
 
 
