@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -83,6 +84,24 @@ def figures(bench: str, out: str) -> dict[str, float]:
     return found
 
 
+def copy_build(tree: Path) -> None:
+    """This tree's compiled build (untracked: the extensions and their stamp) into `tree`, so
+    that the code before runs compiled too when its compiled sources are those of the build;
+    otherwise `weeble` finds the stamp stale there and runs pure Python (said on stderr)."""
+    stamp = ROOT / "weeble" / "_compiled.json"
+    if not stamp.exists():
+        return
+    for path in [stamp, *ROOT.glob("*.so"), *(ROOT / "weeble").rglob("*.so")]:
+        target = tree / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    done = subprocess.run([sys.executable, "-c", "import weeble; print(weeble.BUILD)"],
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                          capture_output=True, text=True, check=False)
+    print(f"before: {done.stdout.strip() or done.stderr.strip()[-300:]}", file=sys.stderr,
+          flush=True)
+
+
 def run(tree: Path, bench: str, args: list[str]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, str(tree / "benchmarks" / f"{bench}.py"), *args],
@@ -111,6 +130,7 @@ def main() -> None:
     before_dir = Path(tempfile.mkdtemp(prefix="weeble-before-"))
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_dir),
                     a.ref], check=True, capture_output=True)
+    copy_build(before_dir)
     results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     try:
         for i in range(a.pairs):
