@@ -84,15 +84,17 @@ def figures(bench: str, out: str) -> dict[str, float]:
     return found
 
 
-def copy_build(tree: Path) -> None:
-    """This tree's compiled build (untracked: the extensions and their stamp) into `tree`, so
-    that the code before runs compiled too when its compiled sources are those of the build;
-    otherwise `weeble` finds the stamp stale there and runs pure Python (said on stderr)."""
-    stamp = ROOT / "weeble" / "_compiled.json"
+def copy_build(tree: Path, source: Path = ROOT) -> None:
+    """The compiled build of checkout `source` (untracked: the extensions and their stamp) into
+    `tree`, so that the code before runs compiled too when its compiled sources are those of
+    the build; otherwise `weeble` finds the stamp stale there and runs pure Python (said on
+    stderr). A change to the compiled modules needs a build of the code before: another
+    checkout's (`--before-build`)."""
+    stamp = source / "weeble" / "_compiled.json"
     if not stamp.exists():
         return
-    for path in [stamp, *ROOT.glob("*.so"), *(ROOT / "weeble").rglob("*.so")]:
-        target = tree / path.relative_to(ROOT)
+    for path in [stamp, *source.glob("*.so"), *(source / "weeble").rglob("*.so")]:
+        target = tree / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
     done = subprocess.run([sys.executable, "-c", "import weeble; print(weeble.BUILD)"],
@@ -123,6 +125,9 @@ def main() -> None:
     parser.add_argument("bench", choices=sorted(FIGURES))
     parser.add_argument("--ref", default=DEFAULT_REF, help="the code before (a git commit)")
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--before-build", type=Path, default=ROOT, metavar="CHECKOUT",
+                        help="the checkout whose compiled build the code before gets (default:"
+                             " this one; another when this change alters compiled modules)")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     a = parser.parse_args(argv[:cut])  # after `--`: the benchmark's own arguments
@@ -130,7 +135,7 @@ def main() -> None:
     before_dir = Path(tempfile.mkdtemp(prefix="weeble-before-"))
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before_dir),
                     a.ref], check=True, capture_output=True)
-    copy_build(before_dir)
+    copy_build(before_dir, a.before_build)
     results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     try:
         for i in range(a.pairs):

@@ -6,10 +6,11 @@
     python scripts/compile.py --if-needed  # build unless the build in place is current
 
 The modules of `MODULES` (the engine, the broker's notification and subscription path, the
-online checker's delivery rules, the coordinated link exchange and the cost/interest optimizer
-of `weeble reproduce ch5`) are compiled together, so calls and attribute reads between
-them are native. There is one source: the compiled modules are the .py files, translated to C;
-the pure-Python modules stay the fallback and give the same runs event for event
+online checker's delivery rules, the coordinated link exchange, the cost/interest optimizer
+of `weeble reproduce ch5` and a traced broker's trace encoders) are compiled together, so
+calls and attribute reads between them are native. There is one source: the compiled modules
+are the .py files, translated to C; the pure-Python modules stay the fallback and give the
+same runs event for event
 (`tests/sim/test_compiled.py` builds a copy and holds it to the golden trace digests recorded
 by pure Python). The build writes `weeble/_compiled.json`, the SHA-256 of every compiled
 source; when a source changes afterwards, `weeble/__init__.py` loads all of them as Python
@@ -71,6 +72,7 @@ MODULES: tuple[str, ...] = (
     "weeble/core/optimize/interest.py",
     "weeble/core/optimize/layer.py",
     "weeble/core/optimize/messages.py",
+    "weeble/trace/columns.py",
 )
 
 # The modules above are checked; what they import is read for its types only (follow_imports

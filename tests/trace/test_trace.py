@@ -228,6 +228,45 @@ def test_live_sink_batch_fast_path_gives_the_generic_bytes(
         json.loads(json.dumps(n.attributes)) for n in ns]
 
 
+def _fresh(ns: list[Notification]) -> list[Notification]:
+    return [Notification(n.publisher, n.seq, n.attributes, n.published_at) for n in ns]
+
+
+@pytest.mark.parametrize("published", ["all", "none", "some"])
+def test_live_sink_deliver_records_reuse_the_ids_of_the_publish_records(
+        tmp_path: Path, published: str) -> None:
+    """A `publish` record's ids and publication time stay on the notification
+    (`trace_ids`) and its `deliver` records reuse them: the same bytes as `record` writes
+    whether every notification of a write was published by this sink, none was (a link
+    brought them) or some were, to one subscription or several, delivered more than once."""
+    ns = _fresh([*PLAIN_NOTIFICATIONS, *PERCENT])
+    assert all(n.trace_ids is None for n in ns)
+    shown = {"all": ns, "none": [], "some": ns[::2]}[published]
+    path = tmp_path / "b1.jsonl"
+    sink = LiveSink(path, "b1", flush_interval=60)
+    if shown:
+        sink.published("c1", "b1", shown)
+    assert all((n.trace_ids is not None) is (n in shown) for n in ns)
+    one = [("s.1", n) for n in ns]
+    several = list(zip(["s.1", None, "s%d"] * len(ns), ns, strict=False))
+    sink.delivered("c2", "b1", one)
+    sink.delivered("c3", "b1", several)
+    assert all(n.trace_ids is not None for n in ns)  # a second write reuses them too
+    sink.delivered("c2", "b1", one)
+    for n in shown:
+        sink.record("publish", client="c1", broker="b1", nid=n.id, publisher=n.publisher,
+                    seq=n.seq, published_at=n.published_at, attributes=n.attributes)
+    for client, deliveries in (("c2", one), ("c3", several), ("c2", one)):
+        for sub_id, n in deliveries:
+            sink.record("deliver", client=client, broker="b1", sub_id=sub_id, nid=n.id,
+                        publisher=n.publisher, seq=n.seq, published_at=n.published_at)
+    sink.close()
+    lines = path.read_bytes().splitlines()
+    half = len(shown) + 3 * len(ns)
+    assert len(lines) == 2 * half
+    assert [_untimed(x) for x in lines[:half]] == [_untimed(x) for x in lines[half:]]
+
+
 def test_live_sink_started_in_a_loop_is_written_by_the_loop(tmp_path: Path) -> None:
     """`start` inside a running loop: the loop flushes the queue every flush_interval (the
     process's flusher thread no longer holds the sink) and the writer thread writes it, never

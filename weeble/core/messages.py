@@ -46,6 +46,11 @@ class Notification:
     # travels on; attributes never change). Not part of its identity, value or wire form.
     index_keys: list[IndexKey] | None = field(default=None, init=False, repr=False,
                                               compare=False)
+    # Its ids and publication time as JSON in a trace record, from the opening quote of `nid`
+    # to the value of `published_at`: encoded by a traced broker for its `publish` record and
+    # reused by its `deliver` records (`weeble.trace.columns`). Not part of its identity, value
+    # or wire form.
+    trace_ids: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -58,6 +63,7 @@ class Notification:
         self.attributes = attributes
         self.published_at = published_at
         self.index_keys = None
+        self.trace_ids = None
 
 
 # ---- routing messages -----------------------------------------------------------------------

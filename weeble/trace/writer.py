@@ -38,9 +38,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import repeat
 from json.encoder import encode_basestring as _quote  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +46,13 @@ from typing import IO, Any
 import orjson
 
 from weeble.core.messages import Message, Notification, Notify, Sub, Switch, Unsub
+from weeble.trace.columns import OPTIONS as _OPTIONS
+from weeble.trace.columns import deliver_fast as _deliver_fast
+from weeble.trace.columns import fast as _fast
+from weeble.trace.columns import jsonable as _jsonable
+from weeble.trace.columns import publish_fast as _publish_fast
+from weeble.trace.columns import receive_fast as _receive_fast
+from weeble.trace.columns import send_fast as _send_fast
 from weeble.trace.schema import RUN_FILE, TRACE_DIR, VERSION
 
 log = logging.getLogger(__name__)
@@ -87,14 +92,6 @@ def encode(rec: dict[str, Any]) -> bytes:
     except (TypeError, ValueError) as e:  # e.g. a circular structure from a fault
         header = {k: rec[k] for k in _HEADER if k in rec}
         return json.dumps(header | {"unencodable": str(e)}).encode()
-
-
-def _jsonable(value: Any) -> Any:
-    """Values JSON has no form for: sets sorted (set order depends on hash randomization),
-    anything else (a Filter, an enum) by its text."""
-    if isinstance(value, set | frozenset):
-        return sorted(str(v) for v in value)
-    return str(value)
 
 
 CLIP_CHARS = 256  # free-text trace values longer than this are cut (their digest is kept)
@@ -150,11 +147,11 @@ def _number(x: float) -> str:
 # one bytes: its records joined by newlines. When every value is what the wire gives, the whole
 # entry is one bytes formatting of a template repeated once per record, filled from columns
 # (each notification's publisher, seq, timestamp, attributes, ...) that C code gathers: no
-# Python step per record. Otherwise each record is formatted on its own, and a value of
-# another type than the wire gives takes the general encoder; the bytes are the same either
-# way (tests/trace/test_trace.py holds them to `encode(make_record(...))` on odd values).
+# Python step per record (`weeble.trace.columns`, compiled with the core). Otherwise each
+# record is formatted on its own here, and a value of another type than the wire gives takes
+# the general encoder; the bytes are the same either way (tests/trace/test_trace.py holds them
+# to `encode(make_record(...))` on odd values).
 
-_OPTIONS = orjson.OPT_NON_STR_KEYS
 _I64_MIN, _U64_MAX = -(2**63), 2**64 - 1  # the ints orjson encodes (beyond: json, see `encode`)
 _NONE_YET: Any = object()
 
@@ -162,79 +159,6 @@ _NONE_YET: Any = object()
 def _records(entry: tuple[int, Any, Any, Any]) -> int:
     """How many records a queue entry of `LiveSink` holds."""
     return 1 if entry[1] is not None else entry[3]
-
-
-def _literal(part: bytes) -> bytes:
-    """`part` as literal text of a bytes-formatting template."""
-    return part.replace(b"%", b"%%")
-
-
-def _fill(template: bytes, k: int, *columns: Iterable[Any]) -> bytes:
-    """`k` records joined by newlines: `template` (one record, a conversion per column) filled
-    with each row of `columns` (`k` values each), in one formatting for the whole entry."""
-    width = len(columns)
-    values: list[Any] = [None] * (k * width)
-    for i, column in enumerate(columns):  # interleaved by slices: no step per value
-        values[i::width] = column
-    return b"\n".join(repeat(template, k)) % tuple(values)
-
-
-def _ints(values: list[int]) -> list[bytes]:
-    """Each int's JSON, from one orjson call (bytes fill a template faster than ints)."""
-    return orjson.dumps(values)[1:-1].split(b",")
-
-
-def _columns(values: list[Any], sep: bytes, strip: int) -> list[bytes] | None:
-    """Each value's JSON as orjson writes it inside a record, from one orjson call for the
-    whole column: orjson writes a list as its items' JSON joined by commas, so the items are
-    the pieces between the separators (`sep`: "," for scalars, "},{" for dicts, whose outer
-    braces `strip` takes off). None when some piece holds a separator itself (the count tells)
-    or the column does not encode: the caller then encodes record by record."""
-    try:
-        joined = orjson.dumps(values, default=_jsonable, option=_OPTIONS)
-    except (TypeError, orjson.JSONEncodeError):
-        return None
-    pieces = joined[1 + strip:-1 - strip].split(sep)
-    return pieces if len(pieces) == len(values) else None
-
-
-def _all_ints(values: list[Any]) -> bool:
-    """Every value an int (what the wire gives; one beyond 64 bits makes `_ints` raise, and
-    the entry is encoded record by record)."""
-    return set(map(type, values)) == {int}
-
-
-def _fast(encoder: Callable[..., bytes | None], *args: Any) -> bytes | None:
-    """`encoder(*args)`, or None when a value does not encode (a str orjson refuses: the
-    record-by-record encoders take it to the general one)."""
-    try:
-        return encoder(*args)
-    except (TypeError, orjson.JSONEncodeError):
-        return None
-
-
-def _ids(notifications: list[Notification]) -> tuple[bytes, list[Iterable[Any]]] | None:
-    """The template of the notifications' ids in a record, from the opening quote of `nid` to
-    the value of `seq`, and the columns its conversions take, when every publisher is a str
-    and every seq an int orjson encodes (what the wire gives); None otherwise. `nid` is
-    `publisher#seq`: its JSON is the publisher's with `#seq` inside the quotes (neither `#`
-    nor a digit is escaped). One publisher (a request from one client) is in the template."""
-    seqs = [n.seq for n in notifications]
-    if not seqs or not _all_ints(seqs):
-        return None
-    publishers = [n.publisher for n in notifications]
-    distinct = set(publishers)
-    if set(map(type, distinct)) != {str}:
-        return None
-    texts = _ints(seqs)
-    if len(distinct) == 1:
-        q = _literal(orjson.dumps(publishers[0]))
-        return q[:-1] + b'#%s","publisher":' + q + b',"seq":%s', [texts, texts]
-    quoted = {p: orjson.dumps(p) for p in distinct}
-    opened = {p: q[:-1] for p, q in quoted.items()}
-    return b'%s#%s","publisher":%s,"seq":%s', [
-        list(map(opened.__getitem__, publishers)), texts,
-        list(map(quoted.__getitem__, publishers)), texts]
 
 
 def _publish_lines(t: int, node: str, ends: tuple[str, str],
@@ -268,24 +192,6 @@ def _publish_lines(t: int, node: str, ends: tuple[str, str],
                 "client": client, "broker": broker, "nid": n.id, "publisher": publisher,
                 "seq": seq, "published_at": n.published_at, "attributes": n.attributes})))
     return b"\n".join(lines)
-
-
-def _publish_fast(head: bytes, notifications: list[Notification]) -> bytes | None:
-    """`publish` records of a request whose values are all what the wire gives, in one
-    formatting (see `_fill`); None otherwise."""
-    ids = _ids(notifications)
-    if ids is None:
-        return None
-    attributes = [n.attributes for n in notifications]
-    if set(map(type, attributes)) != {dict}:
-        return None
-    stamps = _columns([n.published_at for n in notifications], b",", 0)
-    maps = _columns(attributes, b"},{", 1)
-    if stamps is None or maps is None:
-        return None
-    ids_template, ids_columns = ids
-    return _fill(_literal(head) + ids_template + b',"published_at":%s,"attributes":{%s}}',
-                 len(notifications), *ids_columns, stamps, maps)
 
 
 def _deliver_lines(t: int, node: str, ends: tuple[str, str],
@@ -323,45 +229,9 @@ def _deliver_lines(t: int, node: str, ends: tuple[str, str],
     return b"\n".join(lines)
 
 
-def _deliver_fast(head: bytes, deliveries: list[tuple[str | None, Notification]]
-                  ) -> bytes | None:
-    """`deliver` records of a write whose values are all what the wire gives, in one
-    formatting (see `_fill`); None otherwise."""
-    notifications = [n for _, n in deliveries]
-    ids = _ids(notifications)
-    if ids is None:
-        return None
-    subs = [s for s, _ in deliveries]
-    distinct = set(subs)
-    if not set(map(type, distinct)) <= {str, type(None)}:
-        return None
-    stamps = _columns([n.published_at for n in notifications], b",", 0)
-    if stamps is None:
-        return None
-    ids_template, ids_columns = ids
-    template = b',"nid":' + ids_template + b',"published_at":%s}'
-    if len(distinct) == 1:  # one subscription, as a stream has unless a table is wrong
-        return _fill(_literal(head + orjson.dumps(subs[0])) + template, len(subs),
-                     *ids_columns, stamps)
-    sub_ids = list(map({s: orjson.dumps(s) for s in distinct}.__getitem__, subs))
-    return _fill(_literal(head) + b"%s" + template, len(subs), sub_ids, *ids_columns, stamps)
-
-
 def _plain(publisher: Any, seq: Any) -> bool:
     """The notification ids the encoders below format directly (what the wire gives)."""
     return type(publisher) is str and type(seq) is int and _I64_MIN <= seq <= _U64_MAX
-
-
-def _receive_fast(head: bytes, tail: bytes, lseqs: list[int],
-                  notifications: list[Notification]) -> bytes | None:
-    """`receive` records whose values are all what the wire gives, in one formatting (see
-    `_fill`); None otherwise."""
-    ids = _ids(notifications)
-    if ids is None or not _all_ints(lseqs):
-        return None
-    ids_template, ids_columns = ids
-    return _fill(_literal(head) + ids_template + b',"lseq":%s' + _literal(tail),
-                 len(notifications), *ids_columns, _ints(lseqs))
 
 
 def _send_lines(t: int, node: str, ends: tuple[str, str],
@@ -390,28 +260,6 @@ def _send_lines(t: int, node: str, ends: tuple[str, str],
                 "msg": "notify", "nid": n.id, "publisher": publisher, "seq": seq,
                 "lseq": lseq, "bytes": size, "from": ends[0], "to": ends[1], "fate": fate})))
     return b"\n".join(lines)
-
-
-def _send_fast(head: bytes, tail: bytes, notifications: list[Notification], lseqs: list[int],
-               sizes: list[int], fates: list[str]) -> bytes | None:
-    """`send` records whose values are all what the wire gives, in one formatting (see
-    `_fill`); None otherwise."""
-    ids = _ids(notifications)
-    if ids is None or not _all_ints(lseqs) or not _all_ints(sizes):
-        return None
-    distinct = set(fates)
-    if set(map(type, distinct)) != {str}:
-        return None
-    ids_template, ids_columns = ids
-    template = _literal(head) + ids_template + b',"lseq":%s,"bytes":%s' + _literal(tail)
-    numbers = (_ints(lseqs), _ints(sizes))
-    k = len(notifications)
-    if len(distinct) == 1:  # all queued, as an uncut link without faults has them
-        return _fill(template + _literal(orjson.dumps(fates[0])) + b"}", k, *ids_columns,
-                     *numbers)
-    quoted = {f: orjson.dumps(f) for f in distinct}
-    return _fill(template + b"%s}", k, *ids_columns, *numbers,
-                 list(map(quoted.__getitem__, fates)))
 
 
 def _receive_lines(t: int, node: str, ends: tuple[str, str],
