@@ -263,30 +263,39 @@ def _up(bed: Testbed, broker: str, neighbor: str) -> bool:
     return any(x["neighbor"] == neighbor and x["state"] == "up" for x in snap["links"])
 
 
-def test_a_runs_network_is_removed_once_its_last_endpoint_is_gone(tmp_path: Path) -> None:
-    """Tearing a run down removes its networks even while the engine still counts an endpoint
-    of a container being removed (a CI run once left a management network behind this way):
-    here the container goes only a second after the first try."""
-    import threading
-
-    from weeble.orchestrator.backends.docker import LABEL, _remove_network, docker_client
+def test_a_runs_containers_go_before_its_networks(tmp_path: Path) -> None:
+    """What tears a run down (`_remove_run`: a backend's teardown, `weeble clean`, the next
+    Docker run) removes its containers first and its networks only once the engine lists none
+    of them, so that no network removal overlaps a container's leaving it (what can deadlock
+    Docker 20.10's network controller, backends/docker.py). A network a container is still on
+    is not removed and raises nothing (`_remove_network` tries again for a while: a CI run once
+    left a management network behind, the engine still counting an endpoint of a container
+    just removed)."""
+    from weeble.orchestrator.backends.docker import (
+        LABEL,
+        _remove_network,
+        _remove_run,
+        docker_client,
+    )
     from weeble.orchestrator.backends.image import ensure_image
 
     client = docker_client()
     tag = f"t{time.monotonic_ns() % 0xffff:04x}"
+    label = {"label": f"{LABEL}={tag}"}
     net = client.networks.create(f"weeble-{tag}-leftover", driver="bridge", internal=True,
                                  labels={LABEL: tag, "weeble.workdir": str(tmp_path)})
     box = None
     try:
         box = client.containers.run(ensure_image(), ["sleep", "60"], detach=True,
-                                    network=net.name, labels={LABEL: tag})
+                                    network=net.name,
+                                    labels={LABEL: tag, "weeble.workdir": str(tmp_path)})
         with pytest.raises(Exception, match="active endpoints"):
-            net.remove()  # what the teardown's single try met
-        later = threading.Timer(1.0, lambda: box.remove(force=True))
-        later.start()
-        assert _remove_network(net)
-        later.join()
-        assert not client.networks.list(filters={"label": f"{LABEL}={tag}"})
+            net.remove()
+        assert not _remove_network(net, timeout=0.5)  # its container is on it: it stays
+        removed = _remove_run(client, tag)
+        assert removed == [f"container {box.name}", f"network {net.name}"]
+        assert not client.containers.list(all=True, filters=label)
+        assert not client.networks.list(filters=label)
     finally:
         if box is not None:
             with contextlib.suppress(Exception):

@@ -28,6 +28,19 @@ container (a fresh process, empty RAM, same networks and addresses).
 Containers and networks carry the label weeble.run=T; a registry entry names the run's owner
 (weeble/orchestrator/backends/registry.py), so a dead owner's leftovers are found and removed
 (`weeble clean`, and the next Docker run).
+
+The end of a run goes one step at a time: the containers stop one after the other, then they
+are removed, and the networks go only once the engine lists none of them. Docker 20.10 before
+20.10.27 (Debian 12's docker.io is 20.10.24) takes its network controller's and a network's
+locks in opposite orders when one container leaves a network (the endpoint's sbLeave) while
+the endpoint of another on the same network is deleted (the controller's watch loop): the two
+deadlock, and from then on every network call (`docker network ls`, `docker info`) and the
+containers caught in their exit (listed "Up", their shims gone) hang until dockerd restarts
+(moby/moby#42545, moby/libnetwork#2649). Every broker of a run shares its management and peer
+networks, so stopping them all at once (as this backend did, 16 at a time) is what hit it, twice
+in CI. A call of the teardown the engine does not answer within `STEP_TIMEOUT` is an
+`EngineHang` naming the step and saying what still answers, not a 120 s ReadTimeout, and
+`docker_client` refuses an engine whose network controller hangs, at once.
 """
 
 from __future__ import annotations
@@ -39,10 +52,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from weeble.orchestrator.backend import (
     AdminAccess,
@@ -68,31 +80,152 @@ WORKDIR = "weeble.workdir"  # the run's broker directory: whose run this is
 POOL = ipaddress.IPv4Network("198.19.0.0/16")
 BLOCK_PREFIX = 20  # per run: a /24 for management, 480 /29 links
 DEFAULT_LISTEN, DEFAULT_ADMIN, DEFAULT_METRICS = 7000, 7001, 9100
+ALIVE = ("running", "paused", "restarting")  # a container's State.Status while its broker runs
+ENGINE_TIMEOUT = 120  # s: an engine call while a run goes on (a loaded machine's engine is slow)
+STEP_TIMEOUT = 30  # s: an engine call of the teardown, or a probe (a stop: plus its grace)
+PROBE_AFTER_HANG = 10  # s: `docker_client`'s look at an engine this process saw hang
+SETTLE = 0.1  # s: after a call that took a container off its networks (the engine's watch loop
+#               deletes the endpoints after the call returned; see the module's docstring)
+HANG_ISSUE = "moby/moby#42545"
+
+T = TypeVar("T")
 
 
-def docker_client() -> Any:
+class EngineHang(BackendError):
+    """The Docker engine did not answer a call within its timeout: the message names the step
+    and what the engine still answers (restart dockerd: scripts/setup.sh starts it)."""
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Is `e` the docker SDK's socket giving up on an answer (not an answer of the engine)?"""
+    try:
+        import requests
+    except ImportError:  # pragma: no cover - the docker SDK depends on it
+        return False
+    if isinstance(e, requests.exceptions.Timeout):
+        return True
+    return isinstance(e, requests.exceptions.ConnectionError) and "timed out" in str(e)
+
+
+def _controller_hang(timeout: float) -> str:
+    return (f"the engine answers /_ping but `docker network ls` gives no answer in {timeout:g}"
+            " s: its network controller is deadlocked (Docker 20.10 before 20.10.27,"
+            f" {HANG_ISSUE}); restart dockerd (`kill $(pidof dockerd)`, then `nohup dockerd"
+            " >/var/log/weeble-dockerd.log 2>&1 &`, as scripts/setup.sh does)")
+
+
+def engine_diagnosis(timeout: float = 10.0) -> tuple[bool, str]:
+    """Whether the engine hangs, and what it still answers, asked afresh with `timeout` (after a
+    call it did not answer)."""
+    try:
+        import docker
+
+        probe = docker.from_env(timeout=timeout)
+    except Exception as e:
+        return True, f"no Docker client ({e})"
+    try:
+        try:
+            probe.ping()
+        except Exception as e:
+            return True, (f"the engine does not answer /_ping either ({type(e).__name__}):"
+                          " dockerd hangs or is gone; restart it")
+        try:
+            probe.networks.list(filters={"label": f"{LABEL}=-"})
+        except Exception as e:
+            if _timed_out(e):
+                return True, _controller_hang(timeout)
+            return False, f"`docker network ls` fails: {e}"
+        return False, "the engine answers /_ping and `docker network ls` again (it was slow)"
+    finally:
+        with contextlib.suppress(Exception):
+            probe.close()
+
+
+_hung: str | None = None  # the last hang of this process, until `docker_client` finds it over
+
+
+def _step(what: str, call: Callable[[], T]) -> T:
+    """`call`, an engine call: its timeout an `EngineHang` that names `what` and says what the
+    engine still answers. After a hang, no call waits again: each is an `EngineHang` at once
+    (a teardown at exit, the next steps), until `docker_client` finds the engine answering."""
+    global _hung
+    if _hung is not None:
+        raise EngineHang(f"docker: {what}: not tried, the engine hung before: {_hung}")
+    try:
+        return call()
+    except Exception as e:
+        if not _timed_out(e):
+            raise
+        hung, diagnosis = engine_diagnosis()
+        message = f"docker: {what}: the engine gave no answer ({type(e).__name__}); {diagnosis}"
+        if hung:
+            _hung = message
+        raise EngineHang(message) from None
+
+
+def docker_client(timeout: float = ENGINE_TIMEOUT) -> Any:
+    """A client of the engine, whose calls give up after `timeout`; refused if the engine does
+    not answer, or answers but its network controller hangs (a deadlocked engine: every network
+    call would wait out its timeout, run after run)."""
+    global _hung
     try:
         import docker
     except ImportError as e:
         raise BackendError(f"docker backend: the docker SDK is missing ({e})") from None
+    probe = STEP_TIMEOUT if _hung is None else PROBE_AFTER_HANG
     try:
-        client = docker.from_env(timeout=120)
+        client = docker.from_env(timeout=probe)
         client.ping()
     except Exception as e:
         raise BackendError(f"docker backend: no Docker engine answers ({e}); start dockerd"
                            " (scripts/setup.sh starts it as root)") from None
+    try:
+        client.networks.list(filters={"label": f"{LABEL}=-"})  # the controller's lock
+    except Exception as e:
+        if _timed_out(e):
+            _hung = _controller_hang(probe)
+            raise EngineHang(f"docker backend: {_hung}") from None
+        raise BackendError(f"docker backend: `docker network ls` fails: {e}") from None
+    _hung = None
+    client.api.timeout = timeout
     return client
 
 
-def _remove_run(client: Any, tag: str) -> list[str]:
-    """Remove every container and network labelled with run `tag`."""
+def _remove_run(client: Any, tag: str, wait: float = STEP_TIMEOUT) -> list[str]:
+    """Remove every container and network labelled with run `tag`: the containers one after the
+    other, then, once the engine lists none of them, the networks (see the module's docstring).
+    A container still listed `wait` s after its removal is a BackendError that leaves the
+    networks and the registry entry to the next `weeble clean`."""
+    label = {"label": f"{LABEL}={tag}"}
     removed = []
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}={tag}"}):
-        with contextlib.suppress(Exception):
-            c.remove(force=True)
+    for c in _step(f"run {tag}: listing its containers",
+                   lambda: client.containers.list(all=True, filters=label)):
+        running = c.status in ALIVE
+        try:
+            _step(f"run {tag}: removing container {c.name}", lambda c=c: c.remove(force=True))
             removed.append(f"container {c.name}")
-    for n in client.networks.list(filters={"label": f"{LABEL}={tag}"}):
-        if _remove_network(n):
+        except EngineHang:
+            raise
+        except Exception:  # gone meanwhile, or refused: the wait below tells
+            pass
+        if running:  # removed running: stopped first, off its networks
+            time.sleep(SETTLE)
+    deadline = time.monotonic() + wait
+    while left := _step(f"run {tag}: listing its containers after their removal",
+                        lambda: client.containers.list(all=True, filters=label)):
+        if time.monotonic() > deadline:
+            raise BackendError(
+                f"docker: run {tag}: container(s) {', '.join(c.name for c in left)} still"
+                f" there {wait:g} s after their removal; the run's networks stay (`weeble"
+                " clean` removes them)")
+        time.sleep(0.2)
+    # tried again for a while only just after its containers went: a network no container of
+    # the run was on (a leftover) that refuses is the engine's leaked endpoint count, which the
+    # parallel stops left behind and only a restart of dockerd clears; one try per run for it
+    retry = 10.0 if removed else 0.0
+    for n in _step(f"run {tag}: listing its networks",
+                   lambda: client.networks.list(filters=label)):
+        if _remove_network(n, timeout=retry):
             removed.append(f"network {n.name}")
     registry.forget(KIND, tag)
     return removed
@@ -102,12 +235,14 @@ def _remove_network(network: Any, timeout: float = 10.0) -> bool:
     """Remove `network`, again while the engine still counts an endpoint of a container just
     removed ("has active endpoints": a CI run left a run's management network behind once);
     gone already counts as removed. False if it is still there after `timeout` (the next
-    `weeble clean` finds it by its label)."""
+    `weeble clean` finds it by its label); an `EngineHang` if the engine does not answer."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            network.remove()
+            _step(f"removing network {network.name}", network.remove)
             return True
+        except EngineHang:
+            raise
         except Exception as e:
             if getattr(e, "status_code", None) == 404:
                 return True
@@ -119,7 +254,7 @@ def _remove_network(network: Any, timeout: float = 10.0) -> bool:
 def clean_leftovers(*, everything: bool = False) -> list[str]:
     """Remove the containers and networks of Docker runs whose owner is gone (and that no
     `weeble up` handed on); with `everything`, of every weeble Docker run."""
-    client = docker_client()
+    client = docker_client(STEP_TIMEOUT)
     entries = registry.entries(KIND)
     tags = set(entries)
     for c in client.containers.list(all=True, filters={"label": LABEL}):
@@ -131,7 +266,12 @@ def clean_leftovers(*, everything: bool = False) -> list[str]:
         entry = entries.get(tag)
         if not everything and entry is not None and registry.claimed(entry):
             continue
-        removed += _remove_run(client, tag)
+        try:
+            removed += _remove_run(client, tag)
+        except EngineHang:
+            raise
+        except BackendError:  # a container that does not go: the next clean tries again
+            continue
     return removed
 
 
@@ -427,15 +567,19 @@ class DockerBackend(Assembly):
             registry.register(KIND, self.tag, self.workdir, detached=True)
 
     def teardown(self) -> None:
+        """Stop the containers one after the other, keep their logs, remove them, and their
+        networks once they are gone (`_remove_run`), each call bounded by `STEP_TIMEOUT`: an
+        engine that hangs is an `EngineHang` naming the step (the run's registry entry stays for
+        `weeble clean`)."""
         if self._client is None:
             return
-        running = [b for b in self.processes.containers if self.alive(b)]
+        running = [b for b in self.processes.containers if self.processes.running(b)]
         if running:
             self.stop_all(only=running)
         self.collect_logs(self.workdir)  # the containers and their logs go next
         self.admin.drop()
         if self.tag:
-            _remove_run(self._client, self.tag)
+            _remove_run(self.processes.engine(), self.tag)
         self.processes.containers.clear()
         self.peers.wired.clear()
 
@@ -451,6 +595,14 @@ class DockerContainers(ProcessControl):
         self.access = access
         self.containers: dict[str, Any] = {}  # broker -> docker Container
         self.paused: set[str] = set()
+        self._engine: Any = None  # a client whose calls give up after STEP_TIMEOUT
+
+    def engine(self) -> Any:
+        """The client of the stops and the teardown: its calls give up after `STEP_TIMEOUT`
+        (a stop after its grace on top), where the run's own client waits `ENGINE_TIMEOUT`."""
+        if self._engine is None:
+            self._engine = docker_client(STEP_TIMEOUT)
+        return self._engine
 
     def container(self, broker_id: str) -> Any:
         try:
@@ -502,7 +654,7 @@ class DockerContainers(ProcessControl):
         if container is None:
             return "absent", None
         try:
-            container.reload()
+            _step(f"inspecting container {container.name}", container.reload)
         except docker.errors.NotFound:
             return "absent", None
         return container.status, container.attrs.get("State", {}).get("ExitCode")
@@ -553,18 +705,51 @@ class DockerContainers(ProcessControl):
             time.sleep(0.05)
 
     def stop(self, targets: list[str], timeout: float = 10.0) -> dict[str, int | None]:
-        """`docker stop` (SIGTERM, SIGKILL at the deadline) of all at once."""
+        """`docker stop` (SIGTERM, SIGKILL at the deadline) of one container after the other,
+        never two at once: two containers of a network leaving it together can deadlock the
+        engine (the module's docstring). A broker stops in well under a second when its queues
+        are empty, so a run's brokers stop in seconds. A stop the engine does not answer is an
+        `EngineHang` naming the container."""
+        return {b: self._stop(b, timeout) for b in targets}
 
-        def stop(b: str) -> int | None:
-            if b in self.paused or self.state(b).paused:
-                self.resume(b)
-            if self.alive(b):
-                with contextlib.suppress(Exception):
-                    self.container(b).stop(timeout=int(timeout + 0.999))
-            return self.status(b)[1]
+    def _stop(self, broker_id: str, timeout: float) -> int | None:
+        container = self.containers.get(broker_id)
+        if container is None:
+            return None
+        api = self.engine().api
+        state = self._engine_state(broker_id)
+        if state is not None and state.get("Paused"):
+            _step(f"unpausing container {container.name}", lambda: api.unpause(container.id))
+        self.paused.discard(broker_id)
+        if state is not None and state.get("Status") in ALIVE:
+            grace = int(timeout + 0.999)
+            try:
+                _step(f"stopping container {container.name} (grace {grace} s)",
+                      lambda: api.stop(container.id, timeout=grace))
+            except EngineHang:
+                raise
+            except Exception:  # it ended on its own meanwhile
+                pass
+            time.sleep(SETTLE)
+            state = self._engine_state(broker_id)
+        return None if state is None else state.get("ExitCode")
 
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(targets)))) as pool:
-            return dict(zip(targets, pool.map(stop, targets), strict=True))
+    def _engine_state(self, broker_id: str) -> dict[str, Any] | None:
+        """The container's State as the engine says, asked with `STEP_TIMEOUT`; None if gone."""
+        import docker
+
+        container = self.container(broker_id)
+        try:
+            attrs = _step(f"inspecting container {container.name}",
+                          lambda: self.engine().api.inspect_container(container.id))
+        except docker.errors.NotFound:
+            return None
+        return dict(attrs.get("State") or {})
+
+    def running(self, broker_id: str) -> bool:
+        """Whether the container runs (paused counts), asked with `STEP_TIMEOUT` (teardown)."""
+        state = self._engine_state(broker_id)
+        return state is not None and state.get("Status") in ALIVE
 
     def forget(self, broker_id: str) -> None:
         self.paused.discard(broker_id)  # its container is the backend's to remove
@@ -579,15 +764,22 @@ class DockerContainers(ProcessControl):
             return f"(no log: {e})"
 
     def collect_logs(self, dest: Path, brokers: list[str]) -> list[Path]:
-        """Every container's log (`brokers` aside: a container outlives its config)."""
+        """Every container's log (`brokers` aside: a container outlives its config); an engine
+        that does not answer is an `EngineHang`, not a silent wait per container."""
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
         out = []
         for b, container in self.containers.items():
-            with contextlib.suppress(Exception):
-                target = dest / f"{b}.log"
-                target.write_bytes(container.logs())
-                out.append(target)
+            try:
+                log = _step(f"the log of container {container.name}",
+                            lambda c=container: self.engine().api.logs(c.id))
+            except EngineHang:
+                raise
+            except Exception:  # gone
+                continue
+            target = dest / f"{b}.log"
+            target.write_bytes(log)
+            out.append(target)
         return out
 
 
@@ -610,8 +802,8 @@ class DockerWires:
         with bk._net_lock:
             bk._detach_end(entry, a)
             bk._detach_end(entry, b)
-            with contextlib.suppress(Exception):
-                entry.network.remove()
+            time.sleep(SETTLE)  # the engine deletes the endpoints after the disconnects return
+            _remove_network(entry.network)  # not removed: `weeble clean` finds it (its label)
             del bk.peers.wired[frozenset((a, b))]
 
     def links(self, everything: bool = False) -> list[tuple[str, str]]:
