@@ -225,8 +225,9 @@ class Assembly(Backend):
 
     def stop_all(self, timeout: float = 10.0, *,
                  only: list[str] | None = None) -> dict[str, int | None]:
-        """Stop these brokers (all: None) at once, as the process control does it (they
-        drain in parallel)."""
+        """Stop these brokers (all: None), as the process control does it: processes and
+        namespaces all at once (they drain in parallel), Docker one after the other (parallel
+        stops can deadlock Docker 20.10's network controller: backends/docker.py)."""
         targets = [self._config(b).broker_id for b in only] if only else self.brokers()
         codes = self.processes.stop(targets, timeout)
         self.admin.drop(targets)
