@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weeble.analytics.jobs import ordering
@@ -46,13 +47,20 @@ MATCH_PAIRS_LIMIT = 20_000_000  # distinct filters x attribute sets evaluated on
 
 
 def run(ctx: Context) -> dict[str, Any]:
+    """Five Spark actions: the subscriptions' write, one collect of what the driver needs (the
+    subscriptions, the attribute sets, the delivering brokers), and the writes of `deliveries`,
+    `publications` and `violations`; the summary is observed during the last two writes."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     pubs = publications(ctx).cache()
     subs = ctx.write("subscriptions", intervals(ctx))
-    matches = F.broadcast(match_table(ctx, pubs, subs).withColumn("matching", F.lit(True)))
+    records = ctx.events("deliver", "publisher", "seq", "client", "broker")
+    small = _small_sides(ctx, pubs, subs, records)
+    matches = F.broadcast(small.matches.withColumn("matching", F.lit(True)))
 
-    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches))
+    pairs = ctx.write("deliveries", _judge_deliveries(ctx, pubs, subs, matches,
+                                                      _delivered(ctx, records, small.brokers)))
     got = pairs.groupBy("publisher", "seq").agg(
         F.sum(F.col("expected").cast("long")).alias("delivered"),
         F.sum(F.col("window").cast("long")).alias("window"),
@@ -60,8 +68,8 @@ def run(ctx: Context) -> dict[str, Any]:
         F.sum("duplicate").alias("duplicate"),
         F.max("first_ts").alias("last_delivery"))
     counts = ["expected", "delivered", "window", "spurious", "duplicate"]
-    expected = (_expected_receivers(ctx, pubs, subs, matches).groupBy("publisher", "seq")
-                .agg(F.count(F.lit(1)).alias("expected")))
+    expected = (_expected_receivers(ctx, pubs, subs, matches, small.overlapping)
+                .groupBy("publisher", "seq").agg(F.count(F.lit(1)).alias("expected")))
     table = (pubs.drop("attributes")
              .join(expected, ["publisher", "seq"], "left")
              .join(got, ["publisher", "seq"], "left").na.fill(0, counts)
@@ -69,12 +77,19 @@ def run(ctx: Context) -> dict[str, Any]:
     table = table.withColumn("correct", F.when(
         F.col("judged"),
         (F.col("missing") == 0) & (F.col("spurious") == 0) & (F.col("duplicate") == 0)))
-    published = ctx.write("publications", table)
+    totals = Observation("publications")
+    published = ctx.write("publications", table.observe(
+        totals,
+        F.count(F.lit(1)).alias("publications"),
+        F.sum(F.col("judged").cast("long")).alias("judged"),
+        F.sum(F.col("correct").cast("long")).alias("correct"),
+        *[F.sum(c).alias(c) for c in ("expected", "delivered", "missing", "window", "spurious",
+                                      "duplicate")]))
 
     # The pairs behind each miss: the receivers of the few publications with one, again.
     missed = F.broadcast(published.where(F.col("missing") > 0).select("publisher", "seq"))
     receivers = _expected_receivers(ctx, pubs.join(missed, ["publisher", "seq"], "left_semi"),
-                                    subs, matches)
+                                    subs, matches, small.overlapping)
     got_missed = pairs.select("publisher", "seq", "client").join(
         missed, ["publisher", "seq"], "left_semi")
     missing = (receivers.join(got_missed, ["publisher", "seq", "client"], "left_anti")
@@ -89,9 +104,11 @@ def run(ctx: Context) -> dict[str, Any]:
            .select("publisher", "seq", "client", F.col("p_ts").alias("published_ts"),
                    "first_ts", "n", "expected", F.lit(False).alias("missing"), "spurious",
                    "duplicate", "phantom"))
-    violations = ctx.write("violations", missing.unionByName(bad))
+    phantoms = Observation("violations")
+    ctx.write("violations", missing.unionByName(bad).observe(
+        phantoms, F.sum(F.when(F.col("phantom"), F.col("n"))).alias("phantom")))
     pubs.unpersist()
-    return summarize(published, violations)
+    return summarize(totals.get, phantoms.get["phantom"])
 
 
 def publications(ctx: Context) -> DataFrame:
@@ -132,12 +149,45 @@ def intervals(ctx: Context) -> DataFrame:
                     F.col("nxt.ts").alias("end"), F.col("nxt.how").alias("ended_by")))
 
 
-def match_table(ctx: Context, pubs: DataFrame, subs: DataFrame) -> DataFrame:
-    """(filter, attributes) for every distinct pair where the filter matches."""
-    from pyspark.sql import types as T
+@dataclass(slots=True)
+class SmallSides:
+    """What the driver works out from one collect: the match table (as a DataFrame), the
+    (client, attribute set) whose subscriptions' required times overlap, the brokers' names."""
 
-    filters = [r[0] for r in subs.select("filter").distinct().collect() if r[0] is not None]
-    attr_sets = [r[0] for r in pubs.select("attributes").distinct().collect() if r[0] is not None]
+    matches: DataFrame
+    overlapping: list[tuple[str | None, str]]
+    brokers: list[str]
+
+
+def _small_sides(ctx: Context, pubs: DataFrame, subs: DataFrame,
+                 records: DataFrame) -> SmallSides:
+    """One collect of the small sides (every subscription interval, the distinct attribute sets
+    of the publications, the distinct brokers of the deliveries) and what the driver derives
+    from them: one Spark action where five were (three distinct collects and two counts)."""
+    from pyspark.sql import functions as F
+
+    def distinct(part: int, df: DataFrame, column: str) -> DataFrame:
+        return df.select(F.col(column).alias("value")).distinct().select(
+            F.lit(part).alias("part"), F.lit(None).cast("string").alias("client"),
+            F.lit(None).cast("string").alias("filter"), F.lit(None).cast("double").alias("start"),
+            F.lit(None).cast("double").alias("end"), "value")
+
+    rows = (subs.select(F.lit(0).alias("part"), "client", "filter", "start", "end",
+                        F.lit(None).cast("string").alias("value"))
+            .unionByName(distinct(1, pubs, "attributes"))
+            .unionByName(distinct(2, records, "broker"))
+            .collect())
+    held = [r for r in rows if r["part"] == 0]
+    attr_sets = sorted(r["value"] for r in rows if r["part"] == 1 and r["value"] is not None)
+    brokers = sorted(r["value"] for r in rows if r["part"] == 2 and r["value"] is not None)
+    filters = sorted({r["filter"] for r in held if r["filter"] is not None})
+    pairs = match_pairs(filters, attr_sets)
+    return SmallSides(_match_frame(ctx, pairs), _overlapping(ctx, held, pairs), brokers)
+
+
+def match_pairs(filters: list[str], attr_sets: list[str]) -> list[tuple[str, str]]:
+    """(filter, attribute set) of the given ones where the filter matches, by the broker core's
+    own `Filter.matches`."""
     if len(filters) * len(attr_sets) > MATCH_PAIRS_LIMIT:
         raise ValueError(f"{len(filters)} filters x {len(attr_sets)} attribute sets: too many "
                          f"to match on the driver")
@@ -156,13 +206,61 @@ def match_table(ctx: Context, pubs: DataFrame, subs: DataFrame) -> DataFrame:
         if not isinstance(attrs, dict):
             continue
         pairs.extend((f_text, text) for f_text, f in parsed if f.matches(attrs))
+    return pairs
+
+
+def _match_frame(ctx: Context, pairs: list[tuple[str, str]]) -> DataFrame:
+    from pyspark.sql import types as T
+
     schema = T.StructType([T.StructField("filter", T.StringType()),
                            T.StructField("attributes", T.StringType())])
     return ctx.spark.createDataFrame(pairs, schema)
 
 
+def _overlapping(ctx: Context, held: list[Any],
+                 pairs: list[tuple[str, str]]) -> list[tuple[str | None, str]]:
+    """The (client, attribute set) where one client's subscriptions matching that set have
+    overlapping required times ([start + A, end - D], cut at the run's end): in start order, an
+    interval that begins before an earlier one has ended (both widened by EPS, and a margin: a
+    pair made distinct without need costs time, never an answer). Only clients with two
+    required subscriptions whose times overlap, whatever their filters, are looked at."""
+    header = ctx.header
+    by_client: dict[str | None, list[tuple[float, float, str]]] = {}
+    for r in held:
+        if r["start"] is None or r["filter"] is None:
+            continue
+        lo = r["start"] + header.activation
+        hi = (r["end"] if r["end"] is not None else math.inf) - header.deactivation
+        if lo <= min(hi, ctx.end):
+            by_client.setdefault(r["client"], []).append((lo, hi, r["filter"]))
+    matching: dict[str, list[str]] | None = None
+    out = []
+    for client, required in by_client.items():
+        if not _overlaps([(lo, hi) for lo, hi, _ in required]):
+            continue
+        if matching is None:
+            matching = {}
+            for f_text, attrs in pairs:
+                matching.setdefault(f_text, []).append(attrs)
+        by_attrs: dict[str, list[tuple[float, float]]] = {}
+        for lo, hi, f_text in required:
+            for attrs in matching.get(f_text, ()):
+                by_attrs.setdefault(attrs, []).append((lo, hi))
+        out.extend((client, attrs) for attrs, times in by_attrs.items() if _overlaps(times))
+    return out
+
+
+def _overlaps(times: list[tuple[float, float]]) -> bool:
+    reach = -math.inf
+    for lo, hi in sorted(times):
+        if lo <= reach + 1e-6:
+            return True
+        reach = max(reach, hi)
+    return False
+
+
 def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
-                      matches: DataFrame) -> DataFrame:
+                      matches: DataFrame, delivered: DataFrame) -> DataFrame:
     """One row per delivered (publication, client): how often, when first, and its verdict.
 
     The client's own subscriptions decide: a delivery is expected if one of them required the
@@ -184,7 +282,7 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
     held = F.broadcast(subs.select("client", "filter", lifetime.alias("life"))
                        .join(matches, "filter")
                        .groupBy("client", "attributes").agg(F.collect_list("life").alias("held")))
-    candidates = (_delivered(ctx).join(published, ["publisher", "seq"], "left")
+    candidates = (delivered.join(published, ["publisher", "seq"], "left")
                   .join(held, ["client", "attributes"], "left"))
     required = F.exists("held", lambda s: (
         (F.col("p_ts") >= s["start"] + header.activation - EPS)
@@ -206,9 +304,9 @@ def _judge_deliveries(ctx: Context, pubs: DataFrame, subs: DataFrame,
         ordering.seen_max(F.col("published").isNotNull()).alias("seen_max"))
 
 
-def _delivered(ctx: Context) -> DataFrame:
-    """One row per delivered (publisher, seq, client): n, and the first delivery's ts, ord and
-    broker (the least (ts, ord)).
+def _delivered(ctx: Context, records: DataFrame, names: list[str]) -> DataFrame:
+    """One row per delivered (publisher, seq, client) of the `deliver` records: n, and the
+    first delivery's ts, ord and broker (the least (ts, ord)); `names`: their brokers.
 
     By hash, after one shuffle. Spark's hash aggregate holds only fixed-width values, so the
     least struct(ts, ord, broker) of every key would sort all deliveries; and a pair's
@@ -221,8 +319,6 @@ def _delivered(ctx: Context) -> DataFrame:
     from pyspark.sql import functions as F
 
     keys = ["publisher", "seq", "client"]
-    records = ctx.events("deliver", "publisher", "seq", "client", "broker")
-    names = sorted(r[0] for r in records.select("broker").distinct().collect() if r[0] is not None)
     numbers = F.broadcast(ctx.spark.createDataFrame(
         list(enumerate(names)), "number long, broker string"))
     instants = (records.join(numbers, "broker", "left").repartition("client", "publisher")
@@ -236,8 +332,8 @@ def _delivered(ctx: Context) -> DataFrame:
             .select(*keys, "n", "first_ts", "first_ord", F.col("broker").alias("first_broker")))
 
 
-def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
-                        matches: DataFrame) -> DataFrame:
+def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame, matches: DataFrame,
+                        overlapping: list[tuple[str | None, str]]) -> DataFrame:
     """(publisher, seq, client) that must be delivered, each once: a range join, bucketed by time.
 
     A subscription is required for publications in [start + A, end - D]. Both sides are cut
@@ -246,11 +342,10 @@ def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
 
     A pair comes out once per subscription that requires it: more than once only where a
     client holds two subscriptions matching the same attribute set whose required times
-    overlap. Those (client, attribute set) are found on the small side (subscriptions x match
-    table), and only their pairs are made distinct: a distinct of every pair (millions, keyed
-    by strings) was the largest step of the oracle after its deliveries.
+    overlap. Those (client, attribute set), `overlapping`, are found on the driver from the
+    small side (`_overlapping`), and only their pairs are made distinct: a distinct of every
+    pair (millions, keyed by strings) was the largest step of the oracle after its deliveries.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     header = ctx.header
@@ -268,39 +363,21 @@ def _expected_receivers(ctx: Context, pubs: DataFrame, subs: DataFrame,
                  F.floor((last + EPS) / width))).alias("bucket")), ["filter", "bucket"])
              .where((F.col("ts") >= F.col("lo") - EPS) & (F.col("ts") <= F.col("hi") + EPS)
                     & (F.col("client") != F.col("p_client"))))
-    # Overlapping required times of one client and attribute set, in start order: an interval
-    # that begins before an earlier one has ended (both widened by EPS, and a margin: a pair
-    # made distinct without need costs time, never an answer).
-    earlier = (Window.partitionBy("client", "attributes").orderBy("lo", "hi")
-               .rowsBetween(Window.unboundedPreceding, -1))
-    overlapping = (required.join(matches, "filter")
-                   .select("client", "attributes", "lo",
-                           F.max("hi").over(earlier).alias("reach"))
-                   .where(F.col("lo") <= F.col("reach") + 1e-6)
-                   .select("client", "attributes").distinct())
     keys = ["publisher", "seq", "client"]
-    if overlapping.limit(1).count() == 0:
+    if not overlapping:
         return pairs.select(*keys)
-    flagged = F.broadcast(overlapping.withColumn("twice", F.lit(True)))
+    flagged = F.broadcast(ctx.spark.createDataFrame(
+        overlapping, "client string, attributes string").withColumn("twice", F.lit(True)))
     pairs = pairs.join(flagged, ["client", "attributes"], "left")
     return (pairs.where(F.col("twice").isNull()).select(*keys)
             .unionByName(pairs.where(F.col("twice")).select(*keys).distinct()))
 
 
-def summarize(published: DataFrame, violations: DataFrame) -> dict[str, int]:
-    from pyspark.sql import functions as F
-
-    row = published.agg(
-        F.count(F.lit(1)).alias("publications"),
-        F.sum(F.col("judged").cast("long")).alias("judged"),
-        F.sum(F.col("correct").cast("long")).alias("correct"),
-        *[F.sum(c).alias(c) for c in ("expected", "delivered", "missing", "window", "spurious",
-                                      "duplicate")],
-    ).first()
-    phantoms = violations.where("phantom").agg(F.sum("n")).first()
-    assert row is not None and phantoms is not None
-    summary = {k: int(v or 0) for k, v in row.asDict().items()}
-    summary["phantom"] = int(phantoms[0] or 0)
+def summarize(totals: dict[str, Any], phantom: int | None) -> dict[str, int]:
+    """The run's counts from the `publications` table's totals (observed as it was written) and
+    the phantom deliveries (the `violations` table's, likewise)."""
+    summary = {k: int(v or 0) for k, v in totals.items()}
+    summary["phantom"] = int(phantom or 0)
     summary["deliveries"] = (summary["delivered"] + summary["window"] + summary["spurious"]
                              + summary["duplicate"] + summary["phantom"])
     return summary
