@@ -27,6 +27,7 @@ from weeble.model.scenario import parse_scenario
 from weeble.orchestrator.testbed import Testbed
 from weeble.runtime.client import Publisher, Subscriber
 from weeble.sim.run import simulate
+from weeble.trace.reader import read_header
 
 PI, RHO = 2.0, 1.0
 
@@ -416,9 +417,16 @@ def test_weeble_chaos_command(bed: Testbed, tmp_path: Path) -> None:
     exp.write_text(yaml.safe_dump({"name": "cli", "faults": [
         {"name": "cli-cut", "kind": "cut", "link": ["b0", "b1"], "at": 0, "duration": 0.5},
         {"name": "cli-clock", "kind": "clock", "target": "b3", "at": 0.2}]}))
-    result = weeble("chaos", str(exp), "--run", str(bed.run_dir), "--quiet")
+    began = time.monotonic()
+    result = weeble("chaos", str(exp), "--run", str(bed.run_dir))
+    took = time.monotonic() - began
     assert result.returncode == 0, result.stderr
     assert "cli-cut" in result.stdout and "cli-clock" in result.stdout
+    # every fault ended: it waits Δ and a snapshot round, so `weeble check` sees the recovery
+    header = read_header(bed.run_dir).header
+    wait = header.bound + (header.snapshot_period or 0.0)
+    assert f"waiting {wait:.3g} s for the brokers to stabilize" in result.stderr
+    assert took >= 0.5 + wait  # the cut's 0.5 s, then the wait
     assert "evidence:" in result.stdout and TRACE_FILE in result.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("faults:\n  - {kind: crash, target: b9, at: 1}\n")
@@ -456,7 +464,7 @@ def test_during_a_reconfiguration_that_never_comes_is_skipped_live(
         {"kind": "clock", "target": "b3", "at": 0.1},
         {"kind": "corrupt", "target": "b1", "field": "exchange.locked", "value": True,
          "during": {"reconfiguration": 1, "phase": "locked"}}]}))
-    result = weeble("chaos", str(exp), "--run", str(bed.run_dir), "--until", "2")
+    result = weeble("chaos", str(exp), "--run", str(bed.run_dir), "--until", "2", "--no-wait")
     assert result.returncode == 0, result.stderr
     assert "skipped" in result.stdout, result.stdout
     assert "Traceback" not in result.stderr

@@ -60,3 +60,25 @@ def test_late_at_the_timing_the_run_had_uses_the_last_failing_check() -> None:
     e = episode([(0.0, False), (5.9, False), (6.4, True), (6.9, True)])
     assert late_problems(e, BOUND, 0.25) == []
     assert late_problems(e, BOUND - 0.5, 0.25) == ["state: 6.4 s"]
+
+
+@pytest.mark.parametrize(("observed_until", "expect"), [
+    (END + 3.0, "not judged"),      # the run ended 3 s after E, Δ = 6.1 s: too soon to tell
+    (END + BOUND, "not judged"),    # on the edge: not observed past E + Δ
+    (END + BOUND + 0.5, "fail"),    # observed past E + Δ and still not legitimate
+])
+def test_a_state_not_yet_stabilized_when_the_run_ended_within_the_bound_is_not_judged(
+        observed_until: float, expect: str) -> None:
+    """R14: a run taken down less than Δ after its last fault, its state not yet legitimate
+    (the README's tour in CI, stop 38: `weeble down` 4.7 s after E, Δ = 6.3 s), has not shown
+    that the bound was missed; it is not judged, not failed."""
+    e = Episode(0, 10.0, END, observed_until, ["f"], service_time=0.0, service_status="stable")
+    e.state_time, e.state_status, e.state_last_failing = state_stabilization(
+        e, [Check(END + t, t < 1.0, 0 if t < 1.0 else 1, "legitimacy")
+            for t in (0.5, 1.0, 1.5, observed_until - END - 0.2)])
+    assert e.state_status == "not stabilized"
+    part = judge(bound=BOUND, deactivation=0.25, run_end=observed_until, faults=[],
+                 episodes=[e], prefix={}, violations=[])["parts"][1]
+    assert part["status"] == expect
+    if expect == "not judged":
+        assert "too soon to tell" in part["reason"]

@@ -218,7 +218,8 @@ def test_up_status_down_from_separate_processes(tmp_path: Path) -> None:
         experiment = tmp_path / "exp.yaml"
         experiment.write_text("name: t\nfaults:\n  - {name: wipe, kind: clock, target: b1,"
                               " at: 0.5}\n")
-        chaos = weeble("chaos", str(experiment), "--run", "r1", "--runs-dir", str(runs))
+        chaos = weeble("chaos", str(experiment), "--run", "r1", "--runs-dir", str(runs),
+                       "--no-wait")
         assert chaos.returncode == 0, chaos.stderr
 
         down = weeble("down", "r1", "--runs-dir", str(runs))

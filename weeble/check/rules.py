@@ -218,7 +218,10 @@ It starts at begin − D because a publication made less than D before the first
 may still be in flight (R3's D) and be lost to it; with the prefix of (a), which ends there,
 these spans partition the run, so each loss is shown once. An episode
 that never ends (R10), or that has no judged publication after its end (R11: "no publications
-observed"; its state-level result alone does not make it stabilized) is *not judged*: it is
+observed"; its state-level result alone does not make it stabilized), or whose only problems
+are "not stabilized" (R11, R12) and "no publications observed" while the run observed it for
+no longer than Δ after E (observed-until − D ≤ E + Δ for the service level, observed-until ≤
+E + Δ for the state level: it may yet have kept its bound), is *not judged*: it is
 reported on its own row, and the other parts keep their own verdicts. An episode that passes at
 the service level
 but had no state-level check (R12: "no checks observed") has the status *no checks observed*,

@@ -24,6 +24,7 @@ from weeble.check.timing import Violation, describe, overlapping
 PASS, FAIL, ASSUMPTIONS = Status.PASS.value, Status.FAIL.value, Status.ASSUMPTIONS_VIOLATED.value
 NOT_JUDGED, NO_CHECKS = Status.NOT_JUDGED.value, Status.NO_CHECKS_OBSERVED.value
 UNOBSERVED = "no publications observed"  # R11's status of an episode without publications
+NOT_STABILIZED = "not stabilized"  # R11's and R12's status: the last moment observed was not ok
 
 SERVICE_FROM = ("service level: from the end of the episode's last fault (t = {end:.6g} s) to "
                 "the first publication after which every publication was delivered correctly")
@@ -160,6 +161,13 @@ def _episode(name: str, e: Episode, bound: float, deactivation: float,
     if problems == [f"service: {UNOBSERVED}"]:  # nothing to judge it by, not a failure
         return {"part": name, "begin": e.begin, "end": e.observed_until, "status": NOT_JUDGED,
                 "reason": f"service: {UNOBSERVED} (no judged publication after its end)"}
+    if problems and all(p.endswith(NOT_STABILIZED) or p == f"service: {UNOBSERVED}"
+                        for p in problems) and not late_problems(e, bound, deactivation):
+        # the run ended before Δ had passed: it may yet have kept its bound
+        return {"part": name, "begin": e.begin, "end": e.observed_until, "status": NOT_JUDGED,
+                "reason": f"{'; '.join(problems)} when the run's observation ended, "
+                          f"{e.observed_until - e.end:.3g} s after the episode's end: less than"
+                          f" Δ = {bound:.3g} s, too soon to tell"}
     part = _part(name, e.begin, e.observed_until, problems, violations)
     if part["status"] == PASS and e.state_status == NO_CHECKS:
         return {**part, "status": NO_CHECKS,
