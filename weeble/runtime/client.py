@@ -180,8 +180,12 @@ class Publisher:
         unacknowledged); `flush` reports whether it was accepted."""
         while self._enqueued - self._acked >= self.window:
             self._room.clear()
-            async with asyncio.timeout(self.timeout):
-                await self._room.wait()
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self._room.wait()
+            except TimeoutError:
+                self._give_up()
+                raise
         n = Notification(self.publisher_id, self.next_seq, dict(attributes), time.time())
         wire = notification_to_pb(n).SerializeToString()
         self.next_seq += 1
@@ -207,8 +211,20 @@ class Publisher:
     async def _wait_acked(self, count: int) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((count, future))
-        async with asyncio.timeout(self.timeout):
-            await future
+        try:
+            async with asyncio.timeout(self.timeout):
+                await future
+        except TimeoutError:
+            self._give_up()
+            raise
+
+    def _give_up(self) -> None:
+        """No acknowledgement within `timeout`: the current stream counts as broken (a waiter
+        still waiting means no stream failed since it was sent, so the current one carries
+        it). Kept, it would hold everything sent later behind its unacknowledged request
+        (Nagle) for good; failed, the next call opens a new stream."""
+        self._fail(self._call, TimeoutError(f"publisher {self.publisher_id}: no acknowledgement"
+                                            f" from {self.target} within {self.timeout:g} s"))
 
     # ---- the stream -------------------------------------------------------------------------
 
