@@ -121,7 +121,8 @@ class Publisher:
     `window` notifications may be unacknowledged) and `flush` waits for everything sent. A
     broken stream fails every notification not yet acknowledged with its error (they may or
     may not have reached the broker: never publish them again under the same seq); the next
-    call opens a new stream.
+    call opens a new stream. A stream that acknowledges nothing a call waits for within
+    `timeout` counts as broken too: that call raises TimeoutError.
     """
 
     def __init__(self, target: str, publisher_id: str, *, token: str | None = None,
