@@ -247,6 +247,61 @@ def test_a_publish_stream_silent_past_the_timeout_is_given_up_for_a_new_one() ->
     run(scenario())
 
 
+def test_a_write_that_never_completes_does_not_hold_the_next_stream() -> None:
+    """gRPC's write on a stream waits for the call's initial metadata to go out first; a write
+    that never completes must not keep the publisher's one writer for good: once the stream is
+    given up at the timeout, the next call writes on a new stream (issue 25 item 3: at 121
+    brokers the runner's later publish streams never reached a broker)."""
+    listen = address(next_host())
+    streams: list[list[int]] = []
+
+    async def publish_stream(request_iterator: object, context: grpc.aio.ServicerContext
+                             ) -> None:
+        mine: list[int] = []
+        streams.append(mine)
+        async for data in request_iterator:  # type: ignore[attr-defined]
+            mine += [n.seq for n in client_pb2.PublishRequest.FromString(data).notifications]
+            await context.write(client_pb2.PublishAck(accepted=len(mine)).SerializeToString())
+
+    class StuckStream:
+        """A stream whose write never completes (its read never returns either)."""
+
+        async def write(self, _data: bytes) -> None:
+            await asyncio.Event().wait()
+
+        async def read(self) -> object:
+            await asyncio.Event().wait()
+
+        def cancel(self) -> bool:
+            return True
+
+    async def scenario() -> None:
+        server = grpc.aio.server(options=[("grpc.http2.max_ping_strikes", 0)])
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "weeble.v1.Client", {"PublishStream": grpc.stream_stream_rpc_method_handler(
+                publish_stream)}),))
+        server.add_insecure_port(listen)
+        await server.start()
+        try:
+            async with Publisher(listen, "pub", timeout=0.5) as pub:
+                def stuck_open() -> StuckStream:
+                    pub._call = StuckStream()
+                    pub._stream_base, pub._stream_sent = pub._acked, 0
+                    return pub._call
+
+                pub._open = stuck_open  # type: ignore[method-assign]
+                with pytest.raises(TimeoutError):
+                    await pub.publish({"n": 1})
+                del pub._open  # the next stream is a real one
+                sent = await pub.publish_many([{"n": 2}, {"n": 3}])
+                assert [n.seq for n in sent] == [2, 3]
+                assert streams == [[2, 3]]
+        finally:
+            await server.stop(None)
+
+    run(scenario())
+
+
 # ---- subscribe-stream batches -------------------------------------------------------------
 
 

@@ -160,6 +160,7 @@ class Publisher:
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        self._writing: Any = None  # the stream the writer is writing on (awaiting its write)
         self._reader: asyncio.Task[None] | None = None
 
     # ---- API --------------------------------------------------------------------------------
@@ -261,10 +262,15 @@ class Publisher:
             self._queued_bytes -= sum(len(w) + 6 for _, w in batch)
             self._stream_sent += len(batch)
             self._inflight.append((self._stream_sent, [n for n, _ in batch]))
+            self._writing = call
             try:
                 await call.write(publish_request(self.publisher_id, [w for _, w in batch]))
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError, grpc.aio.UsageError) as e:
+                self._writing = None
                 self._fail(call, e)
+            finally:
+                if self._writing is call:
+                    self._writing = None
 
     async def _read_acks(self, call: Any) -> None:
         try:
@@ -296,6 +302,13 @@ class Publisher:
         if call is not self._call:
             return  # an older stream, already failed
         self._call = None
+        if self._writing is not None and self._writing is call and self._writer is not None:
+            # the writer waits on this stream's write, which may never complete (gRPC's write
+            # first waits for the call's initial metadata to go out): a new writer, on the
+            # next stream, takes over what is sent next
+            self._writer.cancel()
+            self._writer = None
+            self._writing = None
         if self._inflight or self._queued:
             log.debug("publisher %s: stream failed with %d unacknowledged: %s",
                       self.publisher_id, self._enqueued - self._acked, error)
