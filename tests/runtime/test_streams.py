@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -153,6 +154,17 @@ def test_publisher_pipelines_and_fails_what_was_not_acknowledged(configs: Config
     run(scenario())
 
 
+async def _stub_broker(listen: str, publish_stream: Callable[..., Any]) -> grpc.aio.Server:
+    """A started gRPC server with only the client service's PublishStream, `publish_stream`."""
+    server = grpc.aio.server(options=[("grpc.http2.max_ping_strikes", 0)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "weeble.v1.Client", {"PublishStream": grpc.stream_stream_rpc_method_handler(
+            publish_stream)}),))
+    server.add_insecure_port(listen)
+    await server.start()
+    return server
+
+
 def test_publisher_holds_what_is_sent_while_a_request_is_unacknowledged() -> None:
     """Nagle's batching: the first request leaves at once; what is sent while it is
     unacknowledged leaves as one request when its acknowledgement comes, and a full batch
@@ -177,12 +189,7 @@ def test_publisher_holds_what_is_sent_while_a_request_is_unacknowledged() -> Non
             writer.cancel()
 
     async def scenario() -> None:
-        server = grpc.aio.server(options=[("grpc.http2.max_ping_strikes", 0)])
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "weeble.v1.Client", {"PublishStream": grpc.stream_stream_rpc_method_handler(
-                publish_stream)}),))
-        server.add_insecure_port(listen)
-        await server.start()
+        server = await _stub_broker(listen, publish_stream)
         try:
             async with Publisher(listen, "pub", max_batch=4) as pub:
                 await pub.send({"n": 1})
@@ -226,12 +233,7 @@ def test_a_publish_stream_silent_past_the_timeout_is_given_up_for_a_new_one() ->
                                     .SerializeToString())
 
     async def scenario() -> None:
-        server = grpc.aio.server(options=[("grpc.http2.max_ping_strikes", 0)])
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "weeble.v1.Client", {"PublishStream": grpc.stream_stream_rpc_method_handler(
-                publish_stream)}),))
-        server.add_insecure_port(listen)
-        await server.start()
+        server = await _stub_broker(listen, publish_stream)
         try:
             async with Publisher(listen, "pub", timeout=0.5) as pub:
                 with pytest.raises(TimeoutError):
@@ -276,12 +278,7 @@ def test_a_write_that_never_completes_does_not_hold_the_next_stream() -> None:
             return True
 
     async def scenario() -> None:
-        server = grpc.aio.server(options=[("grpc.http2.max_ping_strikes", 0)])
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "weeble.v1.Client", {"PublishStream": grpc.stream_stream_rpc_method_handler(
-                publish_stream)}),))
-        server.add_insecure_port(listen)
-        await server.start()
+        server = await _stub_broker(listen, publish_stream)
         try:
             async with Publisher(listen, "pub", timeout=0.5) as pub:
                 def stuck_open() -> StuckStream:
