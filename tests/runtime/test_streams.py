@@ -236,7 +236,9 @@ def test_a_publish_stream_silent_past_the_timeout_is_given_up_for_a_new_one() ->
         server = await _stub_broker(listen, publish_stream)
         try:
             async with Publisher(listen, "pub", timeout=0.5) as pub:
-                with pytest.raises(TimeoutError):
+                # the error names the publisher, its broker and the timeout
+                with pytest.raises(TimeoutError, match=f"publisher pub: no acknowledgement"
+                                   f" from {listen} within 0.5 s"):
                     await pub.publish({"n": 1})
                 assert pub.unacknowledged == 1 and isinstance(pub.last_error, TimeoutError)
                 sent = await pub.publish_many([{"n": 2}, {"n": 3}])  # a new stream

@@ -290,20 +290,68 @@ def test_live_sink_started_in_a_loop_is_written_by_the_loop(tmp_path: Path) -> N
         while not path.read_bytes() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         assert [r["kind"] for r in read_trace(path)] == ["start"]
-        sink.flush_interval = 3600.0  # from the next period on: only flush_soon writes now
+        # a sink whose period never comes: only flush_soon writes it
+        slow_path = tmp_path / "b2.jsonl"
+        slow = LiveSink(slow_path, "b2", flush_interval=3600.0)
+        slow._write = spied  # type: ignore[method-assign]
+        slow.start()
+        slow.record("note")
         await asyncio.sleep(0.1)
-        sink.record("note")
-        sink.flush_soon()
+        assert not slow_path.read_bytes()
+        slow.flush_soon()
         deadline = time.monotonic() + 5
-        while len(path.read_bytes().splitlines()) < 2 and time.monotonic() < deadline:
+        while not slow_path.read_bytes() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        assert [r["kind"] for r in read_trace(path)] == ["start", "note"]
+        assert [r["kind"] for r in read_trace(slow_path)] == ["note"]
+        slow.record("stop")
+        await slow.aclose()
+        assert [r["kind"] for r in read_trace(slow_path)] == ["note", "stop"]
         sink.record("stop")
         await sink.aclose()
-        assert [r["kind"] for r in read_trace(path)] == ["start", "note", "stop"]
+        assert [r["kind"] for r in read_trace(path)] == ["start", "stop"]
 
     asyncio.run(run())
-    assert len(writers) >= 3 and all(w.startswith("weeble-trace-writer") for w in writers)
+    assert len(writers) >= 4 and all(w.startswith("weeble-trace-writer") for w in writers)
+
+
+def test_idle_sinks_on_a_loop_cost_no_flush(tmp_path: Path) -> None:
+    """One ticker per loop flushes only the sinks that queued records since its last tick:
+    a runner's 12,000 client sinks, each ticking on its own, cost its loop a quarter of a core
+    while idle (issue 25). Here 200 sinks: after the first tick (what each queued before
+    start) an idle sink is not flushed again; one that records is, and its record is written."""
+    flushed: list[str] = []
+
+    async def run() -> None:
+        sinks = [LiveSink(tmp_path / f"c{i}.jsonl", f"c{i}", flush_interval=0.02)
+                 for i in range(200)]
+        for sink in sinks:
+            flush = sink.flush
+
+            def counted(writes: Any = None, *, flush: Any = flush,
+                        node: str = sink.node) -> None:
+                # the loop's flushes (the process's flusher thread may still pass once over
+                # a sink created before its start, with nothing to write)
+                if threading.current_thread() is threading.main_thread():
+                    flushed.append(node)
+                flush(writes)
+
+            sink.flush = counted  # type: ignore[method-assign]
+            sink.start()
+        deadline = time.monotonic() + 5
+        while len(flushed) < 200 and time.monotonic() < deadline:  # the first tick
+            await asyncio.sleep(0.01)
+        assert sorted(flushed) == sorted(s.node for s in sinks)
+        flushed.clear()
+        sinks[5].record("client_start")
+        while not (tmp_path / "c5.jsonl").read_bytes() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # five more ticks: the idle ones stay unflushed
+        assert flushed == ["c5"]
+        assert [r["kind"] for r in read_trace(tmp_path / "c5.jsonl")] == ["client_start"]
+        for sink in sinks:
+            await sink.aclose()
+
+    asyncio.run(run())
 
 
 def test_live_sink_link_records_are_the_generic_records_byte_for_byte(tmp_path: Path) -> None:

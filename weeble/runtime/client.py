@@ -186,8 +186,7 @@ class Publisher:
                 async with asyncio.timeout(self.timeout):
                     await self._room.wait()
             except TimeoutError:
-                self._give_up()
-                raise
+                raise self._give_up() from None
         n = Notification(self.publisher_id, self.next_seq, dict(attributes), time.time())
         wire = notification_to_pb(n).SerializeToString()
         self.next_seq += 1
@@ -217,16 +216,18 @@ class Publisher:
             async with asyncio.timeout(self.timeout):
                 await future
         except TimeoutError:
-            self._give_up()
-            raise
+            raise self._give_up() from None
 
-    def _give_up(self) -> None:
+    def _give_up(self) -> TimeoutError:
         """No acknowledgement within `timeout`: the current stream counts as broken (a waiter
         still waiting means no stream failed since it was sent, so the current one carries
         it). Kept, it would hold everything sent later behind its unacknowledged request
-        (Nagle) for good; failed, the next call opens a new stream."""
-        self._fail(self._call, TimeoutError(f"publisher {self.publisher_id}: no acknowledgement"
-                                            f" from {self.target} within {self.timeout:g} s"))
+        (Nagle) for good; failed, the next call opens a new stream. Returns the error to
+        raise: it names the publisher, the broker and the timeout (asyncio's says nothing)."""
+        error = TimeoutError(f"publisher {self.publisher_id}: no acknowledgement from"
+                             f" {self.target} within {self.timeout:g} s")
+        self._fail(self._call, error)
+        return error
 
     # ---- the stream -------------------------------------------------------------------------
 
