@@ -677,7 +677,10 @@ class _LoopTicker:
             except Exception:  # never let tracing take the loop down
                 log.exception("trace %s: flush failed", sink.path)
         if writes:
-            try:  # one hand-off to the writer thread for the tick's sinks
+            # one hand-off to the writer thread for the tick's sinks. A sink started on a loop
+            # is recorded to from that loop (its node's): no other flush of it comes between
+            # this tick's and this hand-off, and each file keeps its order
+            try:
                 written = _writer().submit(_write_all, writes)
             except RuntimeError:  # the interpreter is exiting: here
                 _write_all(writes)
