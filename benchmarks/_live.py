@@ -111,6 +111,18 @@ async def fill_tables(bed: Testbed, broker: str, count: int, *, client: str = "f
     raise RuntimeError(f"tables did not fill: {sizes}")
 
 
+def cpu_model() -> str:
+    """The machine's CPU model, for a benchmark's header (figures without it do not carry
+    over between machines)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 

@@ -178,14 +178,9 @@ def spark_run(spark: Any, run: Path) -> tuple[dict[str, float], dict[str, Any]]:
             **{f"job:{k}": v for k, v in t.items()}}, summary
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
-
-
 def main() -> int:
+    from _live import cpu_model  # benchmarks/ is the script's directory, on sys.path
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=float, default=10e6)
     parser.add_argument("--repeat", type=int, default=3)

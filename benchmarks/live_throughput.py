@@ -52,7 +52,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _live import Profile, chain, channel, fill_tables, median, next_base_host, table
+from _live import Profile, chain, channel, cpu_model, fill_tables, median, next_base_host, table
 
 from weeble.codec.wire import publish_request
 from weeble.orchestrator.local import free_port
@@ -303,13 +303,6 @@ def relays(length: int, batch: int) -> Iterator[RelayChain]:
 
 
 # ---- main -------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def ceilings(each: dict[tuple[int, int, str], list[float]]) -> str:

@@ -51,7 +51,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _live import median, rss_mb, table
+from _live import cpu_model, median, rss_mb, table
 from backends_scale import HZ, broker_pids, cpu_ticks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -381,9 +381,7 @@ def main() -> int:
     p.add_argument("--check-timeout", type=float, default=900.0,
                    help="s: stop `weeble check` of a run after this (its verdict: none)")
     args = p.parse_args()
-    model = next((line.split(":", 1)[1].strip() for line in
-                  subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                  if line.startswith("Model name")), "?")
+    model = cpu_model()
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, cwd=REPO).stdout.strip()
     print(f"paper workload: {CORES} cores ({model}), commit {rev},"

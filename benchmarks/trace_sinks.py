@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _live import cpu_model
 
 from weeble.trace.writer import LiveSink
 
@@ -46,16 +49,6 @@ class PerSinkTimer(LiveSink):
                 loop.call_later(self.flush_interval, tick)
 
         loop.call_later(self.flush_interval, tick)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 async def loop_cpu(kind: type[LiveSink], sinks: int, seconds: float, *, active: bool,
