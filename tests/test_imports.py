@@ -15,8 +15,9 @@ WEEBLE = Path(__file__).resolve().parent.parent / "weeble"
 # The layer table (DESIGN.md, "Parts and their boundaries"), from the bottom: a package imports
 # only packages of the floors below its own (and itself), never one beside it on its floor.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    # the pure broker; the generated protobuf; the terminal's verbosity (imports nothing)
-    ("weeble.core", "weeble.proto", "weeble.verbosity"),
+    # the pure broker; the generated protobuf; the terminal's verbosity and the progress of
+    # long work (neither imports anything of weeble's)
+    ("weeble.core", "weeble.proto", "weeble.verbosity", "weeble.progress"),
     ("weeble.model", "weeble.codec"),  # scenario models; the wire codec (core <-> protobuf)
     ("weeble.trace",),
     ("weeble.check",),

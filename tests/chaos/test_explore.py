@@ -4,6 +4,7 @@ verdicts grouped by rule, coverage, determinism; an ablation found, the shipped 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,10 +126,10 @@ def test_a_seed_failing_with_a_fault_outside_the_model_is_reported_apart(
     scenario = tmp_path / "flooding.yaml"
     scenario.write_text(sweep.read_text().replace(
         "routing: {algorithm: identity", "routing: {algorithm: flooding"))
-    args = ["explore", str(scenario), "--seeds", "1", "--first-seed", "302", "--rate", "15",
-            "--quiet"]
+    args = ["explore", str(scenario), "--seeds", "1", "--first-seed", "302", "--rate", "15"]
     assert main([*args, "--outside-model", "--out", str(tmp_path / "all")]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert re.fullmatch(r"explore \S+: 1/1 seeds, \d+s; 0 failing\n", err)  # piped: one line
     assert "0 failing, 1 failing outside the fault model" in out
     report = json.loads((tmp_path / "all" / "explore.json").read_text())
     assert report["failing"] == 0 and not report["by_rule"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from weeble.commands import UsageError, add_mode_option
+from weeble.progress import Progress
 
 
 def register(subparsers: Any) -> None:
@@ -96,23 +96,13 @@ def run(args: argparse.Namespace) -> int:
     except NemesisError as exc:
         raise UsageError(str(exc)) from None
     out = Path(args.out or f"runs/explore-{scenario.name}")
-    tty = sys.stderr.isatty()
-
-    def progress(done: int, total: int, failing: int) -> None:
-        if args.quiet:
-            return
-        step = max(1, total // 20)
-        if tty:
-            print(f"\rexplore {scenario.name}: {done}/{total} seeds, {failing} failing",
-                  end="" if done < total else "\n", file=sys.stderr, flush=True)
-        elif done % step == 0 or done == total:
-            print(f"explore {scenario.name}: {done}/{total} seeds, {failing} failing",
-                  file=sys.stderr, flush=True)
-
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    report = explore(scenario, seeds, jobs=args.jobs, nemesis=nemesis, out=out,
-                     check_determinism=args.check_determinism, stop_after=args.stop_after,
-                     progress=progress)
+    with Progress(f"explore {scenario.name}", unit="seeds", total=len(seeds),
+                  quiet=args.quiet) as bar:
+        report = explore(scenario, seeds, jobs=args.jobs, nemesis=nemesis, out=out,
+                         check_determinism=args.check_determinism, stop_after=args.stop_after,
+                         progress=lambda done, total, failing: bar.update(
+                             done, total=total, detail=f"{failing} failing"))
     result = report.as_dict(scenario)
     out.mkdir(parents=True, exist_ok=True)
     (out / "explore.json").write_text(json.dumps(result, indent=2) + "\n")

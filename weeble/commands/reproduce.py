@@ -41,17 +41,11 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
     from weeble.analytics.reproduce import EXPERIMENTS, experiment
     from weeble.analytics.reproduce.framework import ReproduceError, write_index
     from weeble.analytics.reproduce.framework import run as run_experiment
+    from weeble.progress import Progress
 
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     console = Console(stderr=True, quiet=args.quiet)
@@ -69,15 +63,11 @@ def run(args: argparse.Namespace) -> int:
             left_out[name] = str(exc)
             continue
         try:
-            with Progress(TextColumn(f"reproduce {name}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), TextColumn("last: {task.description}"),
-                          console=console,
-                          transient=True) as bar:
-                task = bar.add_task("", total=None)
+            with Progress(f"reproduce {name}", unit="evaluations", quiet=args.quiet) as bar:
 
-                def progress(done: int, total: int, what: str, task: Any = task,
-                             bar: Progress = bar) -> None:
-                    bar.update(task, completed=done, total=total, description=what)
+                def progress(done: int, total: int, what: str, bar: Progress = bar) -> None:
+                    bar.update(done, total=total, detail=f"last: {what}",
+                               skipped=what.endswith("(reused)"))
 
                 result = run_experiment(chosen, out=out, full=args.full, jobs=args.jobs,
                                         progress=progress)

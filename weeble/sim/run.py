@@ -19,7 +19,6 @@ import contextlib
 import gc
 import json
 import resource
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -148,7 +147,7 @@ def simulate(scenario: Scenario, out_dir: str | Path, progress: bool = True, *,
     with _no_collections():
         sim.start()
         clients.start()
-        _run(engine, scenario.duration, progress and sys.stderr.isatty(), scenario.name)
+        _run(engine, scenario.duration, progress, scenario.name)
         # the checker's verdict belongs to the run: a checker process that fell behind is
         # waited for here, and a run replayed into the checker at its end allocates as much
         # as one judged as it went
@@ -386,18 +385,14 @@ def run_header(scenario: Scenario) -> RunHeader:
 
 
 def _run(engine: Engine, duration: float, show: bool, name: str) -> None:
-    """Run to `duration`, in slices so a progress bar can follow without touching the loop."""
+    """Run to `duration`, in slices so the progress can follow without touching the loop."""
     if not show:
         engine.run(duration)
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    from weeble.progress import Progress
 
-    columns = (TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed:.0f}/{task.total:.0f} s"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(f"simulating {name}", total=duration)
-        steps = 200
+    steps = 200
+    with Progress(f"simulating {name}", unit="simulated s", total=duration) as bar:
         for i in range(1, steps + 1):
             engine.run(duration * i / steps)
-            bar.update(task, completed=duration * i / steps)
+            bar.update(duration * i / steps)

@@ -1,0 +1,117 @@
+"""The progress of long work on stderr: a bar on a terminal, plain lines in a log.
+
+A bar redraws itself in place and writes nothing a log file can keep, so a run started as
+`weeble reproduce ch5 --full > log 2>&1 &` (an hour or more) said nothing until its end. When the
+stream is not a terminal, a line is printed at each twentieth of the work (at most one every
+`GAP` seconds, so work of seconds gives one line) and at its end, with the time elapsed and an
+estimate of the time left. Stdlib and rich only, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TextIO
+
+LINES = 20  # lines over the whole work when the stream is not a terminal
+GAP = 5.0  # seconds at least between two of them, but for the last
+
+
+def duration_text(seconds: float) -> str:
+    """7s, 12m03s, 1h05m: short enough for a progress line."""
+    s = int(seconds + 0.5)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _amount(x: float) -> str:
+    return f"{x:.0f}" if abs(x - round(x)) < 1e-9 or x >= 100 else f"{x:.1f}"
+
+
+class Progress:
+    """One piece of work measured in `unit`s (points, seeds, simulated s), from 0 to a total.
+
+    `update(done, total=..., detail=...)`: `skipped=True` marks work that cost nothing (a grid
+    point reused from an earlier run), which the estimate of the time left leaves out."""
+
+    def __init__(self, what: str, *, unit: str, total: float | None = None,
+                 quiet: bool = False, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.what, self.unit, self.total, self.quiet = what, unit, total, quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.clock = clock
+        self.terminal = self.stream.isatty()
+        self._start = clock()
+        self._done = 0.0
+        self._skipped = 0.0  # of `_done`, what cost nothing
+        self._line = -1  # the last twentieth a line was printed for
+        self._printed = self._start  # when
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Progress:
+        if self.terminal and not self.quiet:
+            from rich import progress as rich
+            from rich.console import Console
+
+            self._bar = rich.Progress(
+                rich.TextColumn(self.what), rich.BarColumn(),
+                rich.TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {self.unit}"),
+                rich.TimeElapsedColumn(), rich.TimeRemainingColumn(),
+                rich.TextColumn("{task.description}"),
+                console=Console(file=self.stream), transient=True)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("", total=self.total)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(kind, exc, tb)
+            self._bar = None
+
+    def update(self, done: float, *, total: float | None = None, detail: str = "",
+               skipped: bool = False) -> None:
+        if total is not None:
+            self.total = total
+        if skipped:
+            self._skipped += max(0.0, done - self._done)
+        self._done = done
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=self.total, description=detail)
+            return
+        if not self.total:
+            return
+        twentieth = min(LINES, int(done / self.total * LINES))
+        now = self.clock()
+        if twentieth <= self._line or (done < self.total and now - self._printed < GAP):
+            return
+        self._line, self._printed = twentieth, now
+        print(self.line(detail), file=self.stream, flush=True)
+
+    def line(self, detail: str = "") -> str:
+        """A log's line: `reproduce ch5: 15/100 evaluations, 21m30s, about 2h01m left; DETAIL`."""
+        elapsed = self.clock() - self._start
+        text = f"{self.what}: {_amount(self._done)}/{_amount(self.total or 0)} {self.unit}, " \
+               f"{duration_text(elapsed)}"
+        worked = self._done - self._skipped
+        left = (self.total or 0) - self._done
+        if left > 0 and worked > 0 and elapsed >= 1:
+            text += f", about {duration_text(left * elapsed / worked)} left"
+        return text + (f"; {detail}" if detail else "")
+
+    def print(self, text: str) -> None:
+        """A message of the work's own, above the bar on a terminal."""
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.console.print(text)
+        else:
+            print(text, file=self.stream, flush=True)
