@@ -91,14 +91,15 @@ def digest(name: str) -> str:
     return scenario_digest(scenario(name))
 
 
-def scenario_digest(s: Scenario) -> str:
-    """`digest` of any scenario (tests/sim/sim_hashorder.py uses it too)."""
+def scenario_digest(s: Scenario, *, progress: bool = False) -> str:
+    """`digest` of any scenario (tests/sim/sim_hashorder.py uses it too); `progress`: the run
+    in the slices that let the progress display follow it."""
     from weeble.chaos.runner import in_simulation
     from weeble.sim.run import simulate
 
     h = hashlib.sha256()
     with tempfile.TemporaryDirectory() as tmp:
-        summary = simulate(s, tmp, progress=False, faults=in_simulation(s)).as_dict()
+        summary = simulate(s, tmp, progress=progress, faults=in_simulation(s)).as_dict()
         summary.pop("performance")
         h.update(json.dumps(summary, sort_keys=True).encode())
         for path in sorted((Path(tmp) / "trace").iterdir()):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.sim.sim_golden import digest, scenario, stored, variants
+from tests.sim.sim_golden import digest, scenario, scenario_digest, stored, variants
 from weeble.chaos.runner import in_simulation
 from weeble.model.scenario import Scenario
 from weeble.sim.run import simulate
@@ -24,6 +24,15 @@ def test_the_run_is_the_one_recorded_before_the_speed_up(name: str) -> None:
     assert digest(name) == stored()[name], (
         f"{name}: the simulator's trace changed; if that is intended, regenerate with "
         "`python -m tests.sim.sim_golden --update` and say why in the commit")
+
+
+@pytest.mark.parametrize("name", ["identity-hier", "identity-exchange", "simple-optimizer"])
+def test_a_run_in_slices_for_its_progress_is_the_same_run(
+        name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`weeble simulate` runs the engine to 200 points of its duration in turn so the progress
+    display can follow; the run must not notice."""
+    assert scenario_digest(scenario(name), progress=True) == stored()[name]
+    assert f"simulating golden-{name}: 45/45 simulated s, " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["identity-hier", "covering2-uniform", "merging1-p2p",
