@@ -4,7 +4,9 @@ A bar redraws itself in place and writes nothing a log file can keep, so a run s
 `weeble reproduce ch5 --full > log 2>&1 &` (an hour or more) said nothing until its end. When the
 stream is not a terminal, a line is printed at each twentieth of the work (at most one every
 `GAP` seconds, so work of seconds gives one line) and at its end, with the time elapsed and an
-estimate of the time left. Stdlib and rich only, so any layer may use it.
+estimate of the time left; and one a minute while the work's detail changes between them (a
+warm start of minutes that has no part of the run done yet). Stdlib and rich only, so any layer
+may use it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, TextIO
 
 LINES = 20  # lines over the whole work when the stream is not a terminal
 GAP = 5.0  # seconds at least between two of them, but for the last
+HEARTBEAT = 60.0  # seconds after which a changed detail gets a line of its own
 
 
 def duration_text(seconds: float) -> str:
@@ -30,7 +33,7 @@ def duration_text(seconds: float) -> str:
 
 
 def _amount(x: float) -> str:
-    return f"{x:.0f}" if abs(x - round(x)) < 1e-9 or x >= 100 else f"{x:.1f}"
+    return f"{x:.0f}" if x >= 10 or abs(x - round(x)) < 0.05 else f"{x:.1f}"
 
 
 class Progress:
@@ -51,6 +54,7 @@ class Progress:
         self._skipped = 0.0  # of `_done`, what cost nothing
         self._line = -1  # the last twentieth a line was printed for
         self._printed = self._start  # when
+        self._detail = ""  # the detail of the last line
         self._bar: Any = None
         self._task: Any = None
 
@@ -60,13 +64,13 @@ class Progress:
             from rich.console import Console
 
             self._bar = rich.Progress(
-                rich.TextColumn(self.what), rich.BarColumn(),
+                rich.TextColumn("{task.fields[what]}"), rich.BarColumn(),
                 rich.TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {self.unit}"),
                 rich.TimeElapsedColumn(), rich.TimeRemainingColumn(),
                 rich.TextColumn("{task.description}"),
                 console=Console(file=self.stream), transient=True)
             self._bar.__enter__()
-            self._task = self._bar.add_task("", total=self.total)
+            self._task = self._bar.add_task("", total=self.total, what=self.what)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -91,9 +95,11 @@ class Progress:
             return
         twentieth = min(LINES, int(done / self.total * LINES))
         now = self.clock()
-        if twentieth <= self._line or (done < self.total and now - self._printed < GAP):
+        due = done > 0 and twentieth > self._line and (
+            done >= self.total or now - self._printed >= GAP)
+        if not due and not (now - self._printed >= HEARTBEAT and detail != self._detail):
             return
-        self._line, self._printed = twentieth, now
+        self._line, self._printed, self._detail = max(self._line, twentieth), now, detail
         print(self.line(detail), file=self.stream, flush=True)
 
     def line(self, detail: str = "") -> str:
@@ -106,6 +112,19 @@ class Progress:
         if left > 0 and worked > 0 and elapsed >= 1:
             text += f", about {duration_text(left * elapsed / worked)} left"
         return text + (f"; {detail}" if detail else "")
+
+    def describe(self, what: str, detail: str = "") -> None:
+        """The work enters a phase of its own (`starting 7 brokers`, `run r1`, `stopping`): a new
+        name on the bar, a line of its own in a log; the time elapsed and left count from here."""
+        self.what = what
+        self._start = self._printed = self.clock()
+        self._skipped, self._line = self._done, -1
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, what=what, description=detail)
+        else:
+            print(what + (f": {detail}" if detail else ""), file=self.stream, flush=True)
 
     def print(self, text: str) -> None:
         """A message of the work's own, above the bar on a terminal."""

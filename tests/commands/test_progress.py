@@ -61,3 +61,30 @@ def test_quiet_prints_nothing() -> None:
 def test_durations_read_short() -> None:
     assert [duration_text(s) for s in (0.2, 7, 59.6, 723, 3600, 3900)] == [
         "0s", "7s", "1m00s", "12m03s", "1h00m", "1h05m"]
+
+
+def test_a_phase_gets_its_own_line_and_clock_and_a_long_wait_a_line_a_minute() -> None:
+    log, clock = io.StringIO(), Clock()
+    with Progress("starting 121 brokers", unit="s", total=60, stream=log, clock=clock) as bar:
+        bar.describe(bar.what)
+        clock.now += 30
+        bar.describe("warm start r1")
+        for n in range(1, 181):  # 3 minutes, the run not begun: a line a minute
+            clock.now += 1
+            bar.update(0, detail=f"{n * 50} subscribed before t = 0")
+        bar.describe("run r1")
+        for second in range(1, 61):
+            clock.now += 1
+            bar.update(second, detail="pubs 10")
+        bar.describe("stopping", "draining, collecting traces")
+    lines = log.getvalue().splitlines()
+    assert lines[:5] == [
+        "starting 121 brokers", "warm start r1",
+        "warm start r1: 0/60 s, 1m00s; 3000 subscribed before t = 0",
+        "warm start r1: 0/60 s, 2m00s; 6000 subscribed before t = 0",
+        "warm start r1: 0/60 s, 3m00s; 9000 subscribed before t = 0"]
+    assert lines[5] == "run r1"
+    run = lines[6:-1]  # the run's clock starts at its own line: every 5 s (GAP) to its end
+    assert run[0] == "run r1: 5/60 s, 5s, about 55s left; pubs 10"
+    assert run[-1] == "run r1: 60/60 s, 1m00s; pubs 10" and len(run) == 12
+    assert lines[-1] == "stopping: draining, collecting traces"

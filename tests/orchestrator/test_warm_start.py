@@ -8,6 +8,7 @@ that broke the timing model (hops of 0.28 s against δmax = 25 ms on 13 brokers)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -33,9 +34,15 @@ def test_the_warm_start_is_in_place_before_the_runs_origin(tmp_path: Path) -> No
     path = tmp_path / "warm.yaml"
     path.write_text(yaml.safe_dump(data))
     runs = tmp_path / "runs"
-    done = weeble("run", str(path), "--no-analysis", "--quiet", "--runs-dir", str(runs),
+    done = weeble("run", str(path), "--no-analysis", "--runs-dir", str(runs),
                   "--run-id", "warm", "--any-ports", timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
+    # stderr is a pipe, no terminal: each phase on a line, the run's progress on plain lines
+    progress = [line for line in done.stderr.splitlines()
+                if re.match(r"(starting|warm start|run|stopping)\b", line)]
+    assert progress[:3] == ["starting 3 brokers", "warm start warm", "run warm"], progress
+    assert progress[-2].startswith("run warm: 3/3 s, "), progress
+    assert progress[-1] == "stopping: draining, collecting traces"
 
     plan = list(workload_plan(parse_scenario(data, source="<test>")))
     warm = {a.sub_id for a in plan if isinstance(a, Subscribe) and a.t == 0}

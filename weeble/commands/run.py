@@ -58,8 +58,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from weeble.commands import OPEN_CLIENTS_NOTE, UsageError
     from weeble.model.scenario import load_scenario, with_chaos, with_link_delays, with_mode
@@ -67,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from weeble.orchestrator.summary import summarize
     from weeble.orchestrator.testbed import Testbed
     from weeble.orchestrator.workload import LiveWorkload, WorkloadStats
+    from weeble.progress import Progress
 
     if args.junit and args.no_analysis:
         raise UsageError("--junit needs the analysis' verdict: drop --no-analysis (or judge"
@@ -81,27 +80,21 @@ def run(args: argparse.Namespace) -> int:
         scenario = with_chaos(scenario, args.chaos)
     if args.link_delays:
         scenario = with_link_delays(scenario)
-    console = Console(stderr=True)
-    columns = [TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed:.0f}/{task.total:.0f} s"), TimeRemainingColumn(),
-               TextColumn("{task.fields[info]}")]
     with signals_raise():
         bed = Testbed.plan(scenario, runs_dir=args.runs_dir, run_id=args.run_id,
                            base_host=args.base_host, any_ports=args.any_ports,
                            backend=args.backend)
-        with bed, Progress(*columns, console=console, transient=True,
-                           disable=args.quiet) as progress:
-            task = progress.add_task(f"starting {len(bed.brokers)} brokers", total=duration,
-                                     info="")
-            bed.up(on_event=lambda msg: progress.update(task, info=msg))
+        with bed, Progress(f"starting {len(bed.brokers)} brokers", unit="s", total=duration,
+                           quiet=args.quiet) as progress:
+            progress.describe(progress.what)
+            bed.up(on_event=lambda msg: progress.update(0, detail=msg))
             if bed.open_clients:
-                progress.console.print(OPEN_CLIENTS_NOTE)
-            progress.update(task, description=f"run {bed.run_id}")
+                progress.print(OPEN_CLIENTS_NOTE)
 
             def tick(elapsed: float, s: WorkloadStats) -> None:
-                progress.update(task, completed=min(elapsed, duration),
-                                info=f"subs {s.live} pubs {s.publications}"
-                                     f" deliveries {s.deliveries} errors {s.errors}")
+                progress.update(min(elapsed, duration),
+                                detail=f"subs {s.live} pubs {s.publications}"
+                                       f" deliveries {s.deliveries} errors {s.errors}")
 
             addresses = {b: a.listen for b, a in bed.addresses().items()}
             workload = LiveWorkload(scenario, addresses,
@@ -113,15 +106,15 @@ def run(args: argparse.Namespace) -> int:
                 from weeble.model.experiment import timing_warnings
 
                 chaos = ChaosRunner(bed, scenario.chaos, until=duration, clients=workload,
-                                    on_event=lambda msg: progress.console.print(f"chaos {msg}"))
+                                    on_event=lambda msg: progress.print(f"chaos {msg}"))
                 for warning in timing_warnings(scenario.chaos, scenario.params):
-                    progress.console.print(f"warning: {warning}")
+                    progress.print(f"warning: {warning}")
             manager = None
             optimizing = (scenario.optimizer is not None
                           and scenario.optimizer.heuristic != "none")
             if scenario.reconfigurations.operations or optimizing:
                 def said(msg: str) -> None:
-                    progress.console.print(f"reconfigure {msg}")
+                    progress.print(f"reconfigure {msg}")
 
                 manager = (bed, scenario, said)
             warm = None
@@ -129,15 +122,17 @@ def run(args: argparse.Namespace) -> int:
             if rate is not None and scenario.workload is not None:
                 async def warm() -> None:
                     # the workload's initial subscriptions in place before the run's origin
-                    progress.update(task, description=f"warm start {bed.run_id}")
+                    progress.describe(f"warm start {bed.run_id}")
                     await workload.warm_start(rate, duration, on_progress=lambda n: (
-                        progress.update(task, info=f"{n} subscribed before t = 0")))
+                        progress.update(0, detail=f"{n} subscribed before t = 0")))
                     bed.origin()
-                    progress.update(task, description=f"run {bed.run_id}")
+                    progress.describe(f"run {bed.run_id}")
 
+            if warm is None:
+                progress.describe(f"run {bed.run_id}")
             stats, outcomes = asyncio.run(_drive(workload, chaos, duration, tick, manager,
                                                  warm))
-            progress.update(task, description="stopping", info="draining, collecting traces")
+            progress.describe("stopping", "draining, collecting traces")
             bed.down()
     summary: dict[str, Any] = {"run_id": bed.run_id, "duration": duration,
                                "workload": stats.as_dict()}
