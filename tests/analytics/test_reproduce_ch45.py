@@ -56,6 +56,7 @@ def test_ch5_small_grid_lowers_the_static_cost_and_loses_nothing(tmp_path: Path)
     assert values["rate.mst"] == 0  # ℓMST settles
     report = result.report.read_text()
     assert "## Per load and heuristic" in report and "Order per topology" in report
+    assert "The grid: 1 topology instead of 50 (the short grid;" in report
     assert [p.name for p, _ in result.figures] == ["ch5_cost_over_time.png",
                                                    "ch5_final_cost.png"]
     assert (tmp_path / "points" / "load=0_topology=0_duration=40.json").exists()

@@ -367,12 +367,15 @@ class Chapter5(SimulatedExperiment):
                 orders.append(f"- {label}: " + ", ".join(f"{k} on {v}"
                                                          for k, v in count.most_common())
                               + " topologies (thesis: CI < ℓMST < ℓMIT)")
+        n = len({p["topology"] for p in results.points})
+        grid = ("the thesis's 50 topologies at 30,000 ticks" if n >= 50 else
+                f"{n} topolog{'y' if n == 1 else 'ies'} instead of 50 (the short grid; "
+                "`--full` runs 50 at 30,000 ticks)")
         lines += ["", "Order per topology:", "", *orders, "",
                   "Where we differ from the thesis's setup: no Brite (link costs from random "
                   "points of a square, so no heavy-tailed hubs: our trees' maximum degree is "
-                  "lower), a tenth of its publication rate and of its cacheSize, and "
-                  f"{len({p['topology'] for p in results.points})} topologies instead of 50 "
-                  "(the short grid; `--full` runs 50 at 30,000 ticks).", ""]
+                  "lower), a tenth of its publication rate and of its cacheSize. The grid: "
+                  f"{grid}.", ""]
         return lines
 
 
