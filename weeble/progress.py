@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TextIO
@@ -20,6 +21,9 @@ from typing import Any, TextIO
 LINES = 20  # lines over the whole work when the stream is not a terminal
 GAP = 5.0  # seconds at least between two of them, but for the last
 HEARTBEAT = 60.0  # seconds after which a changed detail gets a line of its own
+# The time left is estimated from the recent pace: the last fifth of the time elapsed, at least
+# RECENT seconds (a grid's closed forms come at once, its long simulations after them).
+RECENT = 30.0
 
 
 def duration_text(seconds: float) -> str:
@@ -52,6 +56,7 @@ class Progress:
         self._start = clock()
         self._done = 0.0
         self._skipped = 0.0  # of `_done`, what cost nothing
+        self._pace: deque[tuple[float, float]] = deque([(self._start, 0.0)])  # (when, worked)
         self._line = -1  # the last twentieth a line was printed for
         self._printed = self._start  # when
         self._detail = ""  # the detail of the last line
@@ -86,6 +91,7 @@ class Progress:
         if skipped:
             self._skipped += max(0.0, done - self._done)
         self._done = done
+        self._paced(self.clock())
         if self.quiet:
             return
         if self._bar is not None:
@@ -104,14 +110,27 @@ class Progress:
 
     def line(self, detail: str = "") -> str:
         """A log's line: `reproduce ch5: 15/100 evaluations, 21m30s, about 2h01m left; DETAIL`."""
-        elapsed = self.clock() - self._start
+        now = self.clock()
+        elapsed = now - self._start
         text = f"{self.what}: {_amount(self._done)}/{_amount(self.total or 0)} {self.unit}, " \
                f"{duration_text(elapsed)}"
-        worked = self._done - self._skipped
         left = (self.total or 0) - self._done
-        if left > 0 and worked > 0 and elapsed >= 1:
-            text += f", about {duration_text(left * elapsed / worked)} left"
+        since, then = self._paced(now)
+        if left > 0 and self._done - self._skipped > then and now - since >= 1:
+            pace = (now - since) / (self._done - self._skipped - then)
+            text += f", about {duration_text(left * pace)} left"
         return text + (f"; {detail}" if detail else "")
+
+    def _paced(self, now: float) -> tuple[float, float]:
+        """Note (now, work done but not skipped); return the oldest such note of the recent
+        window. The window's start only moves forward, so what falls out is never needed."""
+        pace = self._pace
+        if pace[-1][1] != self._done - self._skipped:
+            pace.append((now, self._done - self._skipped))
+        start = now - max(RECENT, (now - self._start) / 5)
+        while len(pace) > 1 and pace[1][0] <= start:
+            pace.popleft()
+        return pace[0]
 
     def describe(self, what: str, detail: str = "") -> None:
         """The work enters a phase of its own (`starting 7 brokers`, `run r1`, `stopping`): a new
@@ -119,6 +138,7 @@ class Progress:
         self.what = what
         self._start = self._printed = self.clock()
         self._skipped, self._line = self._done, -1
+        self._pace = deque([(self._start, 0.0)])
         if self.quiet:
             return
         if self._bar is not None:

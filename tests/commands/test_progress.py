@@ -88,3 +88,19 @@ def test_a_phase_gets_its_own_line_and_clock_and_a_long_wait_a_line_a_minute() -
     assert run[0] == "run r1: 5/60 s, 5s, about 55s left; pubs 10"
     assert run[-1] == "run r1: 60/60 s, 1m00s; pubs 10" and len(run) == 12
     assert lines[-1] == "stopping: draining, collecting traces"
+
+
+def test_the_time_left_follows_the_recent_pace() -> None:
+    """A grid's closed forms come at once and its simulations after them: the estimate must
+    not take the quick start for the pace of what is left."""
+    log, clock = io.StringIO(), Clock()
+    bar = Progress("reproduce sketches", unit="evaluations", total=200, stream=log, clock=clock)
+    with bar:
+        for done in range(1, 101):  # 100 model evaluations in 1 s
+            clock.now += 0.01
+            bar.update(done)
+        for done in range(101, 121):  # then simulations of 10 s each
+            clock.now += 10
+            bar.update(done)
+    # 80 left at the last 40 s's 10 s each (the whole run's average would say 2m14s)
+    assert bar.line().endswith("120/200 evaluations, 3m21s, about 13m20s left")
