@@ -91,7 +91,8 @@ class Progress:
         if skipped:
             self._skipped += max(0.0, done - self._done)
         self._done = done
-        self._paced(self.clock())
+        now = self.clock()
+        self._paced(now)
         if self.quiet:
             return
         if self._bar is not None:
@@ -100,7 +101,6 @@ class Progress:
         if not self.total:
             return
         twentieth = min(LINES, int(done / self.total * LINES))
-        now = self.clock()
         due = done > 0 and twentieth > self._line and (
             done >= self.total or now - self._printed >= GAP)
         if not due and not (now - self._printed >= HEARTBEAT and detail != self._detail):

@@ -58,7 +58,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from weeble.commands import OPEN_CLIENTS_NOTE, UsageError
     from weeble.model.scenario import load_scenario, with_chaos, with_link_delays, with_mode
     from weeble.orchestrator.local import signals_raise
