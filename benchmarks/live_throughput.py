@@ -129,7 +129,12 @@ async def closed_loop(stream: PublishStream, requests: list[bytes], per_request:
         while sent - (sink.received - base) > outstanding:
             sink.changed.clear()
             await sink.changed.wait()
-        await stream.call.write(req)
+        try:
+            await stream.call.write(req)
+        except asyncio.InvalidStateError:  # the far end ended the stream: say how
+            raise RuntimeError(f"the publish stream ended after {sent} notifications:"
+                               f" {await stream.call.code()}: {await stream.call.details()}"
+                               ) from None
         sent += per_request
     await sink.until(base + total, timeout)
     return total / (time.perf_counter() - t0)
@@ -168,11 +173,15 @@ class Pipe:
         await self.sink.start(sink_ch, self.batch)
         if routed is not None:  # the sink's subscription has reached the publisher's broker
             await routed()
-        self._stream = PublishStream(pub_ch)
 
     async def round(self, count: int, outstanding: int) -> float:
-        assert self._stream is not None, "open() first"
+        assert self._channels, "open() first"
         reqs = requests(count, self.seq, self.batch)
+        if self._stream is None:
+            # opened just before its first request: a broker ends a stream whose first
+            # request does not come within its hello timeout (5 s), and the other pipes'
+            # rounds can take longer than that
+            self._stream = PublishStream(self._channels[1])
         self.seq += count
         procs = [*self.pids, os.getpid()]
         before = [cpu_seconds(p) for p in procs]
@@ -221,8 +230,6 @@ async def measure(length: int, batch: int, count: int, repeat: int, outstanding:
                 bed = beds[name] = chain(length, link_batch=batch, trace=trace)
                 stack.callback(bed.close)
                 await fill_tables(bed, bed.brokers[-1], TABLE_SIZE)
-        # the streams open once every chain is up: a broker ends a stream whose first
-        # request does not come within its hello timeout
         for name, bed in beds.items():
             pipes[name] = Pipe(bed.address("b0").listen, bed.address(bed.brokers[-1]).listen,
                                batch, [int(bed.backend.handle(b)) for b in bed.brokers])
