@@ -40,6 +40,7 @@ from weeble.codec.wire import (
     check_notification_size,
     decode_publication,
     encode_notification,
+    notification_parser,
     parse_filter,
     sub_id_field,
     subscription_event,
@@ -162,6 +163,7 @@ class ClientService:
         self._is_broker = is_broker
         self._step = step
         self._publish_all = publish
+        self._parse = notification_parser()  # the publish streams' (one loop)
         self._trace = trace
         self._metrics = metrics
         self._queue_limit = queue_limit
@@ -364,6 +366,7 @@ class ClientService:
         limits = self._limits
         largest = limits.notification_bytes
         secret = self._secret
+        parse = self._parse
         accepted: list[tuple[Notification, bytes]] = []
         for raw in raws:
             # the field's name is written only for an error (an f-string per notification
@@ -371,12 +374,12 @@ class ClientService:
             try:
                 if len(raw) > largest:
                     check_notification_size(raw, _field(accepted), limits)
-                item = decode_publication(raw, "", client, now)
+                item = decode_publication(raw, "", client, now, parse)
             except WireError as e:
                 error = str(e)
                 if len(raw) <= largest:  # decoded again, for the error naming the notification
                     try:
-                        decode_publication(raw, _field(accepted), client, now)
+                        decode_publication(raw, _field(accepted), client, now, parse)
                     except WireError as named:
                         error = str(named)
                 await self._abort(context, state, grpc.StatusCode.INVALID_ARGUMENT, error)

@@ -65,6 +65,7 @@ from weeble.codec.wire import (
     hello,
     kind_of,
     message_to_envelope,
+    notification_parser,
     notify_envelope,
     with_ack,
 )
@@ -191,6 +192,7 @@ class Link:
         self._receive_notifies = receive_notifies
         self._trace = trace
         self._metrics = metrics
+        self._parse = notification_parser()  # this link's receive (its loop's)
         shape = config.links.get(neighbor, LinkShape())
         self.queue: ShapedQueue[bytes] = ShapedQueue(
             shape, config.tuning.link_queue_limit, rng, garble=garble,
@@ -593,7 +595,7 @@ class Link:
             try:
                 if len(wire) > self._limits.notification_bytes:
                     check_notification_size(wire, "notify.notification", self._limits)
-                n = decode_notification(wire, "notify.notification")
+                n = decode_notification(wire, "notify.notification", self._parse)
             except WireError as err:
                 self._malformed("notify", err)
                 continue
@@ -641,7 +643,8 @@ class Link:
             if kind == "notify":
                 wire = env.notify.notification
                 check_notification_size(wire, "notify.notification", self._limits)
-                message: Message = Notify(decode_notification(wire, "notify.notification"),
+                message: Message = Notify(decode_notification(wire, "notify.notification",
+                                                              self._parse),
                                           env.notify.gray, env.notify.color)
             elif kind is None or kind == "hello" or kind == "batch":
                 # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
