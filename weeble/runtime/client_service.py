@@ -163,7 +163,7 @@ class ClientService:
         self._is_broker = is_broker
         self._step = step
         self._publish_all = publish
-        self._parse = notification_parser()  # the publish streams' (one loop)
+        self._parse = notification_parser()  # the publish streams' (one loop), traced
         self._trace = trace
         self._metrics = metrics
         self._queue_limit = queue_limit
@@ -366,7 +366,7 @@ class ClientService:
         limits = self._limits
         largest = limits.notification_bytes
         secret = self._secret
-        parse = self._parse
+        parse = self._parse if self._trace.enabled else None  # see notification_parser
         accepted: list[tuple[Notification, bytes]] = []
         for raw in raws:
             # the field's name is written only for an error (an f-string per notification

@@ -192,7 +192,7 @@ class Link:
         self._receive_notifies = receive_notifies
         self._trace = trace
         self._metrics = metrics
-        self._parse = notification_parser()  # this link's receive (its loop's)
+        self._parse = notification_parser()  # this link's receive (its loop's), traced
         shape = config.links.get(neighbor, LinkShape())
         self.queue: ShapedQueue[bytes] = ShapedQueue(
             shape, config.tuning.link_queue_limit, rng, garble=garble,
@@ -579,6 +579,7 @@ class Link:
         # Same checks and counts as _receive_envelope, counted once per batch.
         receive, neighbor = self._receive, self.neighbor
         tracing = self._trace.enabled
+        parse = self._parse if tracing else None  # see notification_parser
         together = self._receive_notifies is not None or tracing
         pending: list[tuple[Notify, bytes]] = []  # handed on together (receive_notifies)
         seqs: list[int] = []  # of `pending`, for their receive records (traced only)
@@ -595,7 +596,7 @@ class Link:
             try:
                 if len(wire) > self._limits.notification_bytes:
                     check_notification_size(wire, "notify.notification", self._limits)
-                n = decode_notification(wire, "notify.notification", self._parse)
+                n = decode_notification(wire, "notify.notification", parse)
             except WireError as err:
                 self._malformed("notify", err)
                 continue
@@ -643,8 +644,9 @@ class Link:
             if kind == "notify":
                 wire = env.notify.notification
                 check_notification_size(wire, "notify.notification", self._limits)
+                parse = self._parse if self._trace.enabled else None
                 message: Message = Notify(decode_notification(wire, "notify.notification",
-                                                              self._parse),
+                                                              parse),
                                           env.notify.gray, env.notify.color)
             elif kind is None or kind == "hello" or kind == "batch":
                 # unknown (newer) kind, a nested batch, or a repeated hello: not for the core
