@@ -263,6 +263,61 @@ def test_two_brokers_link_cut_heal_shape_and_reconnect(configs: Configs) -> None
     assert [(r["publisher"], r["seq"]) for r in cut if r["msg"] == "notify"] == [("pub", 2)]
 
 
+def test_a_cut_link_traces_every_message_it_drops(configs: Configs) -> None:
+    """Whether the cut end is the receiver (b drops what a sent) or the sender (a's queue
+    flushed at the cut), each dropped message gets a `drop` record that pairs with its `send`
+    record by (from, to, lseq), and the cut counters count exactly those records."""
+    a_addr, b_addr = address(next_host()), address(next_host())
+    cfg_a = configs("a", listen=a_addr, neighbors={"b": b_addr})
+    cfg_b = configs("b", listen=b_addr, neighbors={"a": a_addr})
+
+    async def scenario() -> tuple[int, list[int]]:
+        async with BrokerServer(cfg_a) as a, BrokerServer(cfg_b) as b:
+            await wait_until(lambda: a.links["b"].connected and b.links["a"].connected)
+            link = a.links["b"]
+            async with Subscriber(b_addr, "alice", rho=0.5) as sub, \
+                    Publisher(a_addr, "pub") as pub, \
+                    AdminClient(cfg_a.admin_address, ADMIN_TOKEN) as admin_a, \
+                    AdminClient(cfg_b.admin_address, ADMIN_TOKEN) as admin_b:
+                await sub.subscribe("n >= 0")
+                await pub.publish({"n": 1})
+                got = [(await sub.get(timeout=5)).notification.seq]
+
+                await admin_b.cut_link("a")  # the receiving end is cut
+                sent = link.counters["sent"]
+                await pub.publish({"n": 2})
+                # written to b, and acknowledged by b: b has dropped it
+                await wait_until(lambda: link.counters["sent"] > sent and link.unacked == 0)
+                await admin_b.heal_link("a")
+
+                await admin_a.set_link("b", delay_ms=2000)  # held in a's queue
+                await pub.publish({"n": 3})
+                await wait_until(lambda: len(link.queue) == 1)
+                await admin_a.cut_link("b")  # the sending end is cut: its queue is flushed
+                await admin_a.set_link("b", delay_ms=0)
+                await admin_a.heal_link("b")
+
+                await pub.publish({"n": 4})
+                got.append((await sub.get(timeout=5)).notification.seq)
+                counted = (int(a.metrics.counters["dropped_cut"])
+                           + int(b.metrics.counters["dropped_cut"]))
+        return counted, got
+
+    counted, got = run(scenario())
+    assert got == [1, 4]
+    records = {n: list(read_trace(c.trace_path)) for n, c in (("a", cfg_a), ("b", cfg_b))}
+    sends = {(r["from"], r["to"], r["lseq"]): r for r in records["a"] + records["b"]
+             if r["kind"] == "send"}
+    drops = {node: [r for r in rs if r["kind"] == "drop" and r.get("reason") == "cut"]
+             for node, rs in records.items()}
+    assert [r["seq"] for r in drops["b"] if r["msg"] == "notify"] == [2]  # at the receiver
+    assert [r["seq"] for r in drops["a"] if r["msg"] == "notify"] == [3]  # flushed at a
+    for r in drops["a"] + drops["b"]:
+        send = sends[r["from"], r["to"], r["lseq"]]
+        assert send["msg"] == r["msg"] and send.get("nid") == r.get("nid")
+    assert counted == len(drops["a"]) + len(drops["b"])
+
+
 # ---- admin ----------------------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ import random
 import time
 from collections import Counter as Tally
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -254,7 +254,8 @@ class Link:
         if cut:
             flushed = self.queue.clear()
             if flushed:
-                self._drop("cut", flushed)
+                self._drop("cut", len(flushed))
+                self._trace_lost(flushed, "cut")
         self._metrics.link_state(self.neighbor, self.state)
         self._trace.record("link_cut" if cut else "link_heal", peer=self.neighbor)
 
@@ -519,10 +520,24 @@ class Link:
         does not leave them at their `send` record (fate: queued)."""
         if not self._trace.enabled:
             return
-        ends = {"from": self.config.broker_id, "to": self.neighbor}
+        envelopes: list[link_pb2.EnvelopeView | None] = []
         for item in items:
             try:
-                env = link_pb2.EnvelopeView.FromString(item)
+                envelopes.append(link_pb2.EnvelopeView.FromString(item))
+            except DecodeError:  # garbled by the shaper
+                envelopes.append(None)
+        self._trace_drops(envelopes, reason,
+                          {"from": self.config.broker_id, "to": self.neighbor})
+
+    def _trace_drops(self, envelopes: Sequence[link_pb2.EnvelopeView | None], reason: str,
+                     ends: dict[str, str]) -> None:
+        """A `drop` record for each of `envelopes` (None: one that did not decode) of a link's
+        messages from `ends["from"]` to `ends["to"]`, with the ids that pair it with its
+        `send` record (lseq) and, for a Notify, its notification's."""
+        for env in envelopes:
+            try:
+                if env is None:
+                    raise DecodeError("garbled")
                 ids: dict[str, Any] = {"lseq": env.seq, "msg": env.WhichOneof("kind")}
                 if ids["msg"] in ("ping", "pong"):
                     continue  # link-level probes: never a send of the trace
@@ -530,7 +545,7 @@ class Link:
                     n = decode_notification(env.notify.notification)
                     ids.update(nid=n.id, publisher=n.publisher, seq=n.seq)
             except (DecodeError, WireError):  # garbled by the shaper: the lseq is all we have
-                ids = {}
+                ids = {} if env is None else {"lseq": env.seq}
             self._trace.record("drop", ids, reason=reason, **ends)
 
     # ---- incoming ---------------------------------------------------------------------------
@@ -548,6 +563,9 @@ class Link:
             env = link_pb2.EnvelopeView.FromString(data)
         except DecodeError as e:
             self._drop("cut" if self.cut else "malformed")
+            if self.cut and self._trace.enabled:
+                self._trace_drops([None], "cut",
+                                  {"from": self.neighbor, "to": self.config.broker_id})
             if not self.cut:
                 log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor,
                             len(data), e)
@@ -557,6 +575,8 @@ class Link:
         if env.ack:
             self._on_ack(env.ack)
         kind = env.WhichOneof("kind")
+        if kind is None and env.seq == 0 and env.ack:
+            return  # an acknowledgement alone (not a message: a cut link drops none)
         envelopes = env.batch.envelopes if kind == "batch" else (env,)
         if len(envelopes) > MAX_BATCH and not self.cut:
             # each envelope costs a step of the loop: 4 MB of empty ones would be a million
@@ -566,15 +586,18 @@ class Link:
                 self._malformed("batch", e)
                 return
         if self.cut:
-            # dropped here, and counted here: acknowledged, so the sender does not count them
-            # again as unacked
+            # dropped here, and counted and traced here: acknowledged, so the sender does not
+            # count them again as unacked (its `send` records pair with these by lseq)
             self._drop("cut", len(envelopes))
+            if self._trace.enabled:
+                # over the bound: one record for the whole frame (a peer's million empty
+                # envelopes must not become a million records)
+                self._trace_drops(envelopes if len(envelopes) <= MAX_BATCH else [None], "cut",
+                                  {"from": self.neighbor, "to": self.config.broker_id})
             last = envelopes[-1].seq if envelopes else 0
             if last > self._last_in_seq:
                 self._last_in_seq = last
             return
-        if kind is None and env.seq == 0 and env.ack:
-            return  # an acknowledgement alone
         # The hot path: a batch of notifications, decoded once and handed on with their bytes.
         # Same checks and counts as _receive_envelope, counted once per batch.
         receive, neighbor = self._receive, self.neighbor

@@ -254,12 +254,12 @@ class ShapedQueue(Generic[T]):
     def _over_bytes(self, size: int) -> bool:
         return self.byte_limit is not None and self.bytes + size > self.byte_limit
 
-    def clear(self) -> int:
-        """Drop everything queued; returns how many items that was."""
-        n = len(self._items)
+    def clear(self) -> list[T]:
+        """Drop everything queued; returns the items, in queue order."""
+        items = [item for _, item, _ in self._items]
         self._items.clear()
         self.bytes = 0
-        return n
+        return items
 
     def stats(self) -> dict[str, Any]:
         return {"queued": len(self._items), "queued_bytes": self.bytes, **self.counters}

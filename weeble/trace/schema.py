@@ -229,7 +229,11 @@ KIND_LIST = [
     Kind("link_shape", "the emulation parameters of the link to `peer` changed", "live",
          {"peer": S}, {"delay_ms": F, "jitter_ms": F, "loss": F, "duplicate": F,
                        "rate_bps": F, "corrupt": F}),
-    Kind("link_cut", "the link to `peer` was cut by the admin API", "live", {"peer": S}),
+    Kind("link_cut", "the link to `peer` was cut by the admin API: until `link_heal`, this "
+         "node drops every message both ways, with a `drop` record (reason cut) for each: the "
+         "ones it had queued for `peer`, what it sends, and what arrives from `peer` (that "
+         "record, from `peer` to this node, pairs with `peer`'s `send` by lseq)", "live",
+         {"peer": S}),
     Kind("link_open", "a link to `peer` was opened at run time from the address book: a "
          "neighbour the overlay gained, or an out-of-band channel of a link exchange", "live",
          {"peer": S}, {"address": S}),
