@@ -152,9 +152,19 @@ def test_a_traced_links_batched_send_writes_the_records_send_writes(
         # one time for the records of a batch, otherwise the same bytes
         records.append([{k: v for k, v in r.items() if k != "t"}
                         for r in read_trace(tmp_path / f"{together}.jsonl")])
-    assert records[0] == records[1]
+    # (a refused message's drop record is written as it is refused, before its batch's sends)
+    for kind in ("send", "drop"):
+        assert [r for r in records[0] if r["kind"] == kind] == [
+            r for r in records[1] if r["kind"] == kind]
+    assert len(records[0]) == len(records[1])
     fates = [r["fate"] for r in records[0] if r["kind"] == "send"]
     assert fates.count("queued") == 20 and fates.count("overflow") > 0
+    # the ones over the peer's size never entered the queue: a drop each, without an lseq
+    drops = [r for r in records[0] if r["kind"] == "drop"]
+    assert [(r["seq"], r["reason"]) for r in drops] == [
+        (i, "oversize") for i in range(40) if i % 3 == 2]
+    assert not any("lseq" in r for r in drops)
+    assert link.counters["dropped_oversize"] == len(drops)
 
 
 @pytest.mark.parametrize("traced", [False, True])

@@ -263,6 +263,14 @@ class Link:
         self.counters[f"dropped_{reason}"] += n
         self._metrics.dropped(self.neighbor, reason, n)
 
+    def _refuse(self, message: Message, reason: str) -> None:
+        """`message` will not enter the queue (cut link, cannot be encoded, over the peer's
+        size): counted, and traced as a `drop` without an lseq (none was spent on it)."""
+        self._drop(reason)
+        if self._trace.enabled:
+            self._trace.record("drop", message_ids(message), reason=reason,
+                               **{"from": self.config.broker_id, "to": self.neighbor})
+
     # ---- outgoing ---------------------------------------------------------------------------
 
     @property
@@ -287,10 +295,7 @@ class Link:
         `wire`: the notification of a Notify message as it arrived (it is forwarded as those
         bytes instead of being encoded again); given for Notify messages only."""
         if self.cut:
-            self._drop("cut")
-            if self._trace.enabled:
-                self._trace.record("drop", message_ids(message), reason="cut",
-                                   **{"from": self.config.broker_id, "to": self.neighbor})
+            self._refuse(message, "cut")
             return
         self.last_used = time.monotonic()
         seq = self._seq + 1
@@ -301,7 +306,7 @@ class Link:
             try:
                 data = message_to_envelope(message, seq).SerializeToString()
             except WireError as e:
-                self._drop("unencodable")
+                self._refuse(message, "unencodable")
                 log.warning("link %s: cannot encode %s: %s", self.neighbor,
                             type(message).__name__, e)
                 return
@@ -309,7 +314,7 @@ class Link:
         size = len(data)
         if size > self._limit:
             # gRPC would fail the whole stream on it; refuse this one message instead
-            self._drop("oversize")
+            self._refuse(message, "oversize")
             log.warning("link %s: dropped a %d-byte message (limit %d bytes)",
                         self.neighbor, size, self._limit)
             return
@@ -358,8 +363,8 @@ class Link:
         for message, wire in batch:
             data = notify_envelope(seq + 1, wire, message.color)
             size = len(data)
-            if size > limit:  # as send: refused alone, no sequence number spent, no record
-                self._drop("oversize")
+            if size > limit:  # as send: refused alone, no sequence number spent
+                self._refuse(message, "oversize")
                 log.warning("link %s: dropped a %d-byte message (limit %d bytes)",
                             self.neighbor, size, limit)
                 continue

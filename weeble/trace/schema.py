@@ -315,7 +315,8 @@ FIELD_DOC: Mapping[str, str] = {
     "fate": "what the emulated link did with a sent message: queued (entered the outgoing "
             "queue; traces before issue 12 said sent), duplicated, corrupted (queued twice, "
             "garbled), lost, overflow, cut (dropped at once)",
-    "reason": "why (a drop: lost, overflow, cut, in_flight, oversize, unacked; an "
+    "reason": "why (a drop: lost, overflow, cut, in_flight, oversize, unacked, unencodable; "
+              "live, a drop without lseq never entered the link's queue; an "
               "undeliverable delivery: no_stream, stream_full, oversize, unencodable, "
               "write_failed, stream_ended; the end of a run)",
     "fault_id": "the fault's id, the same in its fault_begin, fault_end and fault records",
