@@ -540,17 +540,17 @@ class Link:
         messages from `ends["from"]` to `ends["to"]`, with the ids that pair it with its
         `send` record (lseq) and, for a Notify, its notification's."""
         for env in envelopes:
-            try:
-                if env is None:
-                    raise DecodeError("garbled")
-                ids: dict[str, Any] = {"lseq": env.seq, "msg": env.WhichOneof("kind")}
+            ids: dict[str, Any] = {}  # garbled: nothing to name it by
+            if env is not None:
+                ids = {"lseq": env.seq, "msg": env.WhichOneof("kind")}
                 if ids["msg"] in ("ping", "pong"):
                     continue  # link-level probes: never a send of the trace
                 if ids["msg"] == "notify":
-                    n = decode_notification(env.notify.notification)
-                    ids.update(nid=n.id, publisher=n.publisher, seq=n.seq)
-            except (DecodeError, WireError):  # garbled by the shaper: the lseq is all we have
-                ids = {} if env is None else {"lseq": env.seq}
+                    try:
+                        n = decode_notification(env.notify.notification)
+                        ids.update(nid=n.id, publisher=n.publisher, seq=n.seq)
+                    except WireError:  # garbled by the shaper: the lseq is all we have
+                        ids = {"lseq": env.seq}
             self._trace.record("drop", ids, reason=reason, **ends)
 
     # ---- incoming ---------------------------------------------------------------------------
