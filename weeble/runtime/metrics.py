@@ -55,6 +55,7 @@ _PLAIN: dict[str, str] = {
     "weeble_lease_expiries": "Routing entries removed by lease expiry (SC-2).",
     "weeble_streams_refused": "Streams refused: their peer had max_streams_per_peer open.",
     "weeble_recolors": "Recolors this broker took (3-colour scheme, trace kind `recolor`).",
+    "weeble_memory_trims": "Times freed memory was handed back to the system (malloc_trim).",
 }
 
 
@@ -154,6 +155,10 @@ class Metrics:
 
     def reconfig_phase(self, phase: str) -> None:
         self.labelled["weeble_reconfig_phases"][(phase,)] += 1
+
+    def memory_trim(self) -> None:
+        self.plain["weeble_memory_trims"] += 1
+        self._counters["memory_trims"] += 1
 
     def recolor(self, colour: int | None) -> None:
         self.plain["weeble_recolors"] += 1

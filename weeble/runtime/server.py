@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import math
 import random
@@ -47,6 +46,7 @@ from weeble.core.rom import OverlayKind
 from weeble.proto.v1 import admin_pb2, admin_pb2_grpc, client_pb2, link_pb2
 from weeble.runtime.admin import ADMIN_SERVICE, AdminService, BearerTokenInterceptor
 from weeble.runtime.admin import server_credentials as admin_credentials
+from weeble.runtime.allocator import MemoryReturner
 from weeble.runtime.client_service import CLIENT_SERVICE, ClientService
 from weeble.runtime.config import BrokerConfig, split_address
 from weeble.runtime.links import (
@@ -135,9 +135,7 @@ class BrokerServer:
         self._stop_task: asyncio.Task[None] | None = None
         self._stopped: asyncio.Event | None = None
         self._links_serving: bool | None = None
-        self._queued_high = 0  # bytes queued (links + streams) at most since the last trim
-        self._peers = 0  # open streams and connected links at the last sample
-        self._trims = 0  # samples that still trim after a peer left
+        self._memory = MemoryReturner()
 
     # ---- time -------------------------------------------------------------------------------
 
@@ -657,33 +655,13 @@ class BrokerServer:
         self.metrics.client_queued(self._client_queued())
         # per-subscription state of the client service ends with the lease (2π: surely over)
         self.clients.prune(2 * self.config.params.pi)
-        self._return_memory()
+        # what a peer that left, or a drained backlog, held goes back to the system
+        if self._memory.sample():
+            self.metrics.memory_trim()
 
     def _client_queued(self) -> int:
         """Bytes queued for the local clients' subscribe streams."""
         return sum(s.size for subs in self.clients.streams.values() for s in subs.values())
-
-    def _return_memory(self) -> None:
-        """When the queues shrank by TRIM_STEP or more (a slow consumer or a silent peer left,
-        a backlog drained), hand the freed memory back to the system: the C allocator keeps
-        freed blocks of large notifications in its heap, and RSS would stay at its peak."""
-        queued = sum(link.queue.bytes for link in self.links.values()) + self._client_queued()
-        peers = (sum(len(subs) for subs in self.clients.streams.values())
-                 + sum(link.connected for link in self.links.values()))
-        # a peer that left took its queue (and gRPC's buffers for it) with it; the samples of
-        # `queued` are a second apart and may have missed the peak
-        if peers < self._peers:
-            # and on the next samples: what the peer held may be freed later (its handler and
-            # gRPC's call end after the count drops, later still on a loaded machine: three
-            # samples were seen to end before the memory was free)
-            self._trims = TRIMS_AFTER_LEAVE
-        if queued + TRIM_STEP <= self._queued_high or self._trims:
-            _malloc_trim()
-            self._queued_high = queued
-            self._trims = max(0, self._trims - 1)
-        else:
-            self._queued_high = max(self._queued_high, queued)
-        self._peers = peers
 
     async def _update_link_health(self) -> None:
         links = self.links
@@ -749,26 +727,6 @@ class BrokerServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop(drain_s=0)
-
-
-TRIM_STEP = 8 * 1024 * 1024
-TRIMS_AFTER_LEAVE = 10  # samples (a second apart) that still trim after a peer left
-
-
-def _malloc_trim() -> None:
-    """glibc's malloc_trim(0); nothing elsewhere."""
-    global _LIBC
-    if _LIBC is None:
-        try:
-            _LIBC = ctypes.CDLL("libc.so.6")
-            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            _LIBC = False
-    if _LIBC:
-        _LIBC.malloc_trim(0)
-
-
-_LIBC: Any = None
 
 
 def _bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None,
