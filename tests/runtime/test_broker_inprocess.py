@@ -266,7 +266,8 @@ def test_two_brokers_link_cut_heal_shape_and_reconnect(configs: Configs) -> None
 def test_a_cut_link_traces_every_message_it_drops(configs: Configs) -> None:
     """Whether the cut end is the receiver (b drops what a sent) or the sender (a's queue
     flushed at the cut), each dropped message gets a `drop` record that pairs with its `send`
-    record by (from, to, lseq), and the cut counters count exactly those records."""
+    record by (from, to, lseq), and the cut counters count exactly those records. A link's
+    round-trip probe (Ping) dropped with them is no message: neither counted nor traced."""
     a_addr, b_addr = address(next_host()), address(next_host())
     cfg_a = configs("a", listen=a_addr, neighbors={"b": b_addr})
     cfg_b = configs("b", listen=b_addr, neighbors={"a": a_addr})
@@ -286,13 +287,15 @@ def test_a_cut_link_traces_every_message_it_drops(configs: Configs) -> None:
                 await admin_b.cut_link("a")  # the receiving end is cut
                 sent = link.counters["sent"]
                 await pub.publish({"n": 2})
-                # written to b, and acknowledged by b: b has dropped it
+                assert link.ping()
+                # written to b, and acknowledged by b: b has dropped them
                 await wait_until(lambda: link.counters["sent"] > sent and link.unacked == 0)
                 await admin_b.heal_link("a")
 
                 await admin_a.set_link("b", delay_ms=2000)  # held in a's queue
                 await pub.publish({"n": 3})
-                await wait_until(lambda: len(link.queue) == 1)
+                assert link.ping()
+                await wait_until(lambda: len(link.queue) == 2)
                 await admin_a.cut_link("b")  # the sending end is cut: its queue is flushed
                 await admin_a.set_link("b", delay_ms=0)
                 await admin_a.heal_link("b")

@@ -93,6 +93,8 @@ ACK_EVERY = 8192
 # a stream no longer than that (and the per-peer stream cap bounds how many).
 ADMIT_WAIT_S = 0.5
 ADMIT_POLL_S = 0.02
+# link-level round-trip probes (live link costs): envelopes, but no message of the core's
+PROBES = ("ping", "pong")
 
 # receive(neighbour, message, wire): `wire` is the notification's encoded form for Notify
 Receiver = Callable[[str, Message, bytes | None], None]
@@ -252,10 +254,7 @@ class Link:
             return
         self.cut = cut
         if cut:
-            flushed = self.queue.clear()
-            if flushed:
-                self._drop("cut", len(flushed))
-                self._trace_lost(flushed, "cut")
+            self._lose(self.queue.clear(), "cut")
         self._metrics.link_state(self.neighbor, self.state)
         self._trace.record("link_cut" if cut else "link_heal", peer=self.neighbor)
 
@@ -448,8 +447,7 @@ class Link:
                     items += queue.take_due(batch_max - len(items), payload, size)
             if len(items) == 1:
                 if len(items[0]) > self._peer_max:  # the peer would end the stream on it
-                    self._drop("oversize")
-                    self._trace_lost(items, "oversize")
+                    self._lose(items, "oversize")
                     continue
                 await self._write(session, items[0], items)
             else:
@@ -462,8 +460,7 @@ class Link:
         try:
             await session.write(data)
         except BaseException:
-            self._drop("in_flight", len(items))
-            self._trace_lost(items, "in_flight")
+            self._lose(items, "in_flight")
             raise
         if ack > self._acked_out:
             self._acked_out = ack
@@ -511,40 +508,42 @@ class Link:
                 if envelope_seq(item) > ack]
         self._unacked.clear()
         self._unacked_items = 0
-        if lost:
-            self._drop("unacked", len(lost))
-            self._trace_lost(lost, "unacked")
+        self._lose(lost, "unacked")
 
     def ack_if_due(self) -> None:
         """Acknowledge now what arrived since the last acknowledgement (called every 0.1 s)."""
         if self._session is not None and self._last_in_seq > self._acked_out:
             self.queue.nudge()
 
-    def _trace_lost(self, items: list[bytes], reason: str) -> None:
-        """A `drop` record for each queued message that will not reach the peer, so the trace
-        does not leave them at their `send` record (fate: queued)."""
-        if not self._trace.enabled:
-            return
+    def _lose(self, items: list[bytes], reason: str) -> None:
+        """Queued messages that will not reach the peer: counted, and traced as `drop`, so the
+        trace does not leave them at their `send` record (fate: queued)."""
         envelopes: list[link_pb2.EnvelopeView | None] = []
         for item in items:
             try:
                 envelopes.append(link_pb2.EnvelopeView.FromString(item))
             except DecodeError:  # garbled by the shaper
                 envelopes.append(None)
-        self._trace_drops(envelopes, reason,
-                          {"from": self.config.broker_id, "to": self.neighbor})
+        self._drop_messages(envelopes, reason,
+                            {"from": self.config.broker_id, "to": self.neighbor})
 
-    def _trace_drops(self, envelopes: Sequence[link_pb2.EnvelopeView | None], reason: str,
-                     ends: dict[str, str]) -> None:
-        """A `drop` record for each of `envelopes` (None: one that did not decode) of a link's
-        messages from `ends["from"]` to `ends["to"]`, with the ids that pair it with its
-        `send` record (lseq) and, for a Notify, its notification's."""
-        for env in envelopes:
+    def _drop_messages(self, envelopes: Sequence[link_pb2.EnvelopeView | None], reason: str,
+                       ends: dict[str, str]) -> None:
+        """Count the messages among `envelopes` (None: one that did not decode) of a link from
+        `ends["from"]` to `ends["to"]` as dropped, and give each a `drop` record with the ids
+        that pair it with its `send` record (lseq) and, for a Notify, its notification's. A
+        link-level probe (Ping, Pong) is no message: never a `send`, so neither counted nor
+        traced (its sender, cut, counts none either)."""
+        messages = [e for e in envelopes if e is None or e.WhichOneof("kind") not in PROBES]
+        if not messages:
+            return
+        self._drop(reason, len(messages))
+        if not self._trace.enabled:
+            return
+        for env in messages:
             ids: dict[str, Any] = {}  # garbled: nothing to name it by
             if env is not None:
                 ids = {"lseq": env.seq, "msg": env.WhichOneof("kind")}
-                if ids["msg"] in ("ping", "pong"):
-                    continue  # link-level probes: never a send of the trace
                 if ids["msg"] == "notify":
                     try:
                         n = decode_notification(env.notify.notification)
@@ -567,11 +566,11 @@ class Link:
         try:
             env = link_pb2.EnvelopeView.FromString(data)
         except DecodeError as e:
-            self._drop("cut" if self.cut else "malformed")
-            if self.cut and self._trace.enabled:
-                self._trace_drops([None], "cut",
-                                  {"from": self.neighbor, "to": self.config.broker_id})
-            if not self.cut:
+            if self.cut:
+                self._drop_messages([None], "cut",
+                                    {"from": self.neighbor, "to": self.config.broker_id})
+            else:
+                self._drop("malformed")
                 log.warning("link %s: undecodable envelope (%d bytes): %s", self.neighbor,
                             len(data), e)
                 self._trace.record("garbage", peer=self.neighbor, why="undecodable",
@@ -593,12 +592,10 @@ class Link:
         if self.cut:
             # dropped here, and counted and traced here: acknowledged, so the sender does not
             # count them again as unacked (its `send` records pair with these by lseq)
-            self._drop("cut", len(envelopes))
-            if self._trace.enabled:
-                # over the bound: one record for the whole frame (a peer's million empty
-                # envelopes must not become a million records)
-                self._trace_drops(envelopes if len(envelopes) <= MAX_BATCH else [None], "cut",
-                                  {"from": self.neighbor, "to": self.config.broker_id})
+            # over the bound: one for the whole frame (a peer's million empty envelopes must
+            # not become a million records)
+            self._drop_messages(envelopes if len(envelopes) <= MAX_BATCH else [None], "cut",
+                                {"from": self.neighbor, "to": self.config.broker_id})
             last = envelopes[-1].seq if envelopes else 0
             if last > self._last_in_seq:
                 self._last_in_seq = last
@@ -665,7 +662,7 @@ class Link:
     def _receive_envelope(self, env: link_pb2.EnvelopeView) -> None:
         kind = env.WhichOneof("kind")
         wire: bytes | None = None
-        if kind == "ping" or kind == "pong":
+        if kind in PROBES:
             self._on_probe(env, kind)
             return
         try:
